@@ -1,0 +1,69 @@
+// swift-tools-version: 6.0
+// The RTC SDK: client (RTCCore, ScreenShareUser), shared wire formats (RTCTransport, Signaling),
+// the SFU (RTCServer) and the `rtc-cli` tool. See docs/architecture.md for the dependency graph.
+import PackageDescription
+
+let fuzzTargets = ["Y4M", "IVF", "WAV", "Ogg"]
+
+let package = Package(
+    name: "swift-rtc",
+    products: [
+        .library(name: "RTCCore", targets: ["RTCCore"]),
+        .library(name: "ScreenShareUser", targets: ["ScreenShareUser"]),
+        .library(name: "RTCServer", targets: ["RTCServer"]),
+        .executable(name: "rtc-cli", targets: ["rtc-cli"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+    ],
+    targets: [
+        // MARK: C libraries from Debian's -dev packages
+        .systemLibrary(name: "CVPX", pkgConfig: "vpx", providers: [.apt(["libvpx-dev"])]),
+        .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
+        .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
+        // A C facade (extern "C") over the C++-only webrtc-audio-processing (libwebrtc-audio-processing-dev).
+        // Its pkg-config file carries -D flags that SwiftPM refuses, so the defines are set here and
+        // the headers are found through Sources/CAPM/system/webrtc, a link to Debian's
+        // /usr/include/webrtc_audio_processing/webrtc.
+        .target(
+            name: "CAPM",
+            cxxSettings: [
+                .headerSearchPath("system"),
+                .define("WEBRTC_POSIX"), .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD"),
+            ],
+            linkerSettings: [.linkedLibrary("webrtc_audio_processing")]),
+
+        // MARK: Swift modules (DESIGN.md §2)
+        .target(
+            name: "RTCTransport",
+            dependencies: ["CSRTP", "COpenSSL", .product(name: "NIOCore", package: "swift-nio")]),
+        .target(name: "Signaling"),
+        .target(
+            name: "RTCCore",
+            dependencies: ["RTCTransport", "Signaling", "CVPX", "COpus", "CYUV", "CAPM"]),
+        .target(name: "ScreenShareUser", dependencies: ["RTCCore"]),
+        .target(name: "RTCServer", dependencies: ["RTCTransport", "Signaling"]),
+        .executableTarget(
+            name: "rtc-cli",
+            dependencies: [
+                "RTCCore", "ScreenShareUser", "RTCServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+
+        // MARK: Fuzzing: one libFuzzer entry point per parser of untrusted bytes (see Fuzz/README.md)
+        .target(name: "RTCFuzzHarness", dependencies: ["RTCCore"]),
+
+        // MARK: Tests
+        .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "RTCFuzzHarness"]),
+        .testTarget(name: "ScreenShareUserTests", dependencies: ["ScreenShareUser"]),
+        .testTarget(name: "RTCTransportTests", dependencies: ["RTCTransport"]),
+        .testTarget(name: "CLITests", dependencies: ["rtc-cli"]),
+    ] + fuzzTargets.map { name in
+        .executableTarget(name: "fuzz-\(name.lowercased())", dependencies: ["RTCFuzzHarness"],
+                          path: "Fuzz/\(name)")
+    },
+    cxxLanguageStandard: .cxx14
+)
