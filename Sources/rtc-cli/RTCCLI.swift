@@ -1,9 +1,39 @@
 import ArgumentParser
+import RTCCore
 
 @main
 struct RTCCLI: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rtc-cli",
-        abstract: "Media tools, bots and the server of the Swift RTC SDK.",
-        subcommands: [])
+        abstract: "Media tools, bots and benchmarks of the Swift RTC SDK.",
+        subcommands: [
+            PatternCommand.self, EncodeCommand.self, DecodeCommand.self, EncodeAudioCommand.self,
+            DecodeAudioCommand.self, BenchCommand.self, DemoCommand.self,
+        ])
 }
+
+/// A failure reported as one line on stderr with a non-zero exit, never a trap.
+struct CLIError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Runs `body`, turning media and codec errors into a one-line CLI error.
+func reporting<T>(_ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch let error as MediaFileError {
+        throw CLIError(error.message)
+    } catch let error as CodecError {
+        throw CLIError(error.message)
+    }
+}
+
+extension VideoSize: ExpressibleByArgument {
+    public init?(argument: String) {
+        guard let size = VideoSize(parsing: argument), size.width > 0, size.height > 0 else { return nil }
+        self = size
+    }
+}
+
+extension PatternKind: ExpressibleByArgument {}

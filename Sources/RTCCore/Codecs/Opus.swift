@@ -10,6 +10,13 @@ public enum OpusApplication: String, Sendable, Hashable, CaseIterable {
     case lowDelay
 }
 
+/// A hint about the content, which steers Opus between SILK (speech) and CELT (music).
+public enum OpusSignal: String, Sendable, Hashable, CaseIterable {
+    case auto
+    case voice
+    case music
+}
+
 /// Settings of an ``OpusEncoder``.
 public struct OpusEncoderConfiguration: Sendable, Hashable {
     /// 8000, 12000, 16000, 24000 or 48000.
@@ -29,10 +36,13 @@ public struct OpusEncoderConfiguration: Sendable, Hashable {
     public var complexity: Int
     /// 10, 20, 40 or 60 ms.
     public var frameDurationMs: Int
+    /// Content hint; `.voice` keeps the SILK layer that carries in-band FEC.
+    public var signal: OpusSignal
 
     public init(sampleRate: Int = 48000, channels: Int = 2, application: OpusApplication = .voip,
                 bitrate: Int = 32000, inbandFEC: Bool = true, packetLossPercent: Int = 10, dtx: Bool = false,
-                complexity: Int = 9, frameDurationMs: Int = 20) {
+                complexity: Int = 9, frameDurationMs: Int = 20, signal: OpusSignal = .auto) {
+        self.signal = signal
         self.sampleRate = sampleRate
         self.channels = channels
         self.application = application
@@ -77,6 +87,11 @@ public final class OpusEncoder {
         case .audio: rtc_opus_app_audio()
         case .lowDelay: rtc_opus_app_lowdelay()
         }
+        let signal: Int32 = switch configuration.signal {
+        case .auto: rtc_opus_signal_auto()
+        case .voice: rtc_opus_signal_voice()
+        case .music: rtc_opus_signal_music()
+        }
         var error: Int32 = 0
         guard let encoder = opus_encoder_create(Int32(configuration.sampleRate), Int32(configuration.channels),
                                                 application, &error), error == OPUS_OK
@@ -89,6 +104,7 @@ public final class OpusEncoder {
             rtc_opus_set_packet_loss_perc(encoder, Int32(configuration.packetLossPercent)),
             rtc_opus_set_dtx(encoder, configuration.dtx ? 1 : 0),
             rtc_opus_set_complexity(encoder, Int32(configuration.complexity)),
+            rtc_opus_set_signal(encoder, signal),
         ]
         if let failed = results.first(where: { $0 != OPUS_OK }) {
             opus_encoder_destroy(encoder)

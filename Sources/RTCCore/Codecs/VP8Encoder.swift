@@ -114,9 +114,12 @@ public final class VP8Encoder {
         config.rc_max_quantizer = UInt32(configuration.maxQuantizer)
         config.rc_undershoot_pct = 100
         config.rc_overshoot_pct = 15
-        config.rc_buf_initial_sz = 500
-        config.rc_buf_optimal_sz = 600
-        config.rc_buf_sz = 1000
+        // Screen content may burst (a sharp first keyframe, a scroll) and catch up by dropping frames,
+        // so it gets a deeper buffer; camera keeps WebRTC's tight one for steady latency.
+        let screenContent = configuration.contentType == .screen
+        config.rc_buf_initial_sz = screenContent ? 2000 : 500
+        config.rc_buf_optimal_sz = screenContent ? 2000 : 600
+        config.rc_buf_sz = screenContent ? 3000 : 1000
         config.rc_dropframe_thresh = configuration.allowFrameDropping ? 30 : 0
         config.kf_mode = VPX_KF_AUTO
         config.kf_min_dist = 0
@@ -131,7 +134,7 @@ public final class VP8Encoder {
             (Int32(VP8E_SET_NOISE_SENSITIVITY.rawValue), 0),
             (Int32(VP8E_SET_STATIC_THRESHOLD.rawValue), screen ? 100 : 1),
             (Int32(VP8E_SET_TOKEN_PARTITIONS.rawValue), Int32(VP8_ONE_TOKENPARTITION.rawValue)),
-            (Int32(VP8E_SET_MAX_INTRA_BITRATE_PCT.rawValue), Self.maxIntraBitratePercent(frameRate: configuration.frameRate)),
+            (Int32(VP8E_SET_MAX_INTRA_BITRATE_PCT.rawValue), screen ? 0 : Self.maxIntraBitratePercent(frameRate: configuration.frameRate)),
             (Int32(VP8E_SET_SCREEN_CONTENT_MODE.rawValue), screen ? 1 : 0),
         ]
         for (control, value) in controls {

@@ -1,0 +1,53 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a child process cost: wall time and peak resident memory (from wait4's rusage).
+struct ProcessCost {
+    var exitCode: Int32
+    var seconds: Double
+    var peakRSSKiB: Int
+}
+
+/// Starts programs with posix_spawn and waits with wait4, so peak RSS comes from the kernel.
+enum ProcessRunner {
+    /// Runs `arguments` (the first is looked up on PATH), with stdout and stderr sent to /dev/null
+    /// unless `quiet` is false.
+    static func run(_ arguments: [String], quiet: Bool = true) throws -> ProcessCost {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if quiet {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        }
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
+        argv.append(nil)
+        defer { for pointer in argv { free(pointer) } }
+        var start = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &start)
+        var pid: pid_t = 0
+        let status = posix_spawnp(&pid, arguments[0], &actions, nil, argv, environ)
+        guard status == 0 else {
+            throw CLIError("cannot start \(arguments[0]): \(String(cString: strerror(status)))")
+        }
+        var waitStatus: Int32 = 0
+        var usage = rusage()
+        while wait4(pid, &waitStatus, 0, &usage) < 0 {
+            guard errno == EINTR else { throw CLIError("waiting for \(arguments[0]) failed") }
+        }
+        var end = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &end)
+        let seconds = Double(end.tv_sec - start.tv_sec) + Double(end.tv_nsec - start.tv_nsec) / 1e9
+        let exited = waitStatus & 0x7F == 0
+        let code = exited ? (waitStatus >> 8) & 0xFF : 128 + (waitStatus & 0x7F)
+        return ProcessCost(exitCode: code, seconds: seconds, peakRSSKiB: Int(usage.ru_maxrss))
+    }
+
+    /// The path of the running executable.
+    static var selfPath: String {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        return count > 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
+    }
+}
