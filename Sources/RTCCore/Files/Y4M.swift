@@ -97,10 +97,14 @@ public final class Y4MReader {
 
     /// Reads the header from `input`; `source` names it in error messages.
     public init(input: any ByteInput, source: String = "input") throws(MediaFileError) {
-        guard let line = try input.readLine(limit: Y4MHeader.lineLimit, what: "the Y4M header") else {
-            throw MediaFileError(.truncated, "\(source) is empty")
+        let magic = Array(Y4MHeader.magic.utf8)
+        let start = try input.readExactly(magic.count, what: "the Y4M signature", endAllowed: true) ?? []
+        guard start.count == magic.count else { throw MediaFileError(.truncated, "\(source) is empty") }
+        guard start == magic else {
+            throw MediaFileError(.wrongFormat, "\(source) is not a Y4M file (no YUV4MPEG2 signature)")
         }
-        header = try Y4MHeader(line: line, source: source)
+        let rest = try input.readLine(limit: Y4MHeader.lineLimit, what: "the Y4M header") ?? []
+        header = try Y4MHeader(line: start + rest, source: source)
         self.input = input
         self.source = source
         let layout = FrameLayout(format: .i420, width: header.width, height: header.height)!

@@ -1,0 +1,263 @@
+import Foundation
+import Testing
+@testable import RTCCore
+
+@Suite("Media files: Y4M, IVF, WAV, Ogg Opus")
+struct MediaFileTests {
+    // MARK: Round trips in memory
+
+    @Test("Y4M round trip keeps every pixel, odd sizes included", arguments: [
+        VideoSize(width: 16, height: 16), VideoSize(width: 17, height: 9), VideoSize(width: 1, height: 1),
+    ])
+    func y4mRoundTrip(size: VideoSize) throws {
+        let header = Y4MHeader(width: size.width, height: size.height, frameRate: FrameRate(30000, 1001))
+        let output = MemoryOutput()
+        let writer = try Y4MWriter(output: output, header: header)
+        let pool = try #require(VideoFramePool(format: .i420, width: size.width, height: size.height))
+        var frames: [VideoFrame] = []
+        for index in 0..<3 {
+            let buffer = pool.makeBuffer()
+            for plane in 0..<3 {
+                buffer.forEachRow(ofPlane: plane) { row, bytes in
+                    for x in 0..<bytes.count { bytes[x] = UInt8(truncatingIfNeeded: index * 31 + plane * 7 + row * 3 + x) }
+                }
+            }
+            frames.append(VideoFrame(buffer: buffer, timestampUs: 0))
+            try writer.write(frames[index])
+        }
+        try writer.finish()
+        let reader = try Y4MReader(input: MemoryInput(output.bytes))
+        #expect(reader.header == header)
+        for frame in frames {
+            let read = try #require(try reader.readFrame())
+            var psnr = PSNRAccumulator()
+            try psnr.add(reference: frame, distorted: read)
+            #expect(psnr.squaredError == 0)
+        }
+        #expect(try reader.readFrame() == nil)
+    }
+
+    @Test("IVF round trip keeps frames, timestamps and the frame count")
+    func ivfRoundTrip() throws {
+        let output = MemoryOutput()
+        let writer = try IVFWriter(output: output, header: IVFHeader(width: 320, height: 240, timebaseDenominator: 15))
+        let frames = (0..<5).map { IVFFrame(data: [UInt8](repeating: UInt8($0), count: $0 * 100 + 1), timestamp: UInt64($0 * 2)) }
+        for frame in frames { try writer.write(frame.data, timestamp: frame.timestamp) }
+        try writer.finish()
+        let reader = try IVFReader(input: MemoryInput(output.bytes))
+        #expect(reader.header.frameCount == 5 && reader.header.fourcc == "VP80")
+        #expect(reader.header.timebaseDenominator == 15 && reader.header.timebaseNumerator == 1)
+        for frame in frames { #expect(try reader.readFrame() == frame) }
+        #expect(try reader.readFrame() == nil)
+    }
+
+    @Test("WAV round trip keeps samples")
+    func wavRoundTrip() throws {
+        let output = MemoryOutput()
+        let writer = try WAVWriter(output: output, sampleRate: 16000, channels: 2)
+        let samples: [Int16] = (0..<2000).map { Int16(truncatingIfNeeded: $0 * 977) }
+        try writer.write(AudioFrame(samples: .int16(samples), sampleRate: 16000, channels: 2))
+        try writer.write(AudioFrame(samples: .float([1.5, -1.5]), sampleRate: 16000, channels: 2))  // clipped
+        try writer.finish()
+        let reader = try WAVReader(input: MemoryInput(output.bytes))
+        #expect(reader.format == WAVFormat(sampleRate: 16000, channels: 2))
+        var read: [Int16] = []
+        while let frame = try reader.read(samplesPerChannel: 300) {
+            #expect(frame.samplesPerChannel <= 300)
+            read += frame.int16Samples
+        }
+        #expect(read == samples + [32767, -32768])
+    }
+
+    @Test("Ogg packet layer: packets of any size, across pages, come back whole",
+          arguments: [[0, 1, 254, 255, 256, 510, 65025, 70000, 3]])
+    func oggPackets(sizes: [Int]) throws {
+        let output = MemoryOutput()
+        let writer = OggPacketWriter(output: output, serial: 7)
+        let packets = sizes.enumerated().map { index, size in (0..<size).map { UInt8(truncatingIfNeeded: $0 &+ index) } }
+        for (index, packet) in packets.enumerated() { try writer.write(packet, granulePosition: Int64(index)) }
+        try writer.finish()
+        let reader = OggPacketReader(input: MemoryInput(output.bytes), source: "memory")
+        for (index, packet) in packets.enumerated() {
+            let read = try #require(try reader.readPacket())
+            #expect(read.data == packet)
+            #expect(read.granulePosition == Int64(index))
+            #expect(read.isLastOfStream == (index == packets.count - 1))
+        }
+        #expect(try reader.readPacket() == nil)
+    }
+
+    @Test("a flipped byte fails the Ogg CRC")
+    func oggCRC() throws {
+        var bytes = try #require(try corpus("ogg").first { $0.name == "ours-tone.ogg" }).bytes
+        bytes[bytes.count - 3] ^= 0x40
+        let reader = try OggOpusReader(input: MemoryInput(bytes))
+        #expect {
+            while try reader.readPacket() != nil {}
+        } throws: { ($0 as? MediaFileError)?.kind == .corrupt }
+    }
+
+    // MARK: Bad input
+
+    @Test("wrong formats and broken headers are clear errors", arguments: [
+        ("y4m", Array("RIFF....WAVE".utf8), MediaFileError.Kind.wrongFormat),
+        ("y4m", Array("YUV4MPEG2 W0 H10\n".utf8), .corrupt),
+        ("y4m", Array("YUV4MPEG2 W10 H10 C422\n".utf8), .unsupported),
+        ("y4m", Array("YUV4MPEG2 W10 H10 Ii\n".utf8), .unsupported),
+        ("y4m", Array("YUV4MPEG2 W10 H10 F0:0\n".utf8), .corrupt),
+        ("y4m", [], .truncated),
+        ("ivf", Array("DKIF".utf8) + [0, 0], .truncated),
+        ("ivf", Array("OggS".utf8) + [UInt8](repeating: 0, count: 28), .wrongFormat),
+        ("wav", Array("RIFF\u{0}\u{0}\u{0}\u{0}WAVEdata\u{0}\u{0}\u{0}\u{0}".utf8), .corrupt),
+        ("wav", Array("RIFF\u{0}\u{0}\u{0}\u{0}WAVE".utf8), .truncated),
+        ("ogg", Array("OggS".utf8), .truncated),
+        ("ogg", Array("fLaC".utf8) + [UInt8](repeating: 0, count: 40), .wrongFormat),
+    ])
+    func badHeaders(format: String, bytes: [UInt8], kind: MediaFileError.Kind) {
+        #expect {
+            try open(format, bytes)
+        } throws: { ($0 as? MediaFileError)?.kind == kind }
+    }
+
+    @Test("every prefix of every seed file reads or fails cleanly, and never gains data",
+          arguments: ["y4m", "ivf", "wav", "ogg"])
+    func truncation(format: String) throws {
+        for seed in try corpus(format) {
+            let whole = (try? readAll(format, seed.bytes)) ?? -1
+            for length in 0..<seed.bytes.count {
+                let prefix = Array(seed.bytes[..<length])
+                if let count = try? readAll(format, prefix) {
+                    #expect(count <= max(whole, 0), "\(seed.name) prefix \(length) read \(count) items, whole file \(whole)")
+                }
+            }
+        }
+    }
+
+    @Test("a missing file and a directory are I/O errors with the path")
+    func missingFile() {
+        #expect {
+            try Y4MReader(path: "/nonexistent/clip.y4m")
+        } throws: { ($0 as? MediaFileError)?.kind == .io && "\($0)".contains("/nonexistent/clip.y4m") }
+        #expect { try WAVReader(path: "/tmp") } throws: { ($0 as? MediaFileError)?.kind == .io }
+        #expect { try IVFWriter(path: "/nonexistent/out.ivf", header: IVFHeader(width: 2, height: 2)) } throws: {
+            ($0 as? MediaFileError)?.kind == .io
+        }
+    }
+
+    // MARK: Interop with ffmpeg
+
+    @Test("ffprobe reads what our writers produce")
+    func ffprobeReadsOurFiles() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let size = VideoSize(width: 320, height: 240)
+        let generator = try PatternGenerator(kind: .camera, size: size)
+        let y4m = try Y4MWriter(path: "\(dir)/a.y4m", header: Y4MHeader(width: 320, height: 240, frameRate: FrameRate(30)))
+        let ivf = try IVFWriter(path: "\(dir)/a.ivf", header: IVFHeader(width: 320, height: 240, timebaseDenominator: 30))
+        let encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: 320, height: 240, bitrateKbps: 400))
+        for index in 0..<12 {
+            let frame = generator.frame(at: index)
+            try y4m.write(frame)
+            for packet in try encoder.encode(frame) { try ivf.write(packet.data, timestamp: UInt64(index)) }
+        }
+        try y4m.finish()
+        try ivf.finish()
+        let video = try probe("\(dir)/a.ivf")
+        #expect(video["codec_name"] == "vp8" && video["width"] == "320" && video["height"] == "240")
+        #expect(video["nb_read_frames"] == "12")
+        let raw = try probe("\(dir)/a.y4m")
+        #expect(raw["codec_name"] == "rawvideo" && raw["nb_read_frames"] == "12" && raw["width"] == "320")
+
+        let wav = try WAVWriter(path: "\(dir)/a.wav", sampleRate: 48000, channels: 2)
+        let opus = try OpusEncoder(configuration: OpusEncoderConfiguration(application: .audio, inbandFEC: false))
+        let ogg = try OggOpusWriter(path: "\(dir)/a.ogg", head: OpusHead(channels: 2, preSkip: opus.lookahead, inputSampleRate: 48000))
+        for index in 0..<50 {
+            let pcm = tone(frequency: 440, sampleRate: 48000, channels: 2, samples: 960, offset: index * 960)
+            let frame = AudioFrame(samples: .int16(pcm), sampleRate: 48000, channels: 2)
+            try wav.write(frame)
+            try ogg.write(try opus.encode(frame), samples: 960)
+        }
+        try wav.finish()
+        try ogg.finish(totalSamples: 48000)
+        let pcm = try probe("\(dir)/a.wav")
+        #expect(pcm["codec_name"] == "pcm_s16le" && pcm["sample_rate"] == "48000" && pcm["channels"] == "2")
+        #expect(pcm["nb_read_frames"] != nil)
+        let audio = try probe("\(dir)/a.ogg")
+        #expect(audio["codec_name"] == "opus" && audio["channels"] == "2")
+        #expect(audio["nb_read_frames"] == "50")
+    }
+
+    @Test("our readers read what ffmpeg writes")
+    func readFFmpegFiles() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let commands: [[String]] = [
+            ["-f", "lavfi", "-i", "testsrc=size=176x144:rate=25", "-frames:v", "10", "-pix_fmt", "yuv420p", "\(dir)/f.y4m"],
+            ["-f", "lavfi", "-i", "testsrc=size=176x144:rate=25", "-frames:v", "10", "-c:v", "libvpx", "-b:v", "200k", "\(dir)/f.ivf"],
+            ["-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000", "-t", "0.5", "-ac", "2", "-c:a", "pcm_s16le", "\(dir)/f.wav"],
+            ["-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000", "-t", "0.5", "-c:a", "libopus", "\(dir)/f.ogg"],
+        ]
+        for command in commands {
+            let result = try runTool(["ffmpeg", "-v", "error", "-y"] + command)
+            try #require(result.status == 0, "ffmpeg failed: \(command)")
+        }
+        let y4m = try Y4MReader(path: "\(dir)/f.y4m")
+        #expect(y4m.header.width == 176 && y4m.header.height == 144 && y4m.header.frameRate == FrameRate(25))
+        var frames = 0
+        while try y4m.readFrame() != nil { frames += 1 }
+        #expect(frames == 10)
+
+        let ivf = try IVFReader(path: "\(dir)/f.ivf")
+        #expect(ivf.header.fourcc == "VP80" && ivf.header.width == 176)
+        let decoder = try VP8Decoder()
+        var decoded = 0
+        while let frame = try ivf.readFrame() { if try decoder.decode(frame.data) != nil { decoded += 1 } }
+        #expect(decoded == 10)
+
+        let wav = try WAVReader(path: "\(dir)/f.wav")
+        #expect(wav.format == WAVFormat(sampleRate: 48000, channels: 2))
+        var samples: [Int16] = []
+        while let block = try wav.read(samplesPerChannel: 4800) { samples += block.int16Samples }
+        #expect(samples.count == 48000)
+        #expect(toneShare(samples, channels: 2, frequency: 1000, sampleRate: 48000) > 0.95)
+
+        let ogg = try OggOpusReader(path: "\(dir)/f.ogg")
+        #expect(ogg.head.channels == 1)
+        let opus = try OpusDecoder(sampleRate: 48000, channels: 1)
+        var pcm: [Int16] = []
+        while let packet = try ogg.readPacket() { pcm += try opus.decode(packet.data).int16Samples }
+        #expect(pcm.count >= 24000)
+        #expect(toneShare(Array(pcm[4800...]), channels: 1, frequency: 1000, sampleRate: 48000) > 0.9)
+    }
+}
+
+/// Opens `bytes` as `format` and reads everything; returns the number of frames/packets/blocks.
+@discardableResult
+func readAll(_ format: String, _ bytes: [UInt8]) throws -> Int {
+    switch format {
+    case "y4m":
+        let reader = try Y4MReader(input: MemoryInput(bytes))
+        var count = 0
+        while try reader.readFrame() != nil { count += 1 }
+        return count
+    case "ivf":
+        let reader = try IVFReader(input: MemoryInput(bytes))
+        var count = 0
+        while try reader.readFrame() != nil { count += 1 }
+        return count
+    case "wav":
+        let reader = try WAVReader(input: MemoryInput(bytes))
+        var count = 0
+        while let frame = try reader.read(samplesPerChannel: 1) { count += frame.samplesPerChannel }
+        return count
+    default:
+        let reader = try OggOpusReader(input: MemoryInput(bytes))
+        var count = 0
+        while try reader.readPacket() != nil { count += 1 }
+        return count
+    }
+}
+
+func open(_ format: String, _ bytes: [UInt8]) throws {
+    try readAll(format, bytes)
+}
