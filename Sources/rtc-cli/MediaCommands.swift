@@ -43,6 +43,7 @@ struct EncodeCommand: ParsableCommand {
     @Option(name: .customLong("temporal-layers"), help: "1, 2 or 3.") var temporalLayers: Int = 1
 
     func validate() throws {
+        guard (10...100_000).contains(bitrate) else { throw ValidationError("--bitrate must be 10...100000 kbps") }
         if let maxSize, maxSize.width % 2 != 0 || maxSize.height % 2 != 0 || maxSize.width < 16 || maxSize.height < 16 {
             throw ValidationError("--max-size \(maxSize) must have even width and height of at least 16")
         }

@@ -92,11 +92,11 @@ public final class IVFReader {
     }
 
     public init(input: any ByteInput, source: String = "input") throws(MediaFileError) {
-        guard let bytes = try input.readExactly(IVFHeader.size, what: "the IVF header", endAllowed: true) else {
+        guard let bytes = try input.readExactly(IVFHeader.size, what: "the IVF header of \(source)", endAllowed: true) else {
             throw MediaFileError(.truncated, "\(source) is empty")
         }
         header = try IVFHeader(bytes: bytes, source: source)
-        try input.skip(header.headerSizeExtra(bytes: bytes), what: "the IVF header")
+        try input.skip(header.headerSizeExtra(bytes: bytes), what: "the IVF header of \(source)")
         self.input = input
         self.source = source
     }

@@ -157,7 +157,7 @@ public final class OggPacketReader {
         let sequence = try reader.u32le()
         let storedCRC = try reader.u32le()
         let segmentCount = Int(try reader.u8())
-        guard let segments = try input.readExactly(segmentCount, what: "an Ogg lacing table") else {
+        guard let segments = try input.readExactly(segmentCount, what: "an Ogg lacing table in \(source)") else {
             throw MediaFileError(.truncated, "\(source): the file ends inside an Ogg page")
         }
         let bodySize = segments.reduce(0) { $0 + Int($1) }

@@ -72,7 +72,7 @@ public final class WAVReader {
     }
 
     public init(input: any ByteInput, source: String = "input") throws(MediaFileError) {
-        guard let riff = try input.readExactly(12, what: "the RIFF header", endAllowed: true) else {
+        guard let riff = try input.readExactly(12, what: "the RIFF header of \(source)", endAllowed: true) else {
             throw MediaFileError(.truncated, "\(source) is empty")
         }
         guard riff[0..<4].elementsEqual("RIFF".utf8), riff[8..<12].elementsEqual("WAVE".utf8) else {
@@ -80,7 +80,7 @@ public final class WAVReader {
         }
         var format: WAVFormat?
         while true {
-            guard let head = try input.readExactly(8, what: "a WAV chunk header", endAllowed: true) else {
+            guard let head = try input.readExactly(8, what: "a WAV chunk header in \(source)", endAllowed: true) else {
                 throw MediaFileError(.truncated, "\(source): no data chunk in the WAV file")
             }
             var reader = ByteReader(head, what: "a WAV chunk header")
@@ -97,13 +97,13 @@ public final class WAVReader {
                 guard (16...1024).contains(size) else {
                     throw MediaFileError(.corrupt, "\(source): WAV fmt chunk size \(size) is not valid")
                 }
-                guard let chunk = try input.readExactly(size, what: "the WAV fmt chunk") else {
+                guard let chunk = try input.readExactly(size, what: "the WAV fmt chunk of \(source)") else {
                     throw MediaFileError(.truncated, "\(source): the file ends inside the fmt chunk")
                 }
                 format = try WAVFormat(chunk: chunk, source: source)
-                if size % 2 == 1 { try input.skip(1, what: "a WAV chunk pad byte") }
+                if size % 2 == 1 { try input.skip(1, what: "a WAV chunk pad byte in \(source)") }
             } else {
-                try input.skip(size + size % 2, what: "a WAV chunk")
+                try input.skip(size + size % 2, what: "a WAV chunk in \(source)")
             }
         }
         self.input = input

@@ -98,12 +98,12 @@ public final class Y4MReader {
     /// Reads the header from `input`; `source` names it in error messages.
     public init(input: any ByteInput, source: String = "input") throws(MediaFileError) {
         let magic = Array(Y4MHeader.magic.utf8)
-        let start = try input.readExactly(magic.count, what: "the Y4M signature", endAllowed: true) ?? []
+        let start = try input.readExactly(magic.count, what: "the Y4M signature of \(source)", endAllowed: true) ?? []
         guard start.count == magic.count else { throw MediaFileError(.truncated, "\(source) is empty") }
         guard start == magic else {
             throw MediaFileError(.wrongFormat, "\(source) is not a Y4M file (no YUV4MPEG2 signature)")
         }
-        let rest = try input.readLine(limit: Y4MHeader.lineLimit, what: "the Y4M header") ?? []
+        let rest = try input.readLine(limit: Y4MHeader.lineLimit, what: "the Y4M header of \(source)") ?? []
         header = try Y4MHeader(line: start + rest, source: source)
         self.input = input
         self.source = source
@@ -113,7 +113,7 @@ public final class Y4MReader {
 
     /// Reads the next frame; returns nil at the end of the file.
     public func readFrame() throws(MediaFileError) -> VideoFrame? {
-        guard let marker = try input.readLine(limit: Y4MHeader.lineLimit, what: "a Y4M frame header") else { return nil }
+        guard let marker = try input.readLine(limit: Y4MHeader.lineLimit, what: "a Y4M frame header in \(source)") else { return nil }
         guard marker.starts(with: Array("FRAME".utf8)), marker.count == 5 || marker[5] == 0x20 else {
             throw MediaFileError(.corrupt, "\(source): expected FRAME at frame \(frameIndex)")
         }

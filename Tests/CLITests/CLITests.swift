@@ -1,0 +1,92 @@
+import Foundation
+import Testing
+
+/// The built `rtc-cli`, next to this test bundle in the build folder.
+let cliPath: String = {
+    var url = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    for _ in 0..<4 where !FileManager.default.fileExists(atPath: url.appendingPathComponent("rtc-cli").path) {
+        url = url.deletingLastPathComponent()
+    }
+    return url.appendingPathComponent("rtc-cli").path
+}()
+
+/// Runs rtc-cli; returns exit status, stdout and stderr.
+func cli(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: cliPath)
+    process.arguments = arguments
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    let errData = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+}
+
+@Suite("rtc-cli", .serialized)
+struct CLITests {
+    let dir: String = {
+        let path = NSTemporaryDirectory() + "rtc-cli-tests-" + UUID().uuidString
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }()
+
+    @Test("pattern → encode → decode, and audio encode → decode, work end to end")
+    func roundTrip() throws {
+        #expect(FileManager.default.isExecutableFile(atPath: cliPath), "rtc-cli not found at \(cliPath)")
+        let clip = "\(dir)/c.y4m", ivf = "\(dir)/c.ivf", back = "\(dir)/c-back.y4m"
+        var result = try cli(["pattern", "--output", clip, "--size", "640x360", "--frames", "20", "--kind", "screen"])
+        #expect(result.status == 0, "\(result.err)")
+        result = try cli(["encode", "--input", clip, "--output", ivf, "--bitrate", "500", "--max-size", "320x320", "--screen"])
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.out.contains("320x180"), "\(result.out)")
+        result = try cli(["decode", "--input", ivf, "--output", back])
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.out.contains("320x180"))
+        let decoded = try #require(FileManager.default.attributesOfItem(atPath: back)[.size] as? Int)
+        // 20 frames of 320x180 I420 plus headers: dropped frames are repeated, none are lost.
+        #expect(decoded >= 20 * 320 * 180 * 3 / 2)
+    }
+
+    @Test("bad input gives one clear error line and a non-zero exit", arguments: [
+        (["encode", "--input", "/nonexistent.y4m", "--output", "/tmp/x.ivf"], "cannot open /nonexistent.y4m"),
+        (["decode", "--input", "/nonexistent.ivf", "--output", "/tmp/x.y4m"], "cannot open"),
+        (["encode-audio", "--input", "/nonexistent.wav", "--output", "/tmp/x.ogg"], "cannot open"),
+        (["decode-audio", "--input", "/nonexistent.ogg", "--output", "/tmp/x.wav"], "cannot open"),
+        (["pattern", "--output", "/tmp/x.y4m", "--size", "641x360", "--frames", "1"], "even width and height"),
+        (["pattern", "--output", "/tmp/x.y4m", "--size", "big", "--frames", "1"], "size"),
+        (["pattern", "--output", "/tmp/x.y4m", "--frames", "0"], "--frames must be positive"),
+        (["encode", "--input", "/tmp/x.y4m", "--output", "/tmp/x.ivf", "--max-size", "641x360"], "--max-size"),
+        (["encode", "--input", "/tmp/x.y4m", "--output", "/tmp/x.ivf", "--bitrate", "0"], "bitrate"),
+    ])
+    func badArguments(arguments: [String], message: String) throws {
+        let result = try cli(arguments)
+        #expect(result.status != 0)
+        #expect(result.err.contains(message), "stderr: \(result.err)")
+        #expect(!result.err.contains("Fatal error"), "trapped: \(result.err)")
+    }
+
+    @Test("files of the wrong kind or cut short are reported, not trapped on")
+    func badFiles() throws {
+        let clip = "\(dir)/ok.y4m"
+        #expect(try cli(["pattern", "--output", clip, "--size", "64x64", "--frames", "3"]).status == 0)
+        let data = try Data(contentsOf: URL(fileURLWithPath: clip))
+        try data.prefix(data.count - 100).write(to: URL(fileURLWithPath: "\(dir)/cut.y4m"))
+        try Data("RIFF1234WAVEjunk".utf8).write(to: URL(fileURLWithPath: "\(dir)/junk.wav"))
+        let cases: [([String], String)] = [
+            (["encode", "--input", "\(dir)/cut.y4m", "--output", "\(dir)/o.ivf"], "ends inside frame 2"),
+            (["decode", "--input", clip, "--output", "\(dir)/o.y4m"], "not an IVF file"),
+            (["decode-audio", "--input", clip, "--output", "\(dir)/o.wav"], "not an Ogg file"),
+            (["encode-audio", "--input", "\(dir)/junk.wav", "--output", "\(dir)/o.ogg"], "junk.wav"),
+            (["encode-audio", "--input", clip, "--output", "\(dir)/o.ogg"], "not a WAV file"),
+        ]
+        for (arguments, message) in cases {
+            let result = try cli(arguments)
+            #expect(result.status != 0, "\(arguments)")
+            #expect(result.err.contains(message), "\(arguments): \(result.err)")
+            #expect(result.err.split(separator: "\n").count <= 2, "\(arguments): \(result.err)")
+        }
+    }
+}
