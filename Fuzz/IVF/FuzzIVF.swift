@@ -1,20 +1,7 @@
 import RTCFuzzHarness
 
-/// libFuzzer entry point for the IVF reader (build with `make fuzz`, see Fuzz/README.md).
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzIVF(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    FuzzHarness.ivf(Array(UnsafeBufferPointer(start: data, count: size)))
-    return 0
-}
-
-#if !FUZZING
-/// Without libFuzzer (a plain build), replays the files named on the command line.
+/// libFuzzer target for the IVF reader: `make fuzz` (see Fuzz/README.md).
 @main
-struct ReplayIVF {
-    static func main() {
-        for path in CommandLine.arguments.dropFirst() {
-            FuzzHarness.ivf(ReplayFile.read(path))
-        }
-    }
+struct FuzzIVF {
+    static func main() { FuzzDriver.run(FuzzHarness.ivf) }
 }
-#endif

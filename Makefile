@@ -1,0 +1,52 @@
+# Entry points: `make demo`, `make test` (README.md). Both install the Debian packages they need.
+SHELL := /bin/bash
+DEBIAN_PACKAGES := pkg-config libvpx-dev libopus-dev libsrtp2-dev libssl-dev libyuv-dev \
+                   libwebrtc-audio-processing-dev ffmpeg
+FUZZ_TARGETS := y4m ivf wav ogg
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD := .build-fuzz
+FUZZ_FLAGS := -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xcc -fsanitize=fuzzer-no-link,address \
+              -Xswiftc -Xclang-linker -Xswiftc -fuse-ld=lld
+
+.PHONY: deps demo test fuzz fuzz-replay bench build clean
+
+# Installs the system packages only when one is missing, so repeated runs stay fast.
+deps:
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:" $$missing; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+build: deps
+	swift build -c release --product rtc-cli
+
+demo: build
+	.build/release/rtc-cli demo --dir out/demo
+
+test: deps
+	swift test
+
+# Builds every libFuzzer target and runs each for FUZZ_SECONDS on a copy of its committed corpus.
+# New inputs land in out/fuzz/NAME; a crash leaves crash-* there: copy it into Fuzz/Corpus/NAME.
+fuzz: deps
+	@for t in $(FUZZ_TARGETS); do \
+		swift build --build-path $(FUZZ_BUILD) $(FUZZ_FLAGS) --product fuzz-$$t || exit 1; \
+	done
+	@for t in $(FUZZ_TARGETS); do \
+		mkdir -p out/fuzz/$$t && cp -n Fuzz/Corpus/$$t/* out/fuzz/$$t/ ; \
+		echo "== fuzz-$$t for $(FUZZ_SECONDS) s"; \
+		(cd out/fuzz && ../../$(FUZZ_BUILD)/debug/fuzz-$$t $$t -max_total_time=$(FUZZ_SECONDS) \
+			-rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 2>&1 | grep -E "stat::number_of_executed_units|stat::peak_rss|ERROR|SUMMARY|Done") || exit 1; \
+	done
+
+# Replays the corpora without libFuzzer (the test suite does the same through FuzzHarness).
+fuzz-replay:
+	@for t in $(FUZZ_TARGETS); do swift run -q fuzz-$$t Fuzz/Corpus/$$t || exit 1; done
+
+bench: build
+	.build/release/rtc-cli bench encode
+
+clean:
+	rm -rf .build $(FUZZ_BUILD) out
