@@ -37,7 +37,7 @@ struct EncodeBench: ParsableCommand {
                                               "\(frames)", "--kind", kind.rawValue])
             guard made.exitCode == 0 else { throw CLIError("could not write \(clip)") }
             let ours = [me, "encode", "--input", clip, "--output", "\(dir)/ours.ivf", "--bitrate", "\(bitrate)",
-                        "--cpu-used", "\(cpuUsed)", "--threads", "1"]
+                        "--cpu-used=\(cpuUsed)", "--threads", "1"]
             let ffmpeg = ["ffmpeg", "-hide_banner", "-nostdin", "-loglevel", "error", "-y", "-i", clip,
                           "-c:v", "libvpx", "-deadline", "realtime", "-cpu-used", "\(cpuUsed)", "-threads", "1",
                           "-b:v", "\(bitrate)k", "-minrate", "\(bitrate)k", "-maxrate", "\(bitrate)k",

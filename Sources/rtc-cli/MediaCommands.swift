@@ -149,7 +149,7 @@ struct EncodeAudioCommand: ParsableCommand {
         try reporting {
             let reader = try WAVReader(path: input)
             let format = reader.format
-            guard OpusSupport.sampleRates.contains(format.sampleRate) else {
+            guard OpusEncoderConfiguration.sampleRates.contains(format.sampleRate) else {
                 throw CLIError("\(input): \(format.sampleRate) Hz is not an Opus input rate (8000, 12000, 16000, 24000 or 48000 Hz); resample it first")
             }
             guard (1...2).contains(format.channels) else {
@@ -191,10 +191,6 @@ struct EncodeAudioCommand: ParsableCommand {
             print("encoded \(total) samples in \(packets) Opus packets to \(output)")
         }
     }
-}
-
-enum OpusSupport {
-    static let sampleRates: Set<Int> = [8000, 12000, 16000, 24000, 48000]
 }
 
 struct DecodeAudioCommand: ParsableCommand {

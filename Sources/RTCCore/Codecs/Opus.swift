@@ -57,7 +57,8 @@ public struct OpusEncoderConfiguration: Sendable, Hashable {
     /// Samples per channel in one frame.
     public var samplesPerFrame: Int { sampleRate * frameDurationMs / 1000 }
 
-    static let sampleRates: Set<Int> = [8000, 12000, 16000, 24000, 48000]
+    /// The sample rates libopus encodes and decodes at.
+    public static let sampleRates: Set<Int> = [8000, 12000, 16000, 24000, 48000]
 }
 
 /// Maps libopus error codes to text.
