@@ -1,0 +1,339 @@
+import NIOCore
+
+/// The VP8 payload descriptor ([RFC 7741 §4.2](https://www.rfc-editor.org/rfc/rfc7741#section-4.2)).
+///
+/// ```
+///       0 1 2 3 4 5 6 7
+///      +-+-+-+-+-+-+-+-+
+///      |X|R|N|S|R| PID | (REQUIRED)
+///      +-+-+-+-+-+-+-+-+
+/// X:   |I|L|T|K| RSV   | (OPTIONAL)
+///      +-+-+-+-+-+-+-+-+
+/// I:   |M| PictureID   | (OPTIONAL)
+///      +-+-+-+-+-+-+-+-+
+///      |   PictureID   | (when M = 1: 15-bit PictureID)
+///      +-+-+-+-+-+-+-+-+
+/// L:   |   TL0PICIDX   | (OPTIONAL)
+///      +-+-+-+-+-+-+-+-+
+/// T/K: |TID|Y| KEYIDX  | (OPTIONAL)
+///      +-+-+-+-+-+-+-+-+
+/// ```
+public struct VP8PayloadDescriptor: Sendable, Hashable {
+    /// N: the frame can be discarded without affecting others.
+    public var nonReference: Bool
+    /// S: the first packet of a partition.
+    public var startOfPartition: Bool
+    /// PID: partition index, 0...7.
+    public var partitionIndex: UInt8
+    /// 7- or 15-bit picture ID.
+    public var pictureID: UInt16?
+    /// Whether the picture ID uses the two-byte (15-bit) form.
+    public var longPictureID: Bool
+    public var tl0PictureIndex: UInt8?
+    /// Temporal layer index (TID), when T is set.
+    public var temporalLayer: UInt8?
+    /// Y: this frame depends only on the base layer (a layer sync point).
+    public var layerSync: Bool
+    /// KEYIDX, when K is set.
+    public var keyIndex: UInt8?
+
+    public init(nonReference: Bool = false, startOfPartition: Bool, partitionIndex: UInt8 = 0, pictureID: UInt16? = nil,
+                longPictureID: Bool = true, tl0PictureIndex: UInt8? = nil, temporalLayer: UInt8? = nil,
+                layerSync: Bool = false, keyIndex: UInt8? = nil) {
+        self.nonReference = nonReference
+        self.startOfPartition = startOfPartition
+        self.partitionIndex = partitionIndex & 0x07
+        let long = longPictureID || (pictureID ?? 0) > 0x7F
+        self.longPictureID = long
+        self.pictureID = pictureID.map { $0 & (long ? 0x7FFF : 0x7F) }
+        self.tl0PictureIndex = tl0PictureIndex
+        self.temporalLayer = temporalLayer.map { $0 & 0x03 }
+        self.layerSync = layerSync
+        self.keyIndex = keyIndex.map { $0 & 0x1F }
+    }
+
+    /// Parses the descriptor at the front of `buffer`, consuming it only on success.
+    public init(parsing buffer: inout ByteBuffer) throws(ParseError) {
+        var cursor = buffer
+        guard let first = cursor.readInteger(as: UInt8.self) else { throw ParseError(.truncated, "VP8 payload descriptor") }
+        var pictureID: UInt16?, long = false, tl0: UInt8?, tid: UInt8?, sync = false, key: UInt8?
+        if first & 0x80 != 0 {
+            guard let x = cursor.readInteger(as: UInt8.self) else { throw ParseError(.truncated, "VP8 descriptor X byte") }
+            if x & 0x80 != 0 {
+                guard let high = cursor.readInteger(as: UInt8.self) else { throw ParseError(.truncated, "VP8 PictureID") }
+                if high & 0x80 != 0 {
+                    guard let low = cursor.readInteger(as: UInt8.self) else { throw ParseError(.truncated, "VP8 15-bit PictureID") }
+                    pictureID = UInt16(high & 0x7F) << 8 | UInt16(low)
+                    long = true
+                } else {
+                    pictureID = UInt16(high)
+                }
+            }
+            if x & 0x40 != 0 {
+                guard let value = cursor.readInteger(as: UInt8.self) else { throw ParseError(.truncated, "VP8 TL0PICIDX") }
+                tl0 = value
+            }
+            if x & 0x30 != 0 {
+                guard let value = cursor.readInteger(as: UInt8.self) else { throw ParseError(.truncated, "VP8 TID/KEYIDX") }
+                if x & 0x20 != 0 {
+                    tid = value >> 6
+                    sync = value & 0x20 != 0
+                }
+                if x & 0x10 != 0 { key = value & 0x1F }
+            }
+        }
+        self.init(nonReference: first & 0x20 != 0, startOfPartition: first & 0x10 != 0, partitionIndex: first & 0x07,
+                  pictureID: pictureID, longPictureID: long, tl0PictureIndex: tl0, temporalLayer: tid, layerSync: sync,
+                  keyIndex: key)
+        buffer = cursor
+    }
+
+    private var hasExtension: Bool { pictureID != nil || tl0PictureIndex != nil || temporalLayer != nil || keyIndex != nil }
+
+    public var serializedSize: Int {
+        guard hasExtension else { return 1 }
+        var size = 2
+        if pictureID != nil { size += longPictureID ? 2 : 1 }
+        if tl0PictureIndex != nil { size += 1 }
+        if temporalLayer != nil || keyIndex != nil { size += 1 }
+        return size
+    }
+
+    public func write(to buffer: inout ByteBuffer) {
+        buffer.writeInteger((hasExtension ? 0x80 : 0) | (nonReference ? 0x20 : 0) | (startOfPartition ? 0x10 : 0) | partitionIndex)
+        guard hasExtension else { return }
+        var x: UInt8 = 0
+        if pictureID != nil { x |= 0x80 }
+        if tl0PictureIndex != nil { x |= 0x40 }
+        if temporalLayer != nil { x |= 0x20 }
+        if keyIndex != nil { x |= 0x10 }
+        buffer.writeInteger(x)
+        if let pictureID {
+            if longPictureID {
+                buffer.writeInteger(0x8000 | pictureID)
+            } else {
+                buffer.writeInteger(UInt8(pictureID))
+            }
+        }
+        if let tl0PictureIndex { buffer.writeInteger(tl0PictureIndex) }
+        if temporalLayer != nil || keyIndex != nil {
+            buffer.writeInteger((temporalLayer ?? 0) << 6 | (layerSync ? 0x20 : 0) | (keyIndex ?? 0))
+        }
+    }
+}
+
+/// Facts from the first bytes of a VP8 frame ([RFC 6386 §9.1](https://www.rfc-editor.org/rfc/rfc6386#section-9.1)).
+public struct VP8FrameHeader: Sendable, Hashable {
+    public var isKeyframe: Bool
+    /// Size of the first partition.
+    public var firstPartitionSize: Int
+    /// Present on keyframes.
+    public var width: Int?
+    public var height: Int?
+
+    /// Reads the 3-byte frame tag and, for keyframes, the start code and size. Nil when too short
+    /// or when a keyframe lacks the start code.
+    public init?(_ bytes: some Collection<UInt8>) {
+        let head = Array(bytes.prefix(10))
+        guard head.count >= 3 else { return nil }
+        isKeyframe = head[0] & 0x01 == 0
+        firstPartitionSize = Int(head[0] >> 5) | Int(head[1]) << 3 | Int(head[2]) << 11
+        if isKeyframe {
+            guard head.count >= 10, head[3] == 0x9D, head[4] == 0x01, head[5] == 0x2A else { return nil }
+            width = Int(head[6]) | Int(head[7] & 0x3F) << 8
+            height = Int(head[8]) | Int(head[9] & 0x3F) << 8
+        }
+    }
+}
+
+/// Splits VP8 frames into RTP payloads no larger than `maxPayloadSize`, each with a descriptor that
+/// carries the 15-bit PictureID, and TL0PICIDX/TID when temporal layers are on.
+public struct VP8Packetizer: Sendable {
+    public var maxPayloadSize: Int
+    /// The PictureID the next frame gets (15 bits, wraps).
+    public private(set) var pictureID: UInt16
+    /// The TL0PICIDX of the latest base layer frame.
+    public private(set) var tl0PictureIndex: UInt8
+
+    public init(maxPayloadSize: Int = 1200, initialPictureID: UInt16 = 0, initialTL0PictureIndex: UInt8 = 0) {
+        self.maxPayloadSize = max(maxPayloadSize, 8)
+        pictureID = initialPictureID & 0x7FFF
+        tl0PictureIndex = initialTL0PictureIndex
+    }
+
+    /// Payloads for one frame, in order; the caller sets the RTP marker bit on the last one.
+    /// `temporalLayer` (0...3) adds TL0PICIDX and TID; `layerSync` sets Y.
+    public mutating func packetize(_ frame: ByteBuffer, temporalLayer: UInt8? = nil, layerSync: Bool = false,
+                                   nonReference: Bool = false) -> [ByteBuffer] {
+        if temporalLayer == 0 { tl0PictureIndex &+= 1 }
+        var descriptor = VP8PayloadDescriptor(
+            nonReference: nonReference, startOfPartition: true, partitionIndex: 0, pictureID: pictureID, longPictureID: true,
+            tl0PictureIndex: temporalLayer == nil ? nil : tl0PictureIndex, temporalLayer: temporalLayer,
+            layerSync: temporalLayer == nil ? false : layerSync)
+        pictureID = (pictureID &+ 1) & 0x7FFF
+        let room = maxPayloadSize - descriptor.serializedSize
+        var remaining = frame
+        var payloads: [ByteBuffer] = []
+        // Equal-sized packets: ⌈size / room⌉ packets of nearly the same size.
+        let count = max(1, (remaining.readableBytes + room - 1) / room)
+        let base = remaining.readableBytes / count, extra = remaining.readableBytes % count
+        for index in 0..<count {
+            let size = base + (index < extra ? 1 : 0)
+            var payload = ByteBufferAllocator().buffer(capacity: descriptor.serializedSize + size)
+            descriptor.write(to: &payload)
+            var chunk = remaining.readSlice(length: size)!
+            payload.writeBuffer(&chunk)
+            payloads.append(payload)
+            descriptor.startOfPartition = false
+        }
+        return payloads
+    }
+}
+
+/// A whole VP8 frame put back together from RTP packets.
+public struct AssembledVP8Frame: Sendable, Hashable {
+    public var data: ByteBuffer
+    public var rtpTimestamp: UInt32
+    public var firstSequenceNumber: UInt16
+    public var lastSequenceNumber: UInt16
+    public var isKeyframe: Bool
+    /// Width and height, from a keyframe's header.
+    public var width: Int?
+    public var height: Int?
+    public var pictureID: UInt16?
+    public var temporalLayer: UInt8?
+    /// Byte offsets in `data` where a partition starts (S=1 packets), first partition at 0.
+    public var partitionOffsets: [Int]
+}
+
+/// Collects VP8 RTP packets, possibly out of order, and returns each frame once all its packets
+/// (from the S=1, PID=0 start to the marker) are in. Frames left incomplete when a later frame
+/// completes are given up on and counted, and their missing sequence numbers can be asked for.
+public struct VP8FrameAssembler: Sendable {
+    private struct Fragment: Sendable {
+        var descriptor: VP8PayloadDescriptor
+        var data: ByteBuffer
+        var marker: Bool
+        var timestamp: UInt32
+    }
+
+    private var fragments: [UInt16: Fragment] = [:]
+    /// The sequence number after the last packet of the last frame given out.
+    private var nextExpected: UInt16?
+    /// Frames given up on because a later frame completed first.
+    public private(set) var framesDropped = 0
+    /// Most packets held while waiting; older ones are dropped beyond it.
+    public let capacity: Int
+
+    public init(capacity: Int = 512) { self.capacity = capacity }
+
+    /// Adds one packet; returns the frames it completes, oldest first.
+    public mutating func insert(sequenceNumber: UInt16, timestamp: UInt32, marker: Bool, payload: ByteBuffer)
+        throws(ParseError) -> [AssembledVP8Frame]
+    {
+        var body = payload
+        let descriptor = try VP8PayloadDescriptor(parsing: &body)
+        if let nextExpected, sequenceNumber &- nextExpected >= 0x8000 { return [] }  // late duplicate of a done frame
+        fragments[sequenceNumber] = Fragment(descriptor: descriptor, data: body, marker: marker, timestamp: timestamp)
+        if fragments.count > capacity { dropOldest() }
+        return collect()
+    }
+
+    /// Sequence numbers between the oldest held packet (or the end of the last frame) and the
+    /// newest, that have not arrived: what a NACK should ask for.
+    public var missingSequenceNumbers: [UInt16] {
+        guard let newest = newestSequence, let start = nextExpected ?? oldestSequence else { return [] }
+        let span = Int(newest &- start)
+        guard span < 0x8000 else { return [] }
+        return (0...span).compactMap { offset in
+            let sequence = start &+ UInt16(offset)
+            return fragments[sequence] == nil ? sequence : nil
+        }
+    }
+
+    private var reference: UInt16? { nextExpected ?? fragments.keys.first }
+
+    private var oldestSequence: UInt16? {
+        guard let reference else { return nil }
+        return fragments.keys.min { ($0 &- reference) &+ 0x8000 < ($1 &- reference) &+ 0x8000 }
+    }
+
+    private var newestSequence: UInt16? {
+        guard let reference else { return nil }
+        return fragments.keys.max { ($0 &- reference) &+ 0x8000 < ($1 &- reference) &+ 0x8000 }
+    }
+
+    private mutating func dropOldest() {
+        if let oldest = oldestSequence { fragments[oldest] = nil }
+    }
+
+    /// Emits complete frames in sequence order. A frame after a gap waits for the gap to fill,
+    /// unless it is a keyframe (which needs nothing before it): then the older packets are dropped.
+    private mutating func collect() -> [AssembledVP8Frame] {
+        var frames: [AssembledVP8Frame] = []
+        while let frame = nextCompleteFrame() {
+            if let nextExpected, frame.first != nextExpected {
+                let startsKeyframe = fragments[frame.first].flatMap { VP8FrameHeader($0.data.readableBytesView) }?.isKeyframe
+                guard startsKeyframe == true else { break }
+                skip(to: frame.first)
+            }
+            frames.append(assemble(from: frame.first, to: frame.last))
+            nextExpected = frame.last &+ 1
+        }
+        return frames
+    }
+
+    /// Gives up on the gap before the next complete frame and returns the frames that follow (the
+    /// decoder will need a keyframe if the lost frame was a reference: ask for one).
+    public mutating func skipMissing() -> [AssembledVP8Frame] {
+        guard let frame = nextCompleteFrame() else { return [] }
+        if let nextExpected, frame.first != nextExpected { skip(to: frame.first) }
+        nextExpected = frame.first
+        return collect()
+    }
+
+    private mutating func skip(to first: UInt16) {
+        guard let nextExpected else { return }
+        for sequence in fragments.keys where (sequence &- nextExpected) < (first &- nextExpected) {
+            fragments[sequence] = nil
+        }
+        framesDropped += 1
+    }
+
+    /// The earliest (by sequence) start-to-marker run with no gaps and one timestamp.
+    private func nextCompleteFrame() -> (first: UInt16, last: UInt16)? {
+        guard let reference = nextExpected ?? oldestSequence else { return nil }
+        let starts = fragments.filter { $0.value.descriptor.startOfPartition && $0.value.descriptor.partitionIndex == 0 }
+            .keys.sorted { ($0 &- reference) < ($1 &- reference) }
+        for first in starts {
+            guard let timestamp = fragments[first]?.timestamp else { continue }
+            var sequence = first
+            while let fragment = fragments[sequence], fragment.timestamp == timestamp {
+                if fragment.marker { return (first, sequence) }
+                sequence &+= 1
+                if sequence == first { break }
+            }
+        }
+        return nil
+    }
+
+    private mutating func assemble(from first: UInt16, to last: UInt16) -> AssembledVP8Frame {
+        var data = ByteBufferAllocator().buffer(capacity: 0)
+        var partitions: [Int] = []
+        var sequence = first
+        let head = fragments[first]!
+        while true {
+            var fragment = fragments.removeValue(forKey: sequence)!
+            if fragment.descriptor.startOfPartition { partitions.append(data.readableBytes) }
+            data.writeBuffer(&fragment.data)
+            if sequence == last { break }
+            sequence &+= 1
+        }
+        let header = VP8FrameHeader(data.readableBytesView)
+        return AssembledVP8Frame(
+            data: data, rtpTimestamp: head.timestamp, firstSequenceNumber: first, lastSequenceNumber: last,
+            isKeyframe: header?.isKeyframe ?? false, width: header?.width, height: header?.height,
+            pictureID: head.descriptor.pictureID, temporalLayer: head.descriptor.temporalLayer,
+            partitionOffsets: partitions)
+    }
+}

@@ -1,0 +1,53 @@
+import NIOCore
+
+/// An RTP packet: header plus payload, the payload a slice of the received bytes (no copy).
+public struct RTPPacket: Sendable, Hashable {
+    public var header: RTPHeader
+    /// The payload, without padding.
+    public var payload: ByteBuffer
+    /// Padding bytes after the payload (RFC 3550 §5.1, P bit); 0 for none. Kept so a forwarded
+    /// packet keeps its size (padding-only probes).
+    public var paddingLength: UInt8
+
+    public init(header: RTPHeader, payload: ByteBuffer, paddingLength: UInt8 = 0) {
+        self.header = header
+        self.payload = payload
+        self.paddingLength = paddingLength
+    }
+
+    /// Parses a whole datagram.
+    public init(parsing buffer: ByteBuffer) throws(ParseError) {
+        var cursor = buffer
+        let header = try RTPHeader(parsing: &cursor)
+        var padding: UInt8 = 0
+        if let first = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self), first & 0x20 != 0 {
+            guard cursor.readableBytes > 0,
+                  let count = cursor.getInteger(at: cursor.writerIndex - 1, as: UInt8.self), count > 0,
+                  Int(count) <= cursor.readableBytes
+            else { throw ParseError(.invalid, "RTP padding length") }
+            padding = count
+            cursor.moveWriterIndex(to: cursor.writerIndex - Int(count))
+        }
+        self.init(header: header, payload: cursor, paddingLength: padding)
+    }
+
+    public var serializedSize: Int { header.serializedSize + payload.readableBytes + Int(paddingLength) }
+
+    /// Appends the packet to `buffer`.
+    public func write(to buffer: inout ByteBuffer) {
+        header.write(to: &buffer, padding: paddingLength > 0)
+        var payload = self.payload
+        buffer.writeBuffer(&payload)
+        if paddingLength > 0 {
+            buffer.writeRepeatingByte(0, count: Int(paddingLength) - 1)
+            buffer.writeInteger(paddingLength)
+        }
+    }
+
+    /// The packet as a new buffer.
+    public var serialized: ByteBuffer {
+        var buffer = ByteBufferAllocator().buffer(capacity: serializedSize)
+        write(to: &buffer)
+        return buffer
+    }
+}
