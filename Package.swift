@@ -59,7 +59,7 @@ let package = Package(
         // MARK: Tests
         .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "RTCFuzzHarness"]),
         .testTarget(name: "ScreenShareUserTests", dependencies: ["ScreenShareUser"]),
-        .testTarget(name: "RTCTransportTests", dependencies: ["RTCTransport", "Signaling"]),
+        .testTarget(name: "RTCTransportTests", dependencies: ["RTCTransport", "Signaling"], exclude: ["Fixtures"]),
         .testTarget(name: "CLITests", dependencies: ["rtc-cli"]),
     ] + fuzzTargets.map { name in
         .executableTarget(name: "fuzz-\(name.lowercased())", dependencies: ["RTCFuzzHarness"],

@@ -43,7 +43,7 @@ public struct VP8PayloadDescriptor: Sendable, Hashable {
         self.nonReference = nonReference
         self.startOfPartition = startOfPartition
         self.partitionIndex = partitionIndex & 0x07
-        let long = longPictureID || (pictureID ?? 0) > 0x7F
+        let long = pictureID != nil && (longPictureID || pictureID! > 0x7F)
         self.longPictureID = long
         self.pictureID = pictureID.map { $0 & (long ? 0x7FFF : 0x7F) }
         self.tl0PictureIndex = tl0PictureIndex
@@ -269,24 +269,25 @@ public struct VP8FrameAssembler: Sendable {
 
     /// Emits complete frames in sequence order. A frame after a gap waits for the gap to fill,
     /// unless it is a keyframe (which needs nothing before it): then the older packets are dropped.
+    /// The very first frame given out is a keyframe, since nothing can be decoded before one.
     private mutating func collect() -> [AssembledVP8Frame] {
         var frames: [AssembledVP8Frame] = []
-        while let frame = nextCompleteFrame() {
-            if let nextExpected, frame.first != nextExpected {
-                let startsKeyframe = fragments[frame.first].flatMap { VP8FrameHeader($0.data.readableBytesView) }?.isKeyframe
-                guard startsKeyframe == true else { break }
-                skip(to: frame.first)
-            }
+        while let frame = nextCompleteFrame(where: { first in first == nextExpected || startsKeyframe(first) }) {
+            if let nextExpected, frame.first != nextExpected { skip(to: frame.first) }
             frames.append(assemble(from: frame.first, to: frame.last))
             nextExpected = frame.last &+ 1
         }
         return frames
     }
 
-    /// Gives up on the gap before the next complete frame and returns the frames that follow (the
-    /// decoder will need a keyframe if the lost frame was a reference: ask for one).
+    private func startsKeyframe(_ sequence: UInt16) -> Bool {
+        fragments[sequence].flatMap { VP8FrameHeader($0.data.readableBytesView) }?.isKeyframe ?? false
+    }
+
+    /// Gives up on the gap before the next complete frame, keyframe or not, and returns it and the
+    /// frames that follow (the decoder needs a keyframe if a lost frame was a reference: ask for one).
     public mutating func skipMissing() -> [AssembledVP8Frame] {
-        guard let frame = nextCompleteFrame() else { return [] }
+        guard let frame = nextCompleteFrame(where: { _ in true }) else { return [] }
         if let nextExpected, frame.first != nextExpected { skip(to: frame.first) }
         nextExpected = frame.first
         return collect()
@@ -300,12 +301,13 @@ public struct VP8FrameAssembler: Sendable {
         framesDropped += 1
     }
 
-    /// The earliest (by sequence) start-to-marker run with no gaps and one timestamp.
-    private func nextCompleteFrame() -> (first: UInt16, last: UInt16)? {
+    /// The earliest (by sequence) start-to-marker run with no gaps and one timestamp whose first
+    /// packet satisfies `eligible`.
+    private func nextCompleteFrame(where eligible: (UInt16) -> Bool) -> (first: UInt16, last: UInt16)? {
         guard let reference = nextExpected ?? oldestSequence else { return nil }
         let starts = fragments.filter { $0.value.descriptor.startOfPartition && $0.value.descriptor.partitionIndex == 0 }
             .keys.sorted { ($0 &- reference) < ($1 &- reference) }
-        for first in starts {
+        for first in starts where eligible(first) {
             guard let timestamp = fragments[first]?.timestamp else { continue }
             var sequence = first
             while let fragment = fragments[sequence], fragment.timestamp == timestamp {

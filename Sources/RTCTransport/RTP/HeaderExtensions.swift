@@ -30,7 +30,7 @@ public struct AbsSendTime: Sendable, Hashable {
     public var data: ByteBuffer { ByteBuffer(bytes: [UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]) }
 
     /// Microseconds within the 64 s wrap.
-    public var microseconds: UInt64 { UInt64(value) * 1_000_000 >> 18 }
+    public var microseconds: UInt64 { (UInt64(value) * 1_000_000) >> 18 }
 }
 
 /// Transport-wide sequence number (draft-holmer-rmcat-transport-wide-cc-extensions-01 §2).

@@ -44,11 +44,12 @@ public struct SessionDescription: Sendable, Hashable {
         var session: [SDPLine] = []
         var media: [MediaDescription] = []
         var number = 0
-        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // Split on LF bytes: Swift treats CR LF as one Character, so a Character split would not.
+        for raw in text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
             number += 1
-            var line = Substring(raw)
-            if line.hasSuffix("\r") { line = line.dropLast() }
-            if line.isEmpty { continue }
+            let bytes = raw.last == UInt8(ascii: "\r") ? raw.dropLast() : raw[...]
+            if bytes.isEmpty { continue }
+            let line = Substring(String(decoding: bytes, as: UTF8.self))
             guard line.count >= 2, let type = line.first, type.isASCII, type.isLetter, type.isLowercase,
                   line[line.index(after: line.startIndex)] == "="
             else { throw ParseError(.invalid, "SDP line \(number) is not <letter>=<value>") }

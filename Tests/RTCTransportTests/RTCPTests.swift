@@ -1,0 +1,165 @@
+import NIOCore
+import Testing
+@testable import RTCTransport
+
+@Suite("RTCP (RFC 3550, 4585, 5104, REMB, transport-cc)")
+struct RTCPTests {
+    static let report = ReceptionReport(ssrc: 0xAABB_CCDD, fractionLost: 25, cumulativeLost: -3,
+                                        extendedHighestSequence: 0x0001_0010, jitter: 90, lastSenderReport: 0x1234_5678,
+                                        delaySinceLastSenderReport: 65536)
+
+    static let packets: [(String, RTCPPacket)] = [
+        ("SR", .senderReport(SenderReport(ssrc: 1, ntpTimestamp: 0xE1A2_B3C4_8000_0000, rtpTimestamp: 90000,
+                                          packetCount: 10, octetCount: 12000, reports: [report]))),
+        ("SR without blocks", .senderReport(SenderReport(ssrc: 1, ntpTimestamp: 1, rtpTimestamp: 2, packetCount: 3, octetCount: 4))),
+        ("RR", .receiverReport(ReceiverReport(ssrc: 2, reports: [report, report]))),
+        ("SDES", .sourceDescription(SourceDescription(chunks: [
+            .init(ssrc: 1, items: [.cname("a1b2c3")]), .init(ssrc: 2, items: [.cname("x"), .init(type: 2, text: Array("Bot".utf8))]),
+        ]))),
+        ("BYE", .goodbye(Goodbye(sources: [1, 2], reason: "leaving"))),
+        ("BYE without reason", .goodbye(Goodbye(sources: [7]))),
+        ("NACK", .nack(GenericNACK(senderSSRC: 1, mediaSSRC: 2, lost: [100, 101, 105, 117, 118, 300]))),
+        ("PLI", .pictureLossIndication(PictureLossIndication(senderSSRC: 1, mediaSSRC: 2))),
+        ("FIR", .fullIntraRequest(FullIntraRequest(senderSSRC: 1, entries: [.init(ssrc: 2, sequenceNumber: 9)]))),
+        ("REMB", .remb(ReceiverEstimatedMaximumBitrate(senderSSRC: 1, bitrate: 1_500_000, ssrcs: [2, 3]))),
+        ("transport-cc", .transportFeedback(TransportFeedback(
+            senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: 65530, referenceTime: -5, feedbackPacketCount: 7,
+            packets: [.received(delta: 4), .lost, .received(delta: 300), .received(delta: -2)]
+                + Array(repeating: .received(delta: 1), count: 20) + [.lost, .lost, .received(delta: 255)]))),
+        ("unknown APP", .unknown(packetType: 204, count: 0, bytes: ByteBuffer(bytes: hex("80 cc 0002 00000001 6e616d65")))),
+    ]
+
+    @Test("every packet type round trips alone", arguments: packets)
+    func roundTrip(name: String, packet: RTCPPacket) throws {
+        let wire = RTCPPacket.serializeCompound([packet])
+        #expect(wire.readableBytes % 4 == 0, "\(name)")
+        let parsed = try RTCPPacket.parseCompound(wire)
+        #expect(parsed == [packet], "\(name)")
+        #expect(RTCPPacket.serializeCompound(parsed) == wire)
+    }
+
+    @Test("a compound packet of every type round trips")
+    func compound() throws {
+        let all = Self.packets.map(\.1)
+        let parsed = try RTCPPacket.parseCompound(RTCPPacket.serializeCompound(all))
+        #expect(parsed == all)
+    }
+
+    @Test("known bytes: a receiver report and a PLI as the RFC lays them out")
+    func knownBytes() throws {
+        let wire = hex("""
+            81 c9 0007 00000001              # RR, RC=1, length 7, sender SSRC 1
+            00000002 0a fffffe 00010010      # SSRC 2, fraction 10, cumulative -2, ext highest
+            0000005a 12345678 00010000       # jitter 90, LSR, DLSR 1 s
+            81 ce 0002 00000001 00000002     # PSFB FMT 1 (PLI)
+            """)
+        let packets = try RTCPPacket.parseCompound(buffer(wire))
+        guard case .receiverReport(let rr) = packets[0], case .pictureLossIndication(let pli) = packets[1] else {
+            Issue.record("wrong types: \(packets)")
+            return
+        }
+        #expect(rr.ssrc == 1 && rr.reports.count == 1)
+        #expect(rr.reports[0].fractionLost == 10 && rr.reports[0].cumulativeLost == -2 && rr.reports[0].jitter == 90)
+        #expect(pli == PictureLossIndication(senderSSRC: 1, mediaSSRC: 2))
+        #expect(bytes(RTCPPacket.serializeCompound(packets)) == wire)
+    }
+
+    @Test("NACK packs lost sequence numbers into PID/BLP pairs and back")
+    func nackPacking() {
+        let nack = GenericNACK(senderSSRC: 1, mediaSSRC: 2, lost: [65534, 65535, 0, 1, 40])
+        #expect(nack.entries == [.init(packetID: 65534, lostBitmask: 0b111), .init(packetID: 40, lostBitmask: 0)])
+        #expect(nack.lostSequenceNumbers == [65534, 65535, 0, 1, 40])
+    }
+
+    @Test("REMB keeps an 18-bit mantissa", arguments: [(UInt64(0), UInt64(0)), (262_143, 262_143), (1_500_001, 1_500_000), (10_000_000_000, 152_587 << 16)])
+    func rembEncoding(requested: UInt64, carried: UInt64) {
+        #expect(ReceiverEstimatedMaximumBitrate(senderSSRC: 0, bitrate: requested, ssrcs: []).bitrate == carried)
+    }
+
+    @Test("transport-cc chooses run-length and vector chunks")
+    func transportCCChunks() {
+        typealias S = TransportFeedback.Status
+        #expect(TransportFeedback.chunks(for: Array(repeating: S.smallDelta, count: 20)) == [0x2000 | 20])
+        #expect(TransportFeedback.chunks(for: [.smallDelta, .notReceived, .smallDelta]) == [0x8000 | 0x2000 | 0x0800])
+        #expect(TransportFeedback.chunks(for: [.largeDelta, .smallDelta]) == [0xC000 | 0x2000 | 0x0400])
+    }
+
+    @Test("unknown packet types are kept raw between known ones")
+    func unknownKept() throws {
+        let wire = hex("80 cc 0001 00000009   81 ce 0002 00000001 00000002")
+        let packets = try RTCPPacket.parseCompound(buffer(wire))
+        #expect(packets.count == 2)
+        if case .unknown(let type, _, let raw) = packets[0] { #expect(type == 204 && bytes(raw) == Array(wire[..<8])) }
+        else { Issue.record("APP not kept raw") }
+    }
+
+    @Test("every prefix of a valid compound packet is an error, never a trap")
+    func truncation() {
+        let whole = bytes(RTCPPacket.serializeCompound(Self.packets.map(\.1)))
+        // Prefixes that end on a packet boundary are valid compounds; all others must fail.
+        var boundaries: Set<Int> = [0]
+        var offset = 0
+        while offset < whole.count {
+            offset += 4 + (Int(whole[offset + 2]) << 8 | Int(whole[offset + 3])) * 4
+            boundaries.insert(offset)
+        }
+        for length in 1..<whole.count where !boundaries.contains(length) {
+            #expect(throws: ParseError.self, "prefix \(length)") { try RTCPPacket.parseCompound(buffer(Array(whole[..<length]))) }
+        }
+        for (name, packet) in Self.packets {
+            let single = bytes(RTCPPacket.serializeCompound([packet]))
+            expectEveryPrefixFails(single, name) { try _ = RTCPPacket.parseCompound(buffer($0)) }
+        }
+    }
+}
+
+@Suite("Reception statistics (RFC 3550 A.3, A.8)")
+struct ReceptionStatisticsTests {
+    @Test("loss, fraction lost and extended sequence across a wrap")
+    func loss() {
+        var stats = ReceptionStatistics(ssrc: 5, clockRate: 90000)
+        var sequence: UInt16 = 65530
+        for index in 0..<20 {
+            if index != 3 && index != 9 {
+                stats.record(sequenceNumber: sequence, rtpTimestamp: UInt32(index * 3000), arrivalUs: Int64(index) * 33_333)
+            }
+            sequence &+= 1
+        }
+        let report = stats.makeReport(nowUs: 1_000_000)
+        #expect(report.extendedHighestSequence == 0x0001_0000 | UInt32(sequence &- 1))
+        #expect(report.cumulativeLost == 2)
+        #expect(report.fractionLost == UInt8(2 * 256 / 20))
+        // The next interval, with no loss, reports a fraction of zero.
+        for index in 20..<30 {
+            stats.record(sequenceNumber: sequence, rtpTimestamp: UInt32(index * 3000), arrivalUs: Int64(index) * 33_333)
+            sequence &+= 1
+        }
+        #expect(stats.makeReport(nowUs: 2_000_000).fractionLost == 0)
+    }
+
+    @Test("jitter follows J += (|D| - J)/16", arguments: [0, 5_000])
+    func jitter(wobbleUs: Int64) {
+        var stats = ReceptionStatistics(ssrc: 5, clockRate: 90000)
+        for index in 0..<400 {
+            let wobble = index % 2 == 0 ? 0 : wobbleUs
+            stats.record(sequenceNumber: UInt16(index), rtpTimestamp: UInt32(index * 3000),
+                         arrivalUs: Int64(index) * 33_333 + wobble)
+        }
+        // Alternating delay of w: |D| = w every packet, so J converges to w in timestamp units.
+        let expected = Double(wobbleUs) * 90 / 1000
+        #expect(abs(Double(stats.jitter) - expected) <= max(3, expected * 0.05), "jitter \(stats.jitter), expected \(expected)")
+    }
+
+    @Test("round-trip time from LSR and DLSR")
+    func roundTrip() {
+        let sent = NTPTime.timestamp(unixMicroseconds: 1_700_000_000_000_000)
+        var stats = ReceptionStatistics(ssrc: 1, clockRate: 48000)
+        stats.record(sequenceNumber: 1, rtpTimestamp: 0, arrivalUs: 0)
+        stats.recordSenderReport(compactNTP: NTPTime.compact(sent), arrivalUs: 10_000)  // arrives after 10 ms
+        let report = stats.makeReport(nowUs: 60_000)                                    // answered 50 ms later
+        #expect(report.delaySinceLastSenderReport == 50 * 65536 / 1000)
+        let back = NTPTime.timestamp(unixMicroseconds: 1_700_000_000_000_000 + 80_000)  // 80 ms after the SR
+        let rtt = report.roundTripTime(arrivalNTP: NTPTime.compact(back))!
+        #expect(abs(rtt - 0.030) < 0.001, "rtt \(rtt)")
+    }
+}
