@@ -3,7 +3,7 @@
 // the SFU (RTCServer) and the `rtc-cli` tool. See docs/architecture.md for the dependency graph.
 import PackageDescription
 
-let fuzzTargets = ["Y4M", "IVF", "WAV", "Ogg"]
+let fuzzTargets = ["Y4M", "IVF", "WAV", "Ogg", "RTP", "RTCP", "VP8", "STUN", "SDP"]
 
 let package = Package(
     name: "swift-rtc",
@@ -54,12 +54,12 @@ let package = Package(
             ]),
 
         // MARK: Fuzzing: one libFuzzer entry point per parser of untrusted bytes (see Fuzz/README.md)
-        .target(name: "RTCFuzzHarness", dependencies: ["RTCCore"]),
+        .target(name: "RTCFuzzHarness", dependencies: ["RTCCore", "RTCTransport", .product(name: "NIOCore", package: "swift-nio")]),
 
         // MARK: Tests
         .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "RTCFuzzHarness"]),
         .testTarget(name: "ScreenShareUserTests", dependencies: ["ScreenShareUser"]),
-        .testTarget(name: "RTCTransportTests", dependencies: ["RTCTransport", "Signaling"], exclude: ["Fixtures"]),
+        .testTarget(name: "RTCTransportTests", dependencies: ["RTCTransport", "Signaling", "RTCFuzzHarness"], exclude: ["Fixtures"]),
         .testTarget(name: "CLITests", dependencies: ["rtc-cli"]),
     ] + fuzzTargets.map { name in
         .executableTarget(name: "fuzz-\(name.lowercased())", dependencies: ["RTCFuzzHarness"],

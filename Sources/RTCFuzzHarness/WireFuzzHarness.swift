@@ -1,0 +1,76 @@
+import NIOCore
+import RTCTransport
+
+/// Fuzz entry points for the parsers of network bytes. Each parses, serializes what it parsed,
+/// parses that again and requires the same value: a parser/serializer mismatch traps here on purpose.
+extension FuzzHarness {
+    public static func rtp(_ bytes: [UInt8]) {
+        guard let packet = try? RTPPacket(parsing: ByteBuffer(bytes: bytes)) else { return }
+        let again = try! RTPPacket(parsing: packet.serialized)
+        precondition(again == packet, "RTP round trip changed the packet")
+        precondition(packet.serialized.readableBytes == packet.serializedSize)
+        for element in packet.header.extensions {
+            _ = try? AbsSendTime(parsing: element.data)
+            _ = try? TransportSequenceNumber(parsing: element.data)
+            _ = try? SDESMid(parsing: element.data)
+            _ = try? VideoOrientation(parsing: element.data)
+            _ = try? AudioLevel(parsing: element.data)
+        }
+    }
+
+    public static func rtcp(_ bytes: [UInt8]) {
+        guard let packets = try? RTCPPacket.parseCompound(ByteBuffer(bytes: bytes)) else { return }
+        let again = try! RTCPPacket.parseCompound(RTCPPacket.serializeCompound(packets))
+        precondition(again == packets, "RTCP round trip changed a packet")
+    }
+
+    /// Treats the input as a run of RTP payloads, each prefixed by a 2-byte length, fed to the VP8
+    /// descriptor parser and the frame assembler with sequence numbers and a marker taken from the bytes.
+    public static func vp8(_ bytes: [UInt8]) {
+        var assembler = VP8FrameAssembler(capacity: 64)
+        var offset = 0
+        var sequence: UInt16 = 65500
+        while offset + 3 <= bytes.count {
+            let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
+            let flags = bytes[offset + 2]
+            offset += 3
+            let end = min(bytes.count, offset + length)
+            let payload = ByteBuffer(bytes: bytes[offset..<end])
+            offset = end
+            var cursor = payload
+            if let descriptor = try? VP8PayloadDescriptor(parsing: &cursor) {
+                var out = ByteBuffer()
+                descriptor.write(to: &out)
+                var reread = out
+                precondition(try! VP8PayloadDescriptor(parsing: &reread) == descriptor, "VP8 descriptor round trip")
+            }
+            sequence &+= UInt16(flags & 0x03)  // 0 repeats, 2-3 leave gaps
+            let frames = (try? assembler.insert(sequenceNumber: sequence, timestamp: UInt32(flags >> 4), marker: flags & 0x04 != 0,
+                                                payload: payload)) ?? []
+            for frame in frames { precondition(frame.partitionOffsets.first == 0 && frame.data.readableBytes >= 0) }
+            _ = assembler.missingSequenceNumbers
+            if flags & 0x08 != 0 { _ = assembler.skipMissing() }
+        }
+    }
+
+    public static func stun(_ bytes: [UInt8]) {
+        _ = STUNMessage.verifyFingerprint(bytes)
+        _ = STUNMessage.verifyIntegrity(bytes, key: [0x6B])
+        guard let message = try? STUNMessage(parsing: bytes) else { return }
+        precondition(message.serialized == bytes, "STUN re-serialization differs")
+        _ = (message.username, message.priority, message.errorCode, message.xorMappedAddress, message.iceControlling)
+        let signed = message.serialized(integrityKey: [1, 2, 3], fingerprint: true)
+        precondition(STUNMessage.verifyIntegrity(signed, key: [1, 2, 3]) && STUNMessage.verifyFingerprint(signed))
+        precondition(try! STUNMessage(parsing: signed).transactionID == message.transactionID)
+    }
+
+    public static func sdp(_ bytes: [UInt8]) {
+        guard let description = try? SessionDescription(parsing: String(decoding: bytes, as: UTF8.self)) else { return }
+        let again = try! SessionDescription(parsing: description.serialized)
+        precondition(again == description, "SDP round trip changed the description")
+        for section in description.media {
+            _ = (section.rtpMaps, section.extensionMaps, section.candidates, section.ssrcAttributes, section.rids,
+                 section.formatParameters, section.rtcpFeedback, section.fingerprint, section.direction)
+        }
+    }
+}
