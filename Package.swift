@@ -61,6 +61,9 @@ let package = Package(
         .testTarget(name: "ScreenShareUserTests", dependencies: ["ScreenShareUser"]),
         .testTarget(name: "RTCTransportTests", dependencies: ["RTCTransport", "Signaling", "RTCFuzzHarness"], exclude: ["Fixtures"]),
         .testTarget(name: "CLITests", dependencies: ["rtc-cli"]),
+        .testTarget(
+            name: "InteropTests",
+            dependencies: ["RTCCore", "RTCTransport", .product(name: "NIOCore", package: "swift-nio")]),
     ] + fuzzTargets.map { name in
         .executableTarget(name: "fuzz-\(name.lowercased())", dependencies: ["RTCFuzzHarness"],
                           path: "Fuzz/\(name)")
