@@ -49,8 +49,9 @@ let package = Package(
         .executableTarget(
             name: "rtc-cli",
             dependencies: [
-                "RTCCore", "ScreenShareUser", "RTCServer",
+                "RTCCore", "RTCTransport", "ScreenShareUser", "RTCServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]),
 
         // MARK: Fuzzing: one libFuzzer entry point per parser of untrusted bytes (see Fuzz/README.md)

@@ -22,11 +22,11 @@ public struct RTPHeader: Sendable, Hashable {
     public var timestamp: UInt32
     public var ssrc: UInt32
     public var csrcs: [UInt32]
-    /// Header extension elements (RFC 8285), in wire order.
-    public var extensions: [RTPHeaderExtension]
-    /// Which RFC 8285 form the extensions use; chosen automatically when nil (one-byte when every
-    /// element fits it).
-    public var extensionProfile: RTPExtensionProfile?
+    /// The 16-bit profile field of the header extension (0xBEDE, 0x100X or another), nil without one.
+    public private(set) var extensionProfileField: UInt16?
+    /// The header extension's elements as on the wire, padding included (a slice of the received
+    /// bytes: parsing allocates nothing for it, and forwarding writes it back unchanged).
+    public private(set) var extensionBlock: ByteBuffer
 
     public init(marker: Bool = false, payloadType: UInt8, sequenceNumber: UInt16, timestamp: UInt32, ssrc: UInt32,
                 csrcs: [UInt32] = [], extensions: [RTPHeaderExtension] = [], extensionProfile: RTPExtensionProfile? = nil) {
@@ -36,39 +36,102 @@ public struct RTPHeader: Sendable, Hashable {
         self.timestamp = timestamp
         self.ssrc = ssrc
         self.csrcs = csrcs
-        self.extensions = extensions
-        self.extensionProfile = extensionProfile
+        self.extensionProfileField = nil
+        self.extensionBlock = Self.emptyBlock
+        if !extensions.isEmpty { setExtensions(extensions, profile: extensionProfile) }
     }
 
-    /// The data of extension element `id`, if present.
+    /// Shared by every header without extensions, so making one allocates nothing.
+    static let emptyBlock = ByteBuffer()
+
+    /// The RFC 8285 form of the extension block, nil when there is none or it has another profile.
+    public var extensionProfile: RTPExtensionProfile? {
+        guard let field = extensionProfileField else { return nil }
+        if field == RTPExtensionProfile.oneByteMarker { return .oneByte }
+        if field & 0xFFF0 == RTPExtensionProfile.twoByteMarker { return .twoByte }
+        return nil
+    }
+
+    /// The header extension elements (RFC 8285), in wire order. Setting them rebuilds the block,
+    /// in the one-byte form when every element fits it.
+    public var extensions: [RTPHeaderExtension] {
+        get {
+            var elements: [RTPHeaderExtension] = []
+            forEachExtension { id, data in elements.append(RTPHeaderExtension(id: id, data: data)); return true }
+            return elements
+        }
+        set { setExtensions(newValue, profile: nil) }
+    }
+
+    /// Calls `body` with each element until it returns false. The block was validated when parsed.
+    func forEachExtension(_ body: (UInt8, ByteBuffer) -> Bool) {
+        guard let profile = extensionProfile else { return }
+        var block = extensionBlock
+        if profile == .oneByte {
+            while let byte = block.readInteger(as: UInt8.self) {
+                if byte == 0 { continue }
+                let id = byte >> 4
+                if id == 15 { return }
+                guard let data = block.readSlice(length: Int(byte & 0x0F) + 1), body(id, data) else { return }
+            }
+        } else {
+            while let id = block.readInteger(as: UInt8.self) {
+                if id == 0 { continue }
+                guard let length = block.readInteger(as: UInt8.self), let data = block.readSlice(length: Int(length)),
+                      body(id, data)
+                else { return }
+            }
+        }
+    }
+
+    /// The data of extension element `id`, if present (no allocation).
     public func extensionData(id: UInt8) -> ByteBuffer? {
-        extensions.first { $0.id == id }?.data
+        var found: ByteBuffer?
+        forEachExtension { elementID, data in
+            if elementID == id { found = data; return false }
+            return true
+        }
+        return found
     }
 
     /// Sets (replacing) extension element `id`.
     public mutating func setExtension(id: UInt8, data: ByteBuffer) {
-        extensions.removeAll { $0.id == id }
-        extensions.append(RTPHeaderExtension(id: id, data: data))
+        var elements = extensions.filter { $0.id != id }
+        elements.append(RTPHeaderExtension(id: id, data: data))
+        setExtensions(elements, profile: extensionProfile)
     }
 
-    /// The profile the serializer will use.
-    var effectiveProfile: RTPExtensionProfile {
-        let fitsOneByte = extensions.allSatisfy { (1...14).contains($0.id) && (1...16).contains($0.data.readableBytes) }
-        if !fitsOneByte { return .twoByte }
-        return extensionProfile ?? .oneByte
-    }
-
-    /// Bytes of the extension block's elements, before padding to 32 bits (two-byte data is capped at 255).
-    private var extensionElementBytes: Int {
-        let perElement = effectiveProfile == .oneByte ? 1 : 2
-        return extensions.reduce(0) { $0 + perElement + min(255, $1.data.readableBytes) }
+    /// Rebuilds the block from elements. Elements with ID 0 (padding in both forms) are left out,
+    /// and two-byte data is capped at 255 bytes.
+    private mutating func setExtensions(_ elements: [RTPHeaderExtension], profile requested: RTPExtensionProfile?) {
+        let kept = elements.filter { $0.id != 0 }
+        guard !kept.isEmpty else {
+            extensionProfileField = nil
+            extensionBlock = Self.emptyBlock
+            return
+        }
+        let fitsOneByte = kept.allSatisfy { (1...14).contains($0.id) && (1...16).contains($0.data.readableBytes) }
+        let profile: RTPExtensionProfile = fitsOneByte ? (requested ?? .oneByte) : .twoByte
+        var block = ByteBufferAllocator().buffer(capacity: 64)
+        for element in kept {
+            if profile == .oneByte {
+                block.writeInteger(element.id << 4 | UInt8(element.data.readableBytes - 1))
+                block.writeImmutableBuffer(element.data)
+            } else {
+                let length = min(255, element.data.readableBytes)
+                block.writeInteger(element.id)
+                block.writeInteger(UInt8(length))
+                block.writeImmutableBuffer(element.data.getSlice(at: element.data.readerIndex, length: length)!)
+            }
+        }
+        block.writeRepeatingByte(0, count: (4 - block.readableBytes % 4) % 4)
+        extensionProfileField = profile == .oneByte ? RTPExtensionProfile.oneByteMarker : RTPExtensionProfile.twoByteMarker
+        extensionBlock = block
     }
 
     /// The header's size on the wire.
     public var serializedSize: Int {
-        var size = 12 + 4 * csrcs.count
-        if !extensions.isEmpty { size += 4 + (extensionElementBytes + 3) / 4 * 4 }
-        return size
+        12 + 4 * min(csrcs.count, 15) + (extensionProfileField == nil ? 0 : 4 + extensionBlock.readableBytes)
     }
 }
 
@@ -119,85 +182,55 @@ extension RTPHeader {
                 csrcs.append(csrc)
             }
         }
-        var extensions: [RTPHeaderExtension] = []
-        var profile: RTPExtensionProfile?
-        if first & 0x10 != 0 {
-            guard let marker = cursor.readInteger(as: UInt16.self), let words = cursor.readInteger(as: UInt16.self),
-                  var block = cursor.readSlice(length: Int(words) * 4)
-            else { throw ParseError(.truncated, "RTP header extension") }
-            if marker == RTPExtensionProfile.oneByteMarker {
-                profile = .oneByte
-                extensions = try Self.parseOneByte(&block)
-            } else if marker & 0xFFF0 == RTPExtensionProfile.twoByteMarker {
-                profile = .twoByte
-                extensions = try Self.parseTwoByte(&block)
-            } else {
-                // A header extension of another profile (RFC 3550 §5.3.1): skipped, not kept.
-                profile = nil
-            }
-        }
         self.init(marker: second & 0x80 != 0, payloadType: second & 0x7F, sequenceNumber: sequence,
-                  timestamp: timestamp, ssrc: ssrc, csrcs: csrcs, extensions: extensions, extensionProfile: profile)
+                  timestamp: timestamp, ssrc: ssrc, csrcs: csrcs)
+        if first & 0x10 != 0 {
+            guard let profile = cursor.readInteger(as: UInt16.self), let words = cursor.readInteger(as: UInt16.self),
+                  let block = cursor.readSlice(length: Int(words) * 4)
+            else { throw ParseError(.truncated, "RTP header extension") }
+            try Self.validate(block: block, profile: profile)
+            extensionProfileField = profile
+            extensionBlock = block
+        }
         buffer = cursor
     }
 
-    private static func parseOneByte(_ block: inout ByteBuffer) throws(ParseError) -> [RTPHeaderExtension] {
-        var elements: [RTPHeaderExtension] = []
-        while let byte = block.readInteger(as: UInt8.self) {
-            if byte == 0 { continue }  // padding
-            let id = byte >> 4
-            if id == 15 { break }  // reserved: stop processing (RFC 8285 §4.2)
-            let length = Int(byte & 0x0F) + 1
-            guard let data = block.readSlice(length: length) else {
-                throw ParseError(.truncated, "RTP one-byte extension element \(id)")
+    /// Walks an RFC 8285 block once, so that later reads of it cannot fail.
+    private static func validate(block: ByteBuffer, profile: UInt16) throws(ParseError) {
+        var cursor = block
+        if profile == RTPExtensionProfile.oneByteMarker {
+            while let byte = cursor.readInteger(as: UInt8.self) {
+                if byte == 0 { continue }
+                if byte >> 4 == 15 { return }  // reserved: stop processing (RFC 8285 §4.2)
+                let length = Int(byte & 0x0F) + 1
+                guard cursor.readableBytes >= length else {
+                    throw ParseError(.truncated, "RTP one-byte extension element \(byte >> 4)")
+                }
+                cursor.moveReaderIndex(forwardBy: length)
             }
-            elements.append(RTPHeaderExtension(id: id, data: data))
-        }
-        return elements
-    }
-
-    private static func parseTwoByte(_ block: inout ByteBuffer) throws(ParseError) -> [RTPHeaderExtension] {
-        var elements: [RTPHeaderExtension] = []
-        while let id = block.readInteger(as: UInt8.self) {
-            if id == 0 { continue }  // padding
-            guard let length = block.readInteger(as: UInt8.self), let data = block.readSlice(length: Int(length)) else {
-                throw ParseError(.truncated, "RTP two-byte extension element \(id)")
+        } else if profile & 0xFFF0 == RTPExtensionProfile.twoByteMarker {
+            while let id = cursor.readInteger(as: UInt8.self) {
+                if id == 0 { continue }
+                guard let length = cursor.readInteger(as: UInt8.self), cursor.readableBytes >= Int(length) else {
+                    throw ParseError(.truncated, "RTP two-byte extension element \(id)")
+                }
+                cursor.moveReaderIndex(forwardBy: Int(length))
             }
-            elements.append(RTPHeaderExtension(id: id, data: data))
         }
-        return elements
+        // Another profile (RFC 3550 §5.3.1): carried through as opaque bytes.
     }
 
     /// Writes the header; `padding` sets the P bit. Returns the bytes written.
     @discardableResult
     public func write(to buffer: inout ByteBuffer, padding: Bool = false) -> Int {
         let start = buffer.writerIndex
-        let first = UInt8(2 << 6) | (padding ? 0x20 : 0) | (extensions.isEmpty ? 0 : 0x10) | UInt8(min(csrcs.count, 15))
-        buffer.writeInteger(first)
-        buffer.writeInteger((marker ? 0x80 : 0) | (payloadType & 0x7F))
-        buffer.writeInteger(sequenceNumber)
-        buffer.writeInteger(timestamp)
-        buffer.writeInteger(ssrc)
-        for csrc in csrcs.prefix(15) { buffer.writeInteger(csrc) }
-        if !extensions.isEmpty {
-            let profile = effectiveProfile
-            buffer.writeInteger(profile == .oneByte ? RTPExtensionProfile.oneByteMarker : RTPExtensionProfile.twoByteMarker)
-            let bytes = extensionElementBytes
-            let words = (bytes + 3) / 4
-            buffer.writeInteger(UInt16(words))
-            for element in extensions {
-                if profile == .oneByte {
-                    // effectiveProfile guarantees 1...16 bytes and an ID of 1...14 here.
-                    buffer.writeInteger(element.id << 4 | UInt8(element.data.readableBytes - 1))
-                    buffer.writeImmutableBuffer(element.data)
-                } else {
-                    let length = min(255, element.data.readableBytes)
-                    buffer.writeInteger(element.id)
-                    buffer.writeInteger(UInt8(length))
-                    buffer.writeImmutableBuffer(element.data.getSlice(at: element.data.readerIndex, length: length)!)
-                }
-            }
-            buffer.writeRepeatingByte(0, count: words * 4 - bytes)
+        let csrcCount = min(csrcs.count, 15)
+        let first = UInt8(2 << 6) | (padding ? 0x20 : 0) | (extensionProfileField == nil ? 0 : 0x10) | UInt8(csrcCount)
+        buffer.writeMultipleIntegers(first, (marker ? 0x80 : 0) | (payloadType & 0x7F), sequenceNumber, timestamp, ssrc)
+        for csrc in csrcs.prefix(csrcCount) { buffer.writeInteger(csrc) }
+        if let extensionProfileField {
+            buffer.writeMultipleIntegers(extensionProfileField, UInt16(extensionBlock.readableBytes / 4))
+            buffer.writeImmutableBuffer(extensionBlock)
         }
         return buffer.writerIndex - start
     }
