@@ -76,6 +76,13 @@ struct RTCPTests {
         #expect(ReceiverEstimatedMaximumBitrate(senderSSRC: 0, bitrate: requested, ssrcs: []).bitrate == carried)
     }
 
+    @Test("REMB with an overflowing exponent saturates and still round trips (fuzz regression)")
+    func rembOverflow() throws {
+        let remb = ReceiverEstimatedMaximumBitrate(senderSSRC: 1, exponent: 63, mantissa: 0x3DC6C, ssrcs: [2])
+        #expect(remb.bitrate == .max)
+        #expect(try RTCPPacket.parseCompound(RTCPPacket.serializeCompound([.remb(remb)])) == [.remb(remb)])
+    }
+
     @Test("transport-cc chooses run-length and vector chunks")
     func transportCCChunks() {
         typealias S = TransportFeedback.Status

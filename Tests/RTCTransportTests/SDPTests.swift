@@ -67,6 +67,7 @@ struct SDPTests {
         for value in ["4 urn:ietf:params:rtp-hdrext:sdes:mid", "2/sendonly http://x/y attr"] {
             #expect(ExtensionMap(parsing: value)?.value == value)
         }
+        #expect(ExtensionMap(parsing: "/sendonly urn:x") == nil)  // fuzz regression: no ID before the slash
         let fingerprint = "sha-256 0A:FF:10"
         #expect(SDPFingerprint(parsing: fingerprint)?.value == fingerprint)
         #expect(SDPFingerprint(parsing: "sha-256 0A:F") == nil)

@@ -178,14 +178,29 @@ public struct ReceiverEstimatedMaximumBitrate: Sendable, Hashable {
     static let identifier: UInt32 = 0x5245_4D42  // "REMB"
 
     public var senderSSRC: UInt32
-    /// Bits per second, as the exponent/mantissa encoding can express it (rounded down).
-    public var bitrate: UInt64
+    /// The bitrate as carried: `mantissa × 2^exponent` bits per second.
+    public var exponent: UInt8
+    /// 18 bits.
+    public var mantissa: UInt32
     public var ssrcs: [UInt32]
 
+    /// Bits per second (saturating at `UInt64.max` for exponents that overflow).
+    public var bitrate: UInt64 {
+        guard mantissa > 0 else { return 0 }
+        guard Int(exponent) + (32 - mantissa.leadingZeroBitCount) <= 64 else { return .max }
+        return UInt64(mantissa) << exponent
+    }
+
+    /// Encodes `bitrate`, rounded down to what an 18-bit mantissa can carry.
     public init(senderSSRC: UInt32, bitrate: UInt64, ssrcs: [UInt32]) {
-        self.senderSSRC = senderSSRC
         let (exponent, mantissa) = Self.encode(bitrate)
-        self.bitrate = UInt64(mantissa) << exponent
+        self.init(senderSSRC: senderSSRC, exponent: UInt8(exponent), mantissa: mantissa, ssrcs: ssrcs)
+    }
+
+    public init(senderSSRC: UInt32, exponent: UInt8, mantissa: UInt32, ssrcs: [UInt32]) {
+        self.senderSSRC = senderSSRC
+        self.exponent = exponent & 0x3F
+        self.mantissa = mantissa & 0x3_FFFF
         self.ssrcs = Array(ssrcs.prefix(255))
     }
 
@@ -205,27 +220,22 @@ public struct ReceiverEstimatedMaximumBitrate: Sendable, Hashable {
         guard body.readInteger(as: UInt32.self) == Self.identifier, let count = body.readInteger(as: UInt8.self),
               let exponentAndHigh = body.readInteger(as: UInt8.self), let low = body.readInteger(as: UInt16.self)
         else { throw ParseError(.truncated, "RTCP REMB") }
-        let exponent = Int(exponentAndHigh >> 2)
-        let mantissa = UInt64(exponentAndHigh & 0x03) << 16 | UInt64(low)
         var ssrcs: [UInt32] = []
         for _ in 0..<count {
             guard let ssrc = body.readInteger(as: UInt32.self) else { throw ParseError(.truncated, "RTCP REMB SSRC list") }
             ssrcs.append(ssrc)
         }
-        senderSSRC = sender
-        // Exponents above 46 overflow 64 bits with a full mantissa: saturate.
-        bitrate = exponent > 46 && mantissa > 0 ? UInt64.max : mantissa << exponent
-        self.ssrcs = ssrcs
+        self.init(senderSSRC: sender, exponent: exponentAndHigh >> 2,
+                  mantissa: UInt32(exponentAndHigh & 0x03) << 16 | UInt32(low), ssrcs: ssrcs)
     }
 
     func write(to buffer: inout ByteBuffer) {
-        let (exponent, mantissa) = Self.encode(bitrate)
         writeRTCP(count: Self.format, packetType: RTCPType.payloadFeedback, to: &buffer) { buffer in
             buffer.writeInteger(senderSSRC)
             buffer.writeInteger(UInt32(0))
             buffer.writeInteger(Self.identifier)
             buffer.writeInteger(UInt8(ssrcs.count))
-            buffer.writeInteger(UInt8(exponent << 2) | UInt8(mantissa >> 16))
+            buffer.writeInteger(exponent << 2 | UInt8(mantissa >> 16))
             buffer.writeInteger(UInt16(mantissa & 0xFFFF))
             for ssrc in ssrcs { buffer.writeInteger(ssrc) }
         }

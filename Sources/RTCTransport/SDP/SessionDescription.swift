@@ -259,8 +259,8 @@ public struct ExtensionMap: Sendable, Hashable {
     public init?(parsing value: String) {
         let parts = value.split(separator: " ", maxSplits: 2).map(String.init)
         guard parts.count >= 2 else { return nil }
-        let head = parts[0].split(separator: "/", maxSplits: 1)
-        guard let id = UInt8(head[0]) else { return nil }
+        let head = parts[0].split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let first = head.first, let id = UInt8(first) else { return nil }
         self.init(id: id, direction: head.count == 2 ? String(head[1]) : nil, uri: parts[1],
                   attributes: parts.count == 3 ? parts[2] : nil)
     }
