@@ -21,6 +21,39 @@ struct RTPBench: ParsableCommand {
         }
     }
 
+    static func now() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) * 1e9 + Double(time.tv_nsec)
+    }
+
+    /// Parses each packet and writes it into a reused buffer; returns ns per packet.
+    static func parseAndSerialize(_ datagram: ByteBuffer, count: Int) throws -> (Double, Int) {
+        var output = ByteBufferAllocator().buffer(capacity: 2048)
+        var checksum = 0
+        let start = now()
+        for _ in 0..<count {
+            let packet = try RTPPacket(parsing: datagram)
+            output.clear()
+            packet.write(to: &output)
+            checksum &+= output.readableBytes
+        }
+        return ((now() - start) / Double(count), checksum)
+    }
+
+    /// Copies the same bytes into a reused buffer: the floor.
+    static func plainCopy(_ datagram: ByteBuffer, count: Int) -> (Double, Int) {
+        var output = ByteBufferAllocator().buffer(capacity: 2048)
+        var checksum = 0
+        let start = now()
+        for _ in 0..<count {
+            output.clear()
+            output.writeImmutableBuffer(datagram)
+            checksum &+= output.readableBytes
+        }
+        return ((now() - start) / Double(count), checksum)
+    }
+
     func run() throws {
         // A typical video packet: marker, three one-byte extensions, a VP8 payload.
         var header = RTPHeader(marker: true, payloadType: 96, sequenceNumber: 4242, timestamp: 90000, ssrc: 0xCAFE_BABE)
@@ -29,31 +62,14 @@ struct RTPBench: ParsableCommand {
         header.setExtension(id: 4, data: SDESMid("1").data)
         let datagram = RTPPacket(header: header, payload: ByteBuffer(bytes: (0..<payload).map { UInt8(truncatingIfNeeded: $0) })).serialized
         let size = datagram.readableBytes
-        var output = ByteBufferAllocator().buffer(capacity: 2048)
-        var checksum = 0
-
-        func nanosecondsPerPacket(_ body: () throws -> Void) rethrows -> Double {
-            var start = timespec(), end = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &start)
-            for _ in 0..<packets { try body() }
-            clock_gettime(CLOCK_MONOTONIC, &end)
-            let ns = Double(end.tv_sec - start.tv_sec) * 1e9 + Double(end.tv_nsec - start.tv_nsec)
-            return ns / Double(packets)
-        }
-
         var parseSerialize: [Double] = [], copy: [Double] = []
+        var checksum = 0
         for _ in 0..<rounds {
-            parseSerialize.append(try nanosecondsPerPacket {
-                let packet = try RTPPacket(parsing: datagram)
-                output.clear()
-                packet.write(to: &output)
-                checksum &+= output.readableBytes
-            })
-            copy.append(nanosecondsPerPacket {
-                output.clear()
-                output.writeImmutableBuffer(datagram)
-                checksum &+= output.readableBytes
-            })
+            let (a, sumA) = try Self.parseAndSerialize(datagram, count: packets)
+            let (b, sumB) = Self.plainCopy(datagram, count: packets)
+            parseSerialize.append(a)
+            copy.append(b)
+            checksum &+= sumA &+ sumB
         }
         let ours = median(parseSerialize), floor = median(copy)
         print("RTP packet of \(size) bytes (3 header extensions), \(packets) packets x \(rounds) rounds, medians:")

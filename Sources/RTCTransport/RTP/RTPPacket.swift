@@ -36,8 +36,7 @@ public struct RTPPacket: Sendable, Hashable {
     /// Appends the packet to `buffer`.
     public func write(to buffer: inout ByteBuffer) {
         header.write(to: &buffer, padding: paddingLength > 0)
-        var payload = self.payload
-        buffer.writeBuffer(&payload)
+        buffer.writeImmutableBuffer(payload)
         if paddingLength > 0 {
             buffer.writeRepeatingByte(0, count: Int(paddingLength) - 1)
             buffer.writeInteger(paddingLength)
