@@ -69,7 +69,7 @@ public struct RTPHeader: Sendable, Hashable {
         var block = extensionBlock
         if profile == .oneByte {
             while let byte = block.readInteger(as: UInt8.self) {
-                if byte == 0 { continue }
+                if byte >> 4 == 0 { continue }  // ID 0: a padding byte (RFC 8285 §4.2)
                 let id = byte >> 4
                 if id == 15 { return }
                 guard let data = block.readSlice(length: Int(byte & 0x0F) + 1), body(id, data) else { return }
@@ -200,7 +200,7 @@ extension RTPHeader {
         var cursor = block
         if profile == RTPExtensionProfile.oneByteMarker {
             while let byte = cursor.readInteger(as: UInt8.self) {
-                if byte == 0 { continue }
+                if byte >> 4 == 0 { continue }  // ID 0: a padding byte (RFC 8285 §4.2)
                 if byte >> 4 == 15 { return }  // reserved: stop processing (RFC 8285 §4.2)
                 let length = Int(byte & 0x0F) + 1
                 guard cursor.readableBytes >= length else {
