@@ -18,4 +18,8 @@ static inline long rtc_dtls_get_timeout(SSL *ssl, struct timeval *tv) { return D
 static inline long rtc_dtls_handle_timeout(SSL *ssl) { return DTLSv1_handle_timeout(ssl); }
 static inline size_t rtc_bio_pending(BIO *bio) { return BIO_ctrl_pending(bio); }
 static inline void rtc_openssl_free(void *p) { OPENSSL_free(p); }
+static inline EVP_PKEY *rtc_ec_p256_key(void) { return EVP_EC_gen("P-256"); }
+static inline int rtc_ssl_is_init_finished(SSL *ssl) { return SSL_is_init_finished(ssl); }
+static inline int rtc_ssl_received_shutdown(SSL *ssl) { return (SSL_get_shutdown(ssl) & SSL_RECEIVED_SHUTDOWN) != 0; }
+static inline int rtc_verify_peer_flags(void) { return SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT; }
 #endif

@@ -1,0 +1,153 @@
+internal import CSRTP
+import NIOCore
+
+/// The SRTP protection profiles this SDK negotiates in DTLS `use_srtp`
+/// ([RFC 5764 §4.1.2](https://www.rfc-editor.org/rfc/rfc5764#section-4.1.2), [RFC 7714 §14.2](https://www.rfc-editor.org/rfc/rfc7714#section-14.2)).
+public enum SRTPProfile: UInt16, Sendable, Hashable, CaseIterable {
+    case aes128CmSha1_80 = 0x0001
+    case aeadAes128Gcm = 0x0007
+
+    /// The OpenSSL name, as `SSL_CTX_set_tlsext_use_srtp` takes it.
+    public var openSSLName: String {
+        switch self {
+        case .aes128CmSha1_80: "SRTP_AES128_CM_SHA1_80"
+        case .aeadAes128Gcm: "SRTP_AEAD_AES_128_GCM"
+        }
+    }
+
+    public var keyLength: Int { 16 }
+    public var saltLength: Int { self == .aeadAes128Gcm ? 12 : 14 }
+    /// Bytes of keying material DTLS exports for both directions.
+    public var keyingMaterialLength: Int { 2 * (keyLength + saltLength) }
+}
+
+/// Master keys and salts for both directions, from the DTLS exporter
+/// (`client key | server key | client salt | server salt`, RFC 5764 §4.2).
+public struct SRTPKeyingMaterial: Sendable, Hashable {
+    public var profile: SRTPProfile
+    /// Key followed by salt, for what this side sends.
+    public var localKeyAndSalt: [UInt8]
+    /// Key followed by salt, for what the peer sends.
+    public var remoteKeyAndSalt: [UInt8]
+
+    public init(profile: SRTPProfile, localKeyAndSalt: [UInt8], remoteKeyAndSalt: [UInt8]) {
+        self.profile = profile
+        self.localKeyAndSalt = localKeyAndSalt
+        self.remoteKeyAndSalt = remoteKeyAndSalt
+    }
+
+    /// Splits exported material; `isClient` says which half is ours.
+    public init?(profile: SRTPProfile, exported: [UInt8], isClient: Bool) {
+        let k = profile.keyLength, s = profile.saltLength
+        guard exported.count == profile.keyingMaterialLength else { return nil }
+        let clientKey = exported[0..<k], serverKey = exported[k..<(2 * k)]
+        let clientSalt = exported[(2 * k)..<(2 * k + s)], serverSalt = exported[(2 * k + s)..<(2 * k + 2 * s)]
+        let client = Array(clientKey + clientSalt), server = Array(serverKey + serverSalt)
+        self.init(profile: profile, localKeyAndSalt: isClient ? client : server, remoteKeyAndSalt: isClient ? server : client)
+    }
+}
+
+/// Why SRTP refused a packet.
+public struct SRTPError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Kind: Hashable, Sendable {
+        let name: String
+        /// The packet was seen before (or is older than the replay window): dropped.
+        public static let replay = Kind(name: "replayed packet")
+        /// The authentication tag did not match.
+        public static let authentication = Kind(name: "authentication failed")
+        /// Anything else libsrtp reports.
+        public static let other = Kind(name: "srtp error")
+    }
+
+    public let kind: Kind
+    public let code: Int
+
+    public var description: String { "\(kind.name) (libsrtp status \(code))" }
+
+    init(status: srtp_err_status_t) {
+        code = Int(status.rawValue)
+        switch status {
+        case srtp_err_status_replay_fail, srtp_err_status_replay_old: kind = .replay
+        case srtp_err_status_auth_fail: kind = .authentication
+        default: kind = .other
+        }
+    }
+}
+
+/// SRTP and SRTCP protection for one transport: an outbound and an inbound libsrtp2 session,
+/// keyed from DTLS, with replay protection. Not thread-safe: use it on the transport's event loop.
+public final class SRTPContext {
+    public let profile: SRTPProfile
+    private var outbound: srtp_t?
+    private var inbound: srtp_t?
+    /// Packets dropped as replays, and as failing authentication.
+    public private(set) var replaysDropped = 0
+    public private(set) var authenticationFailures = 0
+
+    /// Bytes the trailer can add (auth tag, SRTCP index).
+    static let maxTrailer = Int(SRTP_MAX_TAG_LEN) + 4
+
+    private static let initialized: Bool = srtp_init() == srtp_err_status_ok
+
+    public init(keys: SRTPKeyingMaterial, replayWindow: Int = 1024) throws(SRTPError) {
+        guard Self.initialized else { throw SRTPError(status: srtp_err_status_init_fail) }
+        profile = keys.profile
+        var out: srtp_t?, into: srtp_t?
+        var status = keys.localKeyAndSalt.withUnsafeBufferPointer {
+            rtc_srtp_create(&out, Int32(keys.profile.rawValue), $0.baseAddress, 0, UInt(replayWindow))
+        }
+        guard status == srtp_err_status_ok else { throw SRTPError(status: status) }
+        status = keys.remoteKeyAndSalt.withUnsafeBufferPointer {
+            rtc_srtp_create(&into, Int32(keys.profile.rawValue), $0.baseAddress, 1, UInt(replayWindow))
+        }
+        guard status == srtp_err_status_ok else {
+            srtp_dealloc(out)
+            throw SRTPError(status: status)
+        }
+        outbound = out
+        inbound = into
+    }
+
+    deinit {
+        if let outbound { srtp_dealloc(outbound) }
+        if let inbound { srtp_dealloc(inbound) }
+    }
+
+    public func protectRTP(_ packet: ByteBuffer) throws(SRTPError) -> ByteBuffer {
+        try run(packet, grow: true) { session, bytes, length in srtp_protect(session, bytes, length) }
+    }
+
+    public func unprotectRTP(_ packet: ByteBuffer) throws(SRTPError) -> ByteBuffer {
+        try run(packet, grow: false) { session, bytes, length in srtp_unprotect(session, bytes, length) }
+    }
+
+    public func protectRTCP(_ packet: ByteBuffer) throws(SRTPError) -> ByteBuffer {
+        try run(packet, grow: true) { session, bytes, length in srtp_protect_rtcp(session, bytes, length) }
+    }
+
+    public func unprotectRTCP(_ packet: ByteBuffer) throws(SRTPError) -> ByteBuffer {
+        try run(packet, grow: false) { session, bytes, length in srtp_unprotect_rtcp(session, bytes, length) }
+    }
+
+    private func run(_ packet: ByteBuffer, grow: Bool,
+                     _ operation: (srtp_t?, UnsafeMutableRawPointer, UnsafeMutablePointer<Int32>) -> srtp_err_status_t)
+        throws(SRTPError) -> ByteBuffer
+    {
+        let session = grow ? outbound : inbound
+        var output = ByteBufferAllocator().buffer(capacity: packet.readableBytes + Self.maxTrailer)
+        output.writeImmutableBuffer(packet)
+        var length = Int32(packet.readableBytes)
+        let start = output.readerIndex  // 0: a fresh buffer with room for the trailer
+        let result: srtp_err_status_t = output.withVeryUnsafeMutableBytes { raw in
+            operation(session, raw.baseAddress! + start, &length)
+        }
+        guard result == srtp_err_status_ok else {
+            let error = SRTPError(status: result)
+            if error.kind == .replay { replaysDropped += 1 }
+            if error.kind == .authentication { authenticationFailures += 1 }
+            throw error
+        }
+        output.moveWriterIndex(to: output.readerIndex + Int(length))
+        return output
+    }
+}
