@@ -1,0 +1,263 @@
+import NIOCore
+
+/// The connectivity state of an ICE agent.
+public enum ICEState: Sendable, Hashable {
+    case new
+    case checking
+    case connected
+    /// Consent checks went unanswered for a while; media may still flow once they are answered again.
+    case disconnected(reason: String)
+    case failed(reason: String)
+    case closed
+}
+
+/// What an agent asks its transport to do.
+public struct ICEOutput: Sendable {
+    /// Datagrams to send, each to an address.
+    public var datagrams: [(bytes: [UInt8], to: SocketAddress)] = []
+    /// Set when the selected address changed (first nomination, or the peer's port moved).
+    public var selectedAddress: SocketAddress?
+    /// Set when the state changed.
+    public var state: ICEState?
+
+    public init() {}
+}
+
+/// Timers of an ICE agent, in seconds.
+public struct ICETimers: Sendable, Hashable {
+    /// First check retransmission delay; doubled after each try up to ``maxRetransmit`` (RFC 8489 §6.2.1).
+    public var initialRetransmit: Double = 0.1
+    public var maxRetransmit: Double = 1.6
+    /// No answer to any check for this long fails the agent ("no STUN answer").
+    public var connectTimeout: Double = 10
+    /// Consent freshness interval (RFC 7675 §5.1: 4–6 s randomized; 5 s here).
+    public var consentInterval: Double = 5
+    /// Unanswered consent for this long reports `disconnected`.
+    public var disconnectAfter: Double = 10
+    /// ... and for this long `failed` (RFC 7675: 30 s).
+    public var consentTimeout: Double = 30
+
+    public init() {}
+}
+
+/// An ICE agent for one component over one socket, with the clock passed in (`now`, seconds):
+/// the full controlling side with aggressive nomination and consent freshness (client), or
+/// ICE-lite (server), which only answers checks and follows the peer's address.
+///
+/// Not thread-safe: own one per transport, on its event loop.
+public final class ICEAgent {
+    public enum Role: Sendable, Hashable {
+        /// Full ICE, controlling: sends checks with USE-CANDIDATE to the remote candidates.
+        case controlling
+        /// ICE-lite: answers checks; the address of the latest authenticated nominating check wins.
+        case lite
+    }
+
+    public let role: Role
+    public private(set) var local: ICECredentials
+    public private(set) var remote: ICECredentials?
+    public private(set) var state: ICEState = .new
+    /// Where media goes: the nominated remote address.
+    public private(set) var selectedAddress: SocketAddress?
+    /// Round-trip time of the latest answered check, seconds.
+    public private(set) var roundTripTime: Double?
+    public let timers: ICETimers
+    private let tieBreaker: UInt64
+
+    private struct Transaction {
+        var bytes: [UInt8]
+        var to: SocketAddress
+        var sentAt: Double
+        var firstSentAt: Double
+        var nextRetransmit: Double
+        var interval: Double
+    }
+    private var transactions: [[UInt8]: Transaction] = [:]
+    private var remoteCandidates: [SocketAddress] = []
+    private var startedAt: Double?
+    private var lastConsent: Double?
+    private var nextConsentCheck: Double?
+
+    public init(role: Role, local: ICECredentials = .random(), timers: ICETimers = ICETimers()) {
+        self.role = role
+        self.local = local
+        self.timers = timers
+        var tie: UInt64 = 0
+        for byte in STUNMessage.randomTransactionID().prefix(8) { tie = tie << 8 | UInt64(byte) }
+        tieBreaker = tie
+    }
+
+    /// Sets the remote credentials and, for the controlling side, the candidates to check, and starts.
+    public func start(remote: ICECredentials, candidates: [SocketAddress], now: Double) -> ICEOutput {
+        self.remote = remote
+        remoteCandidates = candidates
+        var output = ICEOutput()
+        startedAt = now
+        setState(.checking, &output)
+        if role == .controlling {
+            for candidate in candidates { sendCheck(to: candidate, now: now, &output) }
+        }
+        return output
+    }
+
+    /// ICE restart (RFC 8445 §9): new local credentials (and the peer's new ones); checks start over.
+    public func restart(local: ICECredentials, remote: ICECredentials, candidates: [SocketAddress], now: Double) -> ICEOutput {
+        self.local = local
+        transactions.removeAll()
+        lastConsent = nil
+        nextConsentCheck = nil
+        return start(remote: remote, candidates: candidates, now: now)
+    }
+
+    private func setState(_ new: ICEState, _ output: inout ICEOutput) {
+        guard state != new else { return }
+        state = new
+        output.state = new
+    }
+
+    private func sendCheck(to address: SocketAddress, now: Double, _ output: inout ICEOutput) {
+        guard let remote else { return }
+        let id = STUNMessage.randomTransactionID()
+        var attributes: [STUNAttribute] = [
+            .username("\(remote.ufrag):\(local.ufrag)"), .priority(ICEPriority.peerReflexive),
+            .iceControlling(tieBreaker: tieBreaker),
+        ]
+        if role == .controlling { attributes.append(.useCandidateFlag) }
+        let request = STUNMessage(messageClass: .request, transactionID: id, attributes: attributes)
+        let bytes = request.serialized(integrityKey: Array(remote.pwd.utf8), fingerprint: true)
+        transactions[id] = Transaction(bytes: bytes, to: address, sentAt: now, firstSentAt: now,
+                                       nextRetransmit: now + timers.initialRetransmit, interval: timers.initialRetransmit)
+        output.datagrams.append((bytes, address))
+    }
+
+    /// Handles a datagram that looked like STUN (RFC 7983), from `source`.
+    public func receive(_ bytes: [UInt8], from source: SocketAddress, now: Double) -> ICEOutput {
+        var output = ICEOutput()
+        guard let message = try? STUNMessage(parsing: bytes), STUNMessage.verifyFingerprint(bytes) else { return output }
+        switch message.messageClass {
+        case .request: answer(message, bytes: bytes, from: source, now: now, &output)
+        case .successResponse: handleSuccess(message, bytes: bytes, from: source, now: now, &output)
+        case .errorResponse: handleError(message, bytes: bytes, now: now, &output)
+        case .indication: break
+        }
+        return output
+    }
+
+    private func answer(_ request: STUNMessage, bytes: [UInt8], from source: SocketAddress, now: Double,
+                        _ output: inout ICEOutput) {
+        let key = Array(local.pwd.utf8)
+        func reply(_ attributes: [STUNAttribute], error: Bool) {
+            let response = STUNMessage(messageClass: error ? .errorResponse : .successResponse,
+                                       transactionID: request.transactionID, attributes: attributes)
+            output.datagrams.append((response.serialized(integrityKey: error ? nil : key, fingerprint: true), source))
+        }
+        guard let username = request.username, username.hasPrefix(local.ufrag + ":") else {
+            reply([.errorCode(400, reason: "Bad Request")], error: true)
+            return
+        }
+        guard STUNMessage.verifyIntegrity(bytes, key: key) else {
+            reply([.errorCode(401, reason: "Unauthorized")], error: true)
+            return
+        }
+        guard let mapped = STUNAddress(source) else { return }
+        reply([.xorMappedAddress(mapped, transactionID: request.transactionID)], error: false)
+        // A valid check is consent from the peer.
+        lastConsent = now
+        if role == .lite {
+            // ICE-lite follows the controlling agent: the nominating check's source is where media goes,
+            // and a later one from a new port (the client moved) moves the session with it.
+            if request.hasUseCandidate || selectedAddress == nil, selectedAddress != source {
+                selectedAddress = source
+                output.selectedAddress = source
+            }
+            if request.hasUseCandidate { setState(.connected, &output) }
+        }
+    }
+
+    private func handleSuccess(_ response: STUNMessage, bytes: [UInt8], from source: SocketAddress, now: Double,
+                               _ output: inout ICEOutput) {
+        guard let transaction = transactions[response.transactionID], let remote else { return }
+        guard STUNMessage.verifyIntegrity(bytes, key: Array(remote.pwd.utf8)) else { return }
+        transactions[response.transactionID] = nil
+        roundTripTime = now - transaction.sentAt
+        lastConsent = now
+        nextConsentCheck = now + timers.consentInterval
+        if selectedAddress == nil || state != .connected {
+            selectedAddress = transaction.to
+            output.selectedAddress = transaction.to
+        }
+        setState(.connected, &output)
+    }
+
+    private func handleError(_ response: STUNMessage, bytes: [UInt8], now: Double, _ output: inout ICEOutput) {
+        guard transactions[response.transactionID] != nil else { return }
+        transactions[response.transactionID] = nil
+        if let (code, reason) = response.errorCode, state == .checking {
+            setState(.failed(reason: "check rejected: \(code) \(reason)"), &output)
+        }
+    }
+
+    /// When ``handleTimers(now:)`` should run next.
+    public var nextTimer: Double? {
+        var times = transactions.values.map(\.nextRetransmit)
+        if let nextConsentCheck { times.append(nextConsentCheck) }
+        if state == .checking, let startedAt { times.append(startedAt + timers.connectTimeout) }
+        if let lastConsent, state == .connected || isDisconnected {
+            times.append(lastConsent + (isDisconnected ? timers.consentTimeout : timers.disconnectAfter))
+        }
+        return times.min()
+    }
+
+    private var isDisconnected: Bool {
+        if case .disconnected = state { return true }
+        return false
+    }
+
+    /// Retransmits checks, sends consent checks, and fails or disconnects on silence.
+    public func handleTimers(now: Double) -> ICEOutput {
+        var output = ICEOutput()
+        switch state {
+        case .failed, .closed, .new: return output
+        default: break
+        }
+        if state == .checking, let startedAt, now - startedAt >= timers.connectTimeout {
+            transactions.removeAll()
+            setState(.failed(reason: "no STUN answer within \(timers.connectTimeout) s"), &output)
+            return output
+        }
+        for (id, var transaction) in transactions where transaction.nextRetransmit <= now {
+            if now - transaction.firstSentAt > timers.connectTimeout {
+                transactions[id] = nil
+                continue
+            }
+            transaction.interval = min(transaction.interval * 2, timers.maxRetransmit)
+            transaction.nextRetransmit = now + transaction.interval
+            transaction.sentAt = now
+            transactions[id] = transaction
+            output.datagrams.append((transaction.bytes, transaction.to))
+        }
+        if role == .controlling, let nextConsentCheck, now >= nextConsentCheck, let selectedAddress {
+            self.nextConsentCheck = now + timers.consentInterval
+            sendCheck(to: selectedAddress, now: now, &output)
+        }
+        if let lastConsent, state == .connected || isDisconnected {
+            let silence = now - lastConsent
+            if silence >= timers.consentTimeout {
+                setState(.failed(reason: "consent expired: no answer for \(Int(silence)) s"), &output)
+            } else if silence >= timers.disconnectAfter, state == .connected {
+                setState(.disconnected(reason: "no consent answer for \(Int(silence)) s"), &output)
+            }
+        }
+        if isDisconnected, let lastConsent, now - lastConsent < timers.disconnectAfter {
+            setState(.connected, &output)
+        }
+        return output
+    }
+
+    /// Stops all checks.
+    public func close() {
+        transactions.removeAll()
+        nextConsentCheck = nil
+        state = .closed
+    }
+}

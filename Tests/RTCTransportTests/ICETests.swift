@@ -1,0 +1,126 @@
+import NIOCore
+import Testing
+@testable import RTCTransport
+
+@Suite("ICE (RFC 8445 controlling and lite, RFC 7675 consent)")
+struct ICETests {
+    let clientAddress = try! SocketAddress(ipAddress: "127.0.0.1", port: 40000)
+    let serverAddress = try! SocketAddress(ipAddress: "127.0.0.1", port: 7882)
+
+    /// Delivers every datagram in `output` between the two agents until both are quiet.
+    func pump(_ output: ICEOutput, from: ICEAgent, fromAddress: SocketAddress, to: ICEAgent, toAddress: SocketAddress,
+              now: Double, drop: Bool = false) {
+        var queue: [(ICEAgent, SocketAddress, [UInt8], ICEAgent, SocketAddress)] =
+            output.datagrams.map { (to, fromAddress, $0.bytes, from, toAddress) }
+        while !queue.isEmpty {
+            let (receiver, source, bytes, sender, receiverAddress) = queue.removeFirst()
+            if drop { continue }
+            let reply = receiver.receive(bytes, from: source, now: now)
+            queue += reply.datagrams.map { (sender, receiverAddress, $0.bytes, receiver, source) }
+        }
+    }
+
+    @Test("a controlling client nominates the lite server's candidate; both connect and the server learns the address")
+    func connect() throws {
+        let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
+        _ = server.start(remote: client.local, candidates: [], now: 0)
+        let first = client.start(remote: server.local, candidates: [serverAddress], now: 0)
+        #expect(client.state == .checking && first.datagrams.count == 1)
+        let request = try STUNMessage(parsing: first.datagrams[0].bytes)
+        #expect(request.username == "\(server.local.ufrag):\(client.local.ufrag)" && request.hasUseCandidate)
+        #expect(request.iceControlling != nil && request.priority == ICEPriority.peerReflexive)
+        #expect(STUNMessage.verifyIntegrity(first.datagrams[0].bytes, key: Array(server.local.pwd.utf8)))
+        pump(first, from: client, fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 0.02)
+        #expect(client.state == .connected && server.state == .connected)
+        #expect(client.selectedAddress == serverAddress && server.selectedAddress == clientAddress)
+        #expect(client.roundTripTime == 0.02)
+    }
+
+    @Test("a wrong password is answered 401 and fails the check with the reason")
+    func wrongPassword() {
+        let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
+        let wrong = ICECredentials(ufrag: server.local.ufrag, pwd: "not-the-password-at-all")
+        let first = client.start(remote: wrong, candidates: [serverAddress], now: 0)
+        pump(first, from: client, fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 0.01)
+        #expect(client.state == .failed(reason: "check rejected: 401 Unauthorized"))
+        #expect(server.state == .new && server.selectedAddress == nil)
+    }
+
+    @Test("unanswered checks are retransmitted with backoff, then fail after the connect timeout")
+    func noAnswer() {
+        var timers = ICETimers()
+        timers.connectTimeout = 3
+        let client = ICEAgent(role: .controlling, timers: timers)
+        _ = client.start(remote: .random(), candidates: [serverAddress], now: 0)
+        var sends: [Double] = []
+        var now = 0.0
+        while let next = client.nextTimer, now < 10 {
+            now = next
+            let output = client.handleTimers(now: now)
+            if !output.datagrams.isEmpty { sends.append(now) }
+            if case .failed = client.state { break }
+        }
+        #expect(client.state == .failed(reason: "no STUN answer within 3.0 s"))
+        #expect(now == 3)
+        // Retransmissions at 0.1, 0.3, 0.7, 1.5 s: the interval doubles from 100 ms.
+        let expected = [0.1, 0.3, 0.7, 1.5]
+        #expect(zip(sends.prefix(4), expected).allSatisfy { abs($0 - $1) < 1e-9 } && sends.count >= 4, "\(sends)")
+    }
+
+    @Test("consent freshness: checks every interval, disconnected then failed on silence, recovered by an answer")
+    func consent() {
+        let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
+        _ = server.start(remote: client.local, candidates: [], now: 0)
+        pump(client.start(remote: server.local, candidates: [serverAddress], now: 0), from: client,
+             fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 0)
+        // Answered consent checks keep it connected.
+        for second in stride(from: 5.0, through: 20, by: 5) {
+            let output = client.handleTimers(now: second)
+            #expect(output.datagrams.count == 1, "consent check at \(second)")
+            pump(output, from: client, fromAddress: clientAddress, to: server, toAddress: serverAddress, now: second)
+        }
+        #expect(client.state == .connected)
+        // Then the server goes silent.
+        var now = 20.0
+        var states: [ICEState] = []
+        while now < 60, let next = client.nextTimer {
+            now = next
+            if let state = client.handleTimers(now: now).state { states.append(state) }
+            if case .failed = client.state { break }
+        }
+        #expect(states.first == .disconnected(reason: "no consent answer for 10 s"))
+        #expect(client.state == .failed(reason: "consent expired: no answer for 30 s") && now == 50)
+    }
+
+    @Test("the lite side follows the client to a new port (the client changed networks)")
+    func addressChange() {
+        let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
+        _ = server.start(remote: client.local, candidates: [], now: 0)
+        pump(client.start(remote: server.local, candidates: [serverAddress], now: 0), from: client,
+             fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 0)
+        let moved = try! SocketAddress(ipAddress: "127.0.0.1", port: 40001)
+        let output = client.handleTimers(now: 5)
+        var changed: SocketAddress?
+        for datagram in output.datagrams {
+            let reply = server.receive(datagram.bytes, from: moved, now: 5)
+            changed = reply.selectedAddress ?? changed
+            for answer in reply.datagrams { _ = client.receive(answer.bytes, from: serverAddress, now: 5.01) }
+        }
+        #expect(changed == moved && server.selectedAddress == moved && client.state == .connected)
+    }
+
+    @Test("an ICE restart uses new credentials and connects again")
+    func restart() {
+        let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
+        _ = server.start(remote: client.local, candidates: [], now: 0)
+        pump(client.start(remote: server.local, candidates: [serverAddress], now: 0), from: client,
+             fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 0)
+        let newClient = ICECredentials.random(), newServer = ICECredentials.random()
+        _ = server.restart(local: newServer, remote: newClient, candidates: [], now: 1)
+        let output = client.restart(local: newClient, remote: newServer, candidates: [serverAddress], now: 1)
+        pump(output, from: client, fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 1)
+        #expect(client.state == .connected && server.local == newServer)
+        #expect(ICECredentials.random() != ICECredentials.random())
+        #expect(ICECredentials.random().pwd.count >= 22)
+    }
+}
