@@ -39,7 +39,10 @@ let package = Package(
         // MARK: Swift modules (DESIGN.md §2)
         .target(
             name: "RTCTransport",
-            dependencies: ["CSRTP", "COpenSSL", .product(name: "NIOCore", package: "swift-nio")]),
+            dependencies: [
+                "CSRTP", "COpenSSL", .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]),
         .target(name: "Signaling"),
         .target(
             name: "RTCCore",
@@ -60,7 +63,10 @@ let package = Package(
         // MARK: Tests
         .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "RTCFuzzHarness"]),
         .testTarget(name: "ScreenShareUserTests", dependencies: ["ScreenShareUser"]),
-        .testTarget(name: "RTCTransportTests", dependencies: ["RTCTransport", "Signaling", "RTCFuzzHarness"], exclude: ["Fixtures"]),
+        .testTarget(
+            name: "RTCTransportTests",
+            dependencies: ["RTCTransport", "Signaling", "RTCFuzzHarness", .product(name: "NIOPosix", package: "swift-nio")],
+            exclude: ["Fixtures"]),
         .testTarget(name: "CLITests", dependencies: ["rtc-cli"]),
         .testTarget(
             name: "InteropTests",

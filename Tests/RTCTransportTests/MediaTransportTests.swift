@@ -1,0 +1,163 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Testing
+@testable import RTCTransport
+
+/// Collects what a transport hands up, thread-safely.
+final class Received: Sendable {
+    let rtp = NIOLockedValueBox<[ByteBuffer]>([])
+    let states = NIOLockedValueBox<[MediaTransportState]>([])
+}
+
+func waitUntil(_ seconds: Double = 10, _ condition: () async throws -> Bool) async throws -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(nanoseconds: 10_000_000)
+    }
+    return try await condition()
+}
+
+func rtpPacket(ssrc: UInt32, sequence: UInt16, payload: [UInt8]) -> ByteBuffer {
+    RTPPacket(header: RTPHeader(payloadType: 96, sequenceNumber: sequence, timestamp: UInt32(sequence) * 3000, ssrc: ssrc),
+              payload: ByteBuffer(bytes: payload)).serialized
+}
+
+@Suite("MediaTransport on loopback (ICE + DTLS-SRTP over SwiftNIO UDP)", .serialized)
+struct MediaTransportTests {
+    static let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+
+    struct Pair {
+        let client: MediaTransport, server: MediaTransport
+        let clientReceived = Received(), serverReceived = Received()
+    }
+
+    func makePair(client clientConfiguration: MediaTransportConfiguration = .client(),
+                  server serverConfiguration: MediaTransportConfiguration = .server(),
+                  tamperServerFingerprint: Bool = false, startClientAt: ((TransportParameters) -> TransportParameters)? = nil)
+        async throws -> Pair
+    {
+        let client = try await MediaTransport.bind(clientConfiguration, group: Self.group)
+        let server = try await MediaTransport.bind(serverConfiguration, group: Self.group)
+        let pair = Pair(client: client, server: server)
+        for (transport, received) in [(client, pair.clientReceived), (server, pair.serverReceived)] {
+            transport.onRTP = { packet in received.rtp.withLockedValue { $0.append(packet) } }
+            transport.onStateChange = { state in received.states.withLockedValue { $0.append(state) } }
+        }
+        var serverParameters = server.localParameters
+        if tamperServerFingerprint { serverParameters.fingerprint = try DTLSCertificate().fingerprint }
+        server.start(remote: TransportParameters(ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint,
+                                                 candidates: [], dtlsRole: .client))
+        client.start(remote: startClientAt?(serverParameters) ?? serverParameters)
+        return pair
+    }
+
+    func bothConnected(_ pair: Pair) async throws -> Bool {
+        let client = try await pair.client.state.get()
+        let server = try await pair.server.state.get()
+        return client == .connected && server == .connected
+    }
+
+    @Test("two transports complete ICE and DTLS, then exchange SRTP both ways, in order")
+    func exchange() async throws {
+        let pair = try await makePair()
+        defer { Task { await pair.client.close(); await pair.server.close() } }
+        #expect(try await waitUntil { try await bothConnected(pair) })
+        for sequence in UInt16(0)..<100 {
+            pair.client.sendRTP(rtpPacket(ssrc: 1, sequence: sequence, payload: Array("from client \(sequence)".utf8)))
+            pair.server.sendRTP(rtpPacket(ssrc: 2, sequence: sequence, payload: Array("from server \(sequence)".utf8)))
+        }
+        #expect(try await waitUntil { pair.clientReceived.rtp.withLockedValue { $0.count } == 100
+            && pair.serverReceived.rtp.withLockedValue { $0.count } == 100 })
+        let atServer = try pair.serverReceived.rtp.withLockedValue { $0 }.map { try RTPPacket(parsing: $0) }
+        #expect(atServer.map(\.header.sequenceNumber) == Array(0..<100) && atServer.allSatisfy { $0.header.ssrc == 1 })
+        #expect(String(buffer: atServer[42].payload) == "from client 42")
+        let atClient = try pair.clientReceived.rtp.withLockedValue { $0 }.map { try RTPPacket(parsing: $0) }
+        #expect(atClient.map(\.header.sequenceNumber) == Array(0..<100) && String(buffer: atClient[7].payload) == "from server 7")
+        let stats = try await pair.client.stats.get()
+        #expect(stats.packetsSent == 100 && stats.packetsReceived == 100 && stats.roundTripTime != nil)
+    }
+
+    @Test("a wrong fingerprint in the remote description fails with that reason, and nothing hangs")
+    func wrongFingerprint() async throws {
+        let pair = try await makePair(tamperServerFingerprint: true)
+        defer { Task { await pair.client.close(); await pair.server.close() } }
+        #expect(try await waitUntil {
+            if case .failed = try await pair.client.state.get() { return true }
+            return false
+        })
+        guard case .failed(let reason) = try await pair.client.state.get() else { return }
+        #expect(reason.contains("fingerprint mismatch"), "\(reason)")
+    }
+
+    @Test("no STUN answer fails after the configured timeout")
+    func noAnswer() async throws {
+        var configuration = MediaTransportConfiguration.client()
+        configuration.iceTimers.connectTimeout = 1
+        let client = try await MediaTransport.bind(configuration, group: Self.group)
+        defer { Task { await client.close() } }
+        // A bound UDP socket that never answers.
+        let silent = try await DatagramBootstrap(group: Self.group).bind(host: "127.0.0.1", port: 0).get()
+        defer { silent.close(promise: nil) }
+        let start = Date()
+        client.start(remote: TransportParameters(ice: .random(), fingerprint: try DTLSCertificate().fingerprint,
+                                                 candidates: [silent.localAddress!], dtlsRole: .server))
+        #expect(try await waitUntil(5) {
+            if case .failed = try await client.state.get() { return true }
+            return false
+        })
+        #expect(try await client.state.get() == .failed(reason: "ICE: no STUN answer within 1.0 s"))
+        #expect(Date().timeIntervalSince(start) < 3)
+    }
+
+    @Test("garbage datagrams mixed into a live session are dropped and counted; media keeps flowing")
+    func garbage() async throws {
+        let pair = try await makePair()
+        defer { Task { await pair.client.close(); await pair.server.close() } }
+        #expect(try await waitUntil { try await bothConnected(pair) })
+        let noise = try await DatagramBootstrap(group: Self.group).bind(host: "127.0.0.1", port: 0).get()
+        defer { noise.close(promise: nil) }
+        let serverAddress = try #require(pair.server.localAddress)
+        var generator = SystemRandomNumberGenerator()
+        for sequence in UInt16(0)..<50 {
+            // Random bytes from a stranger, and fake RTP and DTLS from the client's own socket.
+            let junk = (0..<Int.random(in: 1...300, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            try await noise.writeAndFlush(AddressedEnvelope(remoteAddress: serverAddress, data: ByteBuffer(bytes: junk)))
+            pair.client.sendRaw(ByteBuffer(bytes: [0x80, 0x60] + junk))
+            pair.client.sendRaw(ByteBuffer(bytes: [0x17, 0xFE, 0xFD] + junk))
+            pair.client.sendRTP(rtpPacket(ssrc: 1, sequence: sequence, payload: [1, 2, 3]))
+        }
+        #expect(try await waitUntil { pair.serverReceived.rtp.withLockedValue { $0.count } == 50 })
+        let stats = try await pair.server.stats.get()
+        #expect(stats.datagramsDropped >= 50 && stats.srtpAuthenticationFailures >= 40, "\(stats)")
+        #expect(try await pair.server.state.get() == .connected)
+    }
+
+    @Test("a replayed SRTP packet is dropped and counted")
+    func replay() async throws {
+        let pair = try await makePair()
+        defer { Task { await pair.client.close(); await pair.server.close() } }
+        #expect(try await waitUntil { try await bothConnected(pair) })
+        let captured = NIOLockedValueBox<ByteBuffer?>(nil)
+        try await pair.client.channel.eventLoop.submit {
+            pair.client.onDatagramSent = { bytes, _ in captured.withLockedValue { if $0 == nil { $0 = bytes } } }
+        }.get()
+        pair.client.sendRTP(rtpPacket(ssrc: 1, sequence: 1, payload: [9, 9, 9]))
+        #expect(try await waitUntil { pair.serverReceived.rtp.withLockedValue { $0.count } == 1 })
+        let protected = try #require(captured.withLockedValue { $0 })
+        for _ in 0..<3 { pair.client.sendRaw(protected) }
+        #expect(try await waitUntil { try await pair.server.stats.get().srtpReplaysDropped == 3 })
+        #expect(pair.serverReceived.rtp.withLockedValue { $0.count } == 1)
+    }
+
+    @Test("close sends close_notify and the peer closes")
+    func closing() async throws {
+        let pair = try await makePair()
+        #expect(try await waitUntil { try await bothConnected(pair) })
+        await pair.client.close()
+        #expect(try await waitUntil { try await pair.server.state.get() == .closed })
+        await pair.server.close()
+    }
+}
