@@ -80,12 +80,13 @@ public struct MediaTransportStats: Sendable, Hashable {
     public var roundTripTime: Double?
 }
 
-/// One ICE + DTLS-SRTP transport over one UDP socket (BUNDLE, rtcp-mux), on SwiftNIO.
+/// The protocol state of one peer: ICE, DTLS and SRTP, fed datagrams by whoever owns the socket
+/// (a ``MediaTransport`` for one peer, a ``SharedMediaPort`` for many).
 ///
 /// Everything happens on the socket's event loop: per-packet work (demultiplexing, SRTP, ICE,
 /// DTLS) runs there synchronously, and callbacks are called there. Public methods may be called
 /// from any thread; they hop to the loop.
-public final class MediaTransport: @unchecked Sendable {
+public final class MediaSession: @unchecked Sendable {
     public let configuration: MediaTransportConfiguration
     public let localParameters: TransportParameters
     /// Called with each decrypted RTP packet, on the event loop.
@@ -95,45 +96,32 @@ public final class MediaTransport: @unchecked Sendable {
     /// Called on every state change, on the event loop.
     public var onStateChange: (@Sendable (MediaTransportState) -> Void)?
 
-    public let channel: Channel
-    private var eventLoop: EventLoop { channel.eventLoop }
-    private let ice: ICEAgent
+    let eventLoop: EventLoop
+    private let writer: (ByteBuffer, SocketAddress) -> Void
+    let ice: ICEAgent
     private let certificate: DTLSCertificate
     private var dtls: DTLSEndpoint?
     private var srtp: SRTPContext?
-    private var remote: TransportParameters?
     private var timer: Scheduled<Void>?
     private var dtlsDeadline: Double?
     private var _state: MediaTransportState = .new
     private var _stats = MediaTransportStats()
+    /// Told when the peer's address is chosen or moves (the shared port keeps its routes with it).
+    var onSelectedAddress: ((SocketAddress) -> Void)?
     /// Test hook: sees every datagram sent.
     var onDatagramSent: ((ByteBuffer, SocketAddress) -> Void)?
 
-    /// Binds a UDP socket and makes a transport on it.
-    public static func bind(_ configuration: MediaTransportConfiguration, group: EventLoopGroup) async throws -> MediaTransport {
-        let certificate = try DTLSCertificate()
-        let handler = InboundHandler()
-        let channel = try await DatagramBootstrap(group: group)
-            .channelOption(.socketOption(.so_reuseaddr), value: 1)
-            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler) } }
-            .bind(host: configuration.host, port: configuration.port).get()
-        let transport = MediaTransport(configuration: configuration, channel: channel, certificate: certificate)
-        handler.transport = transport
-        return transport
-    }
-
-    private init(configuration: MediaTransportConfiguration, channel: Channel, certificate: DTLSCertificate) {
+    init(configuration: MediaTransportConfiguration, certificate: DTLSCertificate, localCandidates: [SocketAddress],
+         eventLoop: EventLoop, ice credentials: ICECredentials = .random(),
+         writer: @escaping (ByteBuffer, SocketAddress) -> Void) {
         self.configuration = configuration
-        self.channel = channel
         self.certificate = certificate
-        ice = ICEAgent(role: configuration.iceRole, timers: configuration.iceTimers)
-        localParameters = TransportParameters(ice: ice.local, fingerprint: certificate.fingerprint,
-                                              candidates: channel.localAddress.map { [$0] } ?? [],
-                                              dtlsRole: configuration.dtlsRole)
+        self.eventLoop = eventLoop
+        self.writer = writer
+        ice = ICEAgent(role: configuration.iceRole, local: credentials, timers: configuration.iceTimers)
+        localParameters = TransportParameters(ice: credentials, fingerprint: certificate.fingerprint,
+                                              candidates: localCandidates, dtlsRole: configuration.dtlsRole)
     }
-
-    /// The local UDP address.
-    public var localAddress: SocketAddress? { channel.localAddress }
 
     /// The state, read on the event loop.
     public var state: EventLoopFuture<MediaTransportState> { eventLoop.submit { self._state } }
@@ -148,13 +136,15 @@ public final class MediaTransport: @unchecked Sendable {
         }
     }
 
+    /// The peer's address media goes to, once ICE chose it.
+    public var selectedAddress: EventLoopFuture<SocketAddress?> { eventLoop.submit { self.ice.selectedAddress } }
+
     static func now() -> Double { Double(NIODeadline.now().uptimeNanoseconds) / 1e9 }
 
     /// Starts ICE (and then DTLS) towards the peer described by `remote`.
     public func start(remote: TransportParameters) {
         eventLoop.execute {
             guard self._state == .new else { return }
-            self.remote = remote
             do {
                 self.dtls = try DTLSEndpoint(role: self.configuration.dtlsRole, certificate: self.certificate,
                                              remoteFingerprint: remote.fingerprint, profiles: self.configuration.srtpProfiles)
@@ -168,7 +158,7 @@ public final class MediaTransport: @unchecked Sendable {
         }
     }
 
-    /// Protects and sends an RTP packet to the selected address. Dropped before the transport connects.
+    /// Protects and sends an RTP packet to the selected address. Dropped before the session connects.
     public func sendRTP(_ packet: ByteBuffer) { send(packet, rtcp: false) }
 
     /// Protects and sends an RTCP compound packet.
@@ -192,7 +182,7 @@ public final class MediaTransport: @unchecked Sendable {
 
     private func write(_ bytes: ByteBuffer, to address: SocketAddress) {
         onDatagramSent?(bytes, address)
-        channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
+        writer(bytes, address)
     }
 
     /// Test hook: sends raw bytes to the selected address, unprotected.
@@ -200,18 +190,19 @@ public final class MediaTransport: @unchecked Sendable {
         eventLoop.execute { if let address = self.ice.selectedAddress { self.write(bytes, to: address) } }
     }
 
-    /// Closes DTLS (close_notify), ICE and the socket.
-    public func close() async {
-        let future: EventLoopFuture<Void> = eventLoop.submit {
-            if let dtls = self.dtls, let address = self.ice.selectedAddress {
-                for datagram in dtls.close() { self.write(ByteBuffer(bytes: datagram), to: address) }
-            }
-            self.ice.close()
-            self.timer?.cancel()
-            self.setState(.closed)
+    /// Sends close_notify and stops ICE. On the event loop.
+    func closeOnLoop() {
+        if let dtls = self.dtls, let address = self.ice.selectedAddress {
+            for datagram in dtls.close() { self.write(ByteBuffer(bytes: datagram), to: address) }
         }
-        try? await future.get()
-        try? await channel.close()
+        ice.close()
+        timer?.cancel()
+        setState(.closed)
+    }
+
+    /// Closes the session (close_notify to the peer).
+    public func close() async {
+        try? await eventLoop.submit { self.closeOnLoop() }.get()
     }
 
     private func setState(_ new: MediaTransportState) {
@@ -224,11 +215,10 @@ public final class MediaTransport: @unchecked Sendable {
 
     // MARK: Inbound, on the event loop
 
-    fileprivate func receive(_ envelope: AddressedEnvelope<ByteBuffer>) {
-        let datagram = envelope.data
-        let source = envelope.remoteAddress
+    func receive(_ datagram: ByteBuffer, from source: SocketAddress) {
         let now = Self.now()
-        switch PacketDemultiplexer.classify(datagram.readableBytesView) {
+        let kind = PacketDemultiplexer.classify(datagram.readableBytesView)
+        switch kind {
         case .stun:
             apply(ice.receive(Array(datagram.readableBytesView), from: source, now: now))
         case .dtls:
@@ -238,7 +228,7 @@ public final class MediaTransport: @unchecked Sendable {
             dtlsProgress()
         case .rtp, .rtcp:
             guard source == ice.selectedAddress, let srtp else { return drop() }
-            let isRTCP = PacketDemultiplexer.classify(datagram.readableBytesView) == .rtcp
+            let isRTCP = kind == .rtcp
             guard let clear = try? (isRTCP ? srtp.unprotectRTCP(datagram) : srtp.unprotectRTP(datagram)) else { return drop() }
             _stats.packetsReceived += 1
             _stats.bytesReceived += datagram.readableBytes
@@ -249,10 +239,11 @@ public final class MediaTransport: @unchecked Sendable {
         rearmTimer()
     }
 
-    private func drop() { _stats.datagramsDropped += 1 }
+    func drop() { _stats.datagramsDropped += 1 }
 
     private func apply(_ output: ICEOutput) {
         for datagram in output.datagrams { write(ByteBuffer(bytes: datagram.bytes), to: datagram.to) }
+        if let address = output.selectedAddress { onSelectedAddress?(address) }
         if let state = output.state {
             switch state {
             case .connected:
@@ -316,17 +307,187 @@ public final class MediaTransport: @unchecked Sendable {
             setState(.failed(reason: "DTLS handshake did not finish within \(configuration.dtlsTimeout) s"))
             self.dtlsDeadline = nil
         }
-        if case .failed = _state { return }
-        rearmTimer()
+        switch _state {
+        case .failed, .closed: return
+        default: rearmTimer()
+        }
     }
 }
 
-/// Passes datagrams to the transport, on the event loop.
-private final class InboundHandler: ChannelInboundHandler, @unchecked Sendable {
+/// How a channel's datagrams reach their session.
+protocol DatagramRouter: AnyObject {
+    func route(_ envelope: AddressedEnvelope<ByteBuffer>)
+}
+
+/// Passes datagrams to the router, on the event loop.
+final class InboundHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
-    weak var transport: MediaTransport?
+    weak var router: DatagramRouter?
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        transport?.receive(unwrapInboundIn(data))
+        router?.route(unwrapInboundIn(data))
+    }
+}
+
+/// Binds a UDP socket with vectored reads (recvmmsg) for media.
+func bindMediaSocket(host: String, port: Int, group: EventLoopGroup, handler: InboundHandler) async throws -> Channel {
+    try await DatagramBootstrap(group: group)
+        .channelOption(.socketOption(.so_reuseaddr), value: 1)
+        .channelOption(.datagramVectorReadMessageCount, value: 32)
+        // With vector reads NIO splits one receive buffer across the messages: 2 KiB each.
+        .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 32 * 2048))
+        .channelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler) }
+        }
+        .bind(host: host, port: port).get()
+}
+
+/// One peer on its own UDP socket: a client's transport (BUNDLE, rtcp-mux).
+public final class MediaTransport: @unchecked Sendable, DatagramRouter {
+    public let channel: Channel
+    /// The ICE/DTLS/SRTP state of the one peer.
+    public let session: MediaSession
+
+    /// Binds a UDP socket and makes a transport on it.
+    public static func bind(_ configuration: MediaTransportConfiguration, group: EventLoopGroup) async throws -> MediaTransport {
+        let certificate = try DTLSCertificate()
+        let handler = InboundHandler()
+        let channel = try await bindMediaSocket(host: configuration.host, port: configuration.port, group: group, handler: handler)
+        let transport = MediaTransport(configuration: configuration, channel: channel, certificate: certificate)
+        handler.router = transport
+        return transport
+    }
+
+    private init(configuration: MediaTransportConfiguration, channel: Channel, certificate: DTLSCertificate) {
+        self.channel = channel
+        session = MediaSession(configuration: configuration, certificate: certificate,
+                               localCandidates: channel.localAddress.map { [$0] } ?? [], eventLoop: channel.eventLoop) {
+            bytes, address in channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
+        }
+    }
+
+    func route(_ envelope: AddressedEnvelope<ByteBuffer>) { session.receive(envelope.data, from: envelope.remoteAddress) }
+
+    public var localAddress: SocketAddress? { channel.localAddress }
+    public var localParameters: TransportParameters { session.localParameters }
+    public var state: EventLoopFuture<MediaTransportState> { session.state }
+    public var stats: EventLoopFuture<MediaTransportStats> { session.stats }
+    public var onRTP: (@Sendable (ByteBuffer) -> Void)? {
+        get { session.onRTP }
+        set { session.onRTP = newValue }
+    }
+    public var onRTCP: (@Sendable (ByteBuffer) -> Void)? {
+        get { session.onRTCP }
+        set { session.onRTCP = newValue }
+    }
+    public var onStateChange: (@Sendable (MediaTransportState) -> Void)? {
+        get { session.onStateChange }
+        set { session.onStateChange = newValue }
+    }
+    public func start(remote: TransportParameters) { session.start(remote: remote) }
+    public func sendRTP(_ packet: ByteBuffer) { session.sendRTP(packet) }
+    public func sendRTCP(_ packet: ByteBuffer) { session.sendRTCP(packet) }
+    func sendRaw(_ bytes: ByteBuffer) { session.sendRaw(bytes) }
+    var onDatagramSent: ((ByteBuffer, SocketAddress) -> Void)? {
+        get { session.onDatagramSent }
+        set { session.onDatagramSent = newValue }
+    }
+
+    /// Closes DTLS (close_notify), ICE and the socket.
+    public func close() async {
+        await session.close()
+        try? await channel.close()
+    }
+}
+
+/// The server's single media port: one UDP socket serving many peers. A datagram is routed by the
+/// STUN USERNAME's local ufrag first, then by the peer's latched address (which follows the peer
+/// when a valid check comes from a new port).
+public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
+    public let channel: Channel
+    public let configuration: MediaTransportConfiguration
+    private let certificate: DTLSCertificate
+    private var byUfrag: [String: MediaSession] = [:]
+    private var byAddress: [SocketAddress: MediaSession] = [:]
+    private var _unroutable = 0
+
+    public static func bind(_ configuration: MediaTransportConfiguration, group: EventLoopGroup) async throws -> SharedMediaPort {
+        let certificate = try DTLSCertificate()
+        let handler = InboundHandler()
+        let channel = try await bindMediaSocket(host: configuration.host, port: configuration.port, group: group, handler: handler)
+        let port = SharedMediaPort(configuration: configuration, channel: channel, certificate: certificate)
+        handler.router = port
+        return port
+    }
+
+    private init(configuration: MediaTransportConfiguration, channel: Channel, certificate: DTLSCertificate) {
+        self.configuration = configuration
+        self.channel = channel
+        self.certificate = certificate
+    }
+
+    public var localAddress: SocketAddress? { channel.localAddress }
+
+    /// Datagrams that matched no session.
+    public var unroutableDatagrams: EventLoopFuture<Int> { channel.eventLoop.submit { self._unroutable } }
+
+    /// Makes a session for a new peer and starts it with the peer's parameters.
+    public func makeSession(remote: TransportParameters) -> EventLoopFuture<MediaSession> {
+        channel.eventLoop.submit {
+            let channel = self.channel
+            let session = MediaSession(configuration: self.configuration, certificate: self.certificate,
+                                       localCandidates: channel.localAddress.map { [$0] } ?? [],
+                                       eventLoop: channel.eventLoop) { bytes, address in
+                channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
+            }
+            session.onSelectedAddress = { [weak self, weak session] address in
+                guard let self, let session else { return }
+                for (old, owner) in self.byAddress where owner === session { self.byAddress[old] = nil }
+                self.byAddress[address] = session
+            }
+            self.byUfrag[session.localParameters.ice.ufrag] = session
+            session.start(remote: remote)
+            return session
+        }
+    }
+
+    /// Closes a session and forgets its routes.
+    public func remove(_ session: MediaSession) async {
+        try? await channel.eventLoop.submit {
+            session.closeOnLoop()
+            self.byUfrag[session.localParameters.ice.ufrag] = nil
+            for (address, owner) in self.byAddress where owner === session { self.byAddress[address] = nil }
+        }.get()
+    }
+
+    func route(_ envelope: AddressedEnvelope<ByteBuffer>) {
+        let datagram = envelope.data
+        if PacketDemultiplexer.classify(datagram.readableBytesView) == .stun,
+           let ufrag = Self.localUfrag(datagram), let session = byUfrag[ufrag] {
+            session.receive(datagram, from: envelope.remoteAddress)
+            return
+        }
+        guard let session = byAddress[envelope.remoteAddress] else {
+            _unroutable += 1
+            return
+        }
+        session.receive(datagram, from: envelope.remoteAddress)
+    }
+
+    /// The part of a STUN request's USERNAME before the colon (the receiver's ufrag), if any.
+    static func localUfrag(_ datagram: ByteBuffer) -> String? {
+        guard let message = try? STUNMessage(parsing: Array(datagram.readableBytesView)), message.messageClass == .request,
+              let username = message.username, let colon = username.firstIndex(of: ":")
+        else { return nil }
+        return String(username[..<colon])
+    }
+
+    public func close() async {
+        try? await channel.eventLoop.submit {
+            for session in self.byUfrag.values { session.closeOnLoop() }
+            self.byUfrag.removeAll()
+            self.byAddress.removeAll()
+        }.get()
+        try? await channel.close()
     }
 }

@@ -161,3 +161,51 @@ struct MediaTransportTests {
         await pair.server.close()
     }
 }
+
+@Suite("SharedMediaPort: many peers on one server socket", .serialized)
+struct SharedMediaPortTests {
+    @Test("three clients on one port each get their own session, routed by ufrag then address")
+    func threeClients() async throws {
+        let group = MediaTransportTests.group
+        let port = try await SharedMediaPort.bind(.server(), group: group)
+        var clients: [MediaTransport] = []
+        var sessions: [MediaSession] = []
+        let received = (0..<3).map { _ in Received() }
+        for index in 0..<3 {
+            let client = try await MediaTransport.bind(.client(), group: group)
+            let session = try await port.makeSession(remote: TransportParameters(
+                ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint, candidates: [],
+                dtlsRole: .client)).get()
+            session.onRTP = { packet in received[index].rtp.withLockedValue { $0.append(packet) } }
+            client.start(remote: session.localParameters)
+            clients.append(client)
+            sessions.append(session)
+        }
+        for (client, session) in zip(clients, sessions) {
+            #expect(try await waitUntil { try await client.state.get() == .connected })
+            #expect(try await waitUntil { try await session.state.get() == .connected })
+        }
+        #expect(Set(sessions.map(\.localParameters.ice.ufrag)).count == 3)
+        #expect(Set(sessions.map(\.localParameters.fingerprint)).count == 1)  // one certificate per port
+        for (index, client) in clients.enumerated() {
+            for sequence in UInt16(0)..<20 { client.sendRTP(rtpPacket(ssrc: UInt32(100 + index), sequence: sequence, payload: [UInt8(index)])) }
+        }
+        let stranger = try await DatagramBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
+        for _ in 0..<10 {
+            try await stranger.writeAndFlush(AddressedEnvelope(remoteAddress: port.localAddress!, data: ByteBuffer(bytes: [0x80, 0x60, 1, 2])))
+        }
+        for index in 0..<3 {
+            #expect(try await waitUntil { received[index].rtp.withLockedValue { $0.count } == 20 })
+            let ssrcs = try Set(received[index].rtp.withLockedValue { $0 }.map { try RTPPacket(parsing: $0).header.ssrc })
+            #expect(ssrcs == [UInt32(100 + index)])
+        }
+        #expect(try await waitUntil { try await port.unroutableDatagrams.get() == 10 })
+        // Removing one session leaves the others working.
+        await port.remove(sessions[0])
+        clients[1].sendRTP(rtpPacket(ssrc: 101, sequence: 20, payload: [1]))
+        #expect(try await waitUntil { received[1].rtp.withLockedValue { $0.count } == 21 })
+        try await stranger.close()
+        for client in clients { await client.close() }
+        await port.close()
+    }
+}
