@@ -55,6 +55,7 @@ let package = Package(
                 "RTCCore", "RTCTransport", "ScreenShareUser", "RTCServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]),
 
         // MARK: Fuzzing: one libFuzzer entry point per parser of untrusted bytes (see Fuzz/README.md)

@@ -4,10 +4,10 @@ import Glibc
 import ArgumentParser
 import RTCCore
 
-struct BenchCommand: ParsableCommand {
+struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench", abstract: "Benchmarks, measured side by side with a reference peer.",
-        subcommands: [EncodeBench.self, RTPBench.self])
+        subcommands: [EncodeBench.self, RTPBench.self, TransportBench.self])
 }
 
 /// VP8 encode speed of `rtc-cli encode` next to `ffmpeg -c:v libvpx` on the same clips and settings.

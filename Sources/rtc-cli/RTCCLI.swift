@@ -2,7 +2,7 @@ import ArgumentParser
 import RTCCore
 
 @main
-struct RTCCLI: ParsableCommand {
+struct RTCCLI: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rtc-cli",
         abstract: "Media tools, bots and benchmarks of the Swift RTC SDK.",
