@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 DEBIAN_PACKAGES := pkg-config libvpx-dev libopus-dev libsrtp2-dev libssl-dev libyuv-dev \
                    libwebrtc-audio-processing-dev ffmpeg
-FUZZ_TARGETS := y4m ivf wav ogg rtp rtcp vp8 stun sdp
+FUZZ_TARGETS := y4m ivf wav ogg rtp rtcp vp8 stun sdp dtls ice
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 FUZZ_FLAGS := -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xcc -fsanitize=fuzzer-no-link,address \

@@ -11,7 +11,7 @@ struct WireCorpusReplayTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("Fuzz/Corpus")
 
-    @Test("every corpus input runs through its fuzz entry point", arguments: ["rtp", "rtcp", "vp8", "stun", "sdp"])
+    @Test("every corpus input runs through its fuzz entry point", arguments: ["rtp", "rtcp", "vp8", "stun", "sdp", "dtls", "ice"])
     func replay(name: String) throws {
         let folder = Self.root.appendingPathComponent(name)
         let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
@@ -21,6 +21,8 @@ struct WireCorpusReplayTests {
         case "rtcp": FuzzHarness.rtcp
         case "vp8": FuzzHarness.vp8
         case "stun": FuzzHarness.stun
+        case "dtls": FuzzHarness.dtls
+        case "ice": FuzzHarness.ice
         default: FuzzHarness.sdp
         }
         for file in files { entry([UInt8](try Data(contentsOf: folder.appendingPathComponent(file)))) }

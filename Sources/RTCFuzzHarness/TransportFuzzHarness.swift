@@ -1,0 +1,66 @@
+import NIOCore
+import RTCTransport
+
+/// Splits fuzz input into datagrams: each is a 2-byte length and that many bytes (the last may be short).
+func datagrams(_ bytes: [UInt8]) -> [[UInt8]] {
+    var result: [[UInt8]] = []
+    var offset = 0
+    while offset + 2 <= bytes.count && result.count < 32 {
+        let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
+        offset += 2
+        let end = min(bytes.count, offset + length)
+        result.append(Array(bytes[offset..<end]))
+        offset = end
+    }
+    return result
+}
+
+/// One certificate for every fuzz input: generating a key pair per input would dominate the run.
+private let fuzzCertificate = try! DTLSCertificate()
+
+extension FuzzHarness {
+    /// DTLS records fed to a server endpoint and to a client endpoint that has sent its ClientHello.
+    public static func dtls(_ bytes: [UInt8]) {
+        let server = try! DTLSEndpoint(role: .server, certificate: fuzzCertificate, remoteFingerprint: fuzzCertificate.fingerprint)
+        let client = try! DTLSEndpoint(role: .client, certificate: fuzzCertificate, remoteFingerprint: fuzzCertificate.fingerprint)
+        _ = client.start()
+        for datagram in datagrams(bytes) {
+            for reply in server.receive(datagram) { precondition(reply.count <= 1500, "DTLS reply over the MTU") }
+            _ = client.receive(datagram)
+        }
+        _ = server.handleTimeout()
+        _ = server.close()
+    }
+
+    /// STUN fed to a lite and a controlling ICE agent. Inputs whose first byte is odd are re-signed
+    /// with the agents' password first, so fuzzing also reaches the code behind the integrity check.
+    public static func ice(_ bytes: [UInt8]) {
+        let credentials = ICECredentials(ufrag: "fuzz", pwd: "fuzzfuzzfuzzfuzzfuzzfuzz")
+        let peer = ICECredentials(ufrag: "peer", pwd: "peerpeerpeerpeerpeerpeer")
+        let address = try! SocketAddress(ipAddress: "127.0.0.1", port: 5000)
+        let lite = ICEAgent(role: .lite, local: credentials)
+        let controlling = ICEAgent(role: .controlling, local: credentials)
+        _ = lite.start(remote: peer, candidates: [], now: 0)
+        let first = controlling.start(remote: peer, candidates: [address], now: 0)
+        let resign = bytes.first.map { $0 & 1 == 1 } ?? false
+        var now = 0.0
+        for var datagram in datagrams(bytes) {
+            if resign, var message = try? STUNMessage(parsing: datagram) {
+                // Answer the controlling agent's own check so responses match a transaction.
+                if message.messageClass != .request, let check = first.datagrams.first, let request = try? STUNMessage(parsing: check.bytes) {
+                    message.transactionID = request.transactionID
+                }
+                datagram = message.serialized(integrityKey: Array(credentials.pwd.utf8), fingerprint: true)
+                let peerSigned = message.serialized(integrityKey: Array(peer.pwd.utf8), fingerprint: true)
+                _ = controlling.receive(peerSigned, from: address, now: now)
+            }
+            for reply in lite.receive(datagram, from: address, now: now).datagrams {
+                precondition((try? STUNMessage(parsing: reply.bytes)) != nil, "the agent sent unparsable STUN")
+            }
+            _ = controlling.receive(datagram, from: address, now: now)
+            now += 0.5
+            _ = controlling.handleTimers(now: now)
+            _ = lite.handleTimers(now: now)
+        }
+    }
+}
