@@ -1,7 +1,9 @@
 # Entry points: `make demo`, `make test` (README.md). Both install the Debian packages they need.
 SHELL := /bin/bash
 DEBIAN_PACKAGES := pkg-config libvpx-dev libopus-dev libsrtp2-dev libssl-dev libyuv-dev \
-                   libwebrtc-audio-processing-dev ffmpeg
+                   libwebrtc-audio-processing-dev ffmpeg tshark python3-pip
+# Interop peers from PyPI, used by the tests.
+PYPI_PACKAGES := aiortc
 FUZZ_TARGETS := y4m ivf wav ogg rtp rtcp vp8 stun sdp dtls ice
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
@@ -18,6 +20,9 @@ deps:
 		export DEBIAN_FRONTEND=noninteractive; \
 		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+	@python3 -c 'import aiortc' 2>/dev/null || { echo "installing from PyPI: $(PYPI_PACKAGES)"; \
+		python3 -m pip install --quiet --disable-pip-version-check $(PYPI_PACKAGES) 2>/dev/null \
+		|| python3 -m pip install --quiet --disable-pip-version-check --break-system-packages $(PYPI_PACKAGES); }
 
 build: deps
 	swift build -c release --product rtc-cli

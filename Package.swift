@@ -66,12 +66,18 @@ let package = Package(
         .testTarget(name: "ScreenShareUserTests", dependencies: ["ScreenShareUser"]),
         .testTarget(
             name: "RTCTransportTests",
-            dependencies: ["RTCTransport", "Signaling", "RTCFuzzHarness", .product(name: "NIOPosix", package: "swift-nio")],
+            dependencies: [
+                "RTCTransport", "Signaling", "RTCFuzzHarness", .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             exclude: ["Fixtures"]),
         .testTarget(name: "CLITests", dependencies: ["rtc-cli"]),
         .testTarget(
             name: "InteropTests",
-            dependencies: ["RTCCore", "RTCTransport", .product(name: "NIOCore", package: "swift-nio")]),
+            dependencies: [
+                "RTCCore", "RTCTransport", .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]),
     ] + fuzzTargets.map { name in
         .executableTarget(name: "fuzz-\(name.lowercased())", dependencies: ["RTCFuzzHarness"],
                           path: "Fuzz/\(name)")
