@@ -20,7 +20,7 @@ final class LineProcess: Sendable {
         process.standardOutput = output
         // The peer's log goes to a file next to the temporary directory, for when the test fails.
         let log = NSTemporaryDirectory() + "rtc-interop-peer.log"
-        FileManager.default.createFile(atPath: log, contents: nil)
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
         process.standardError = FileHandle(forWritingAtPath: log)
         try process.run()
         let handle = output.fileHandleForReading

@@ -88,7 +88,7 @@ func receiveWithFFmpeg(sdp: String, port: UInt16, outputArguments: [String], sen
         rtcp.send(bye)
         usleep(100_000)
     }
-    if ffmpeg.isRunning { ffmpeg.interrupt() }
+    if ffmpeg.isRunning { ffmpeg.terminate() }
     ffmpeg.waitUntilExit()
     return ffmpeg.terminationStatus
 }
