@@ -108,6 +108,8 @@ public final class MediaSession: @unchecked Sendable {
     private var _stats = MediaTransportStats()
     /// Told when the peer's address is chosen or moves (the shared port keeps its routes with it).
     var onSelectedAddress: ((SocketAddress) -> Void)?
+    /// Told when an ICE restart replaces the local ufrag (old, new).
+    var onCredentialsChanged: ((String, String) -> Void)?
     /// Test hook: sees every datagram sent.
     var onDatagramSent: ((ByteBuffer, SocketAddress) -> Void)?
 
@@ -163,6 +165,23 @@ public final class MediaSession: @unchecked Sendable {
 
     /// Protects and sends an RTCP compound packet.
     public func sendRTCP(_ packet: ByteBuffer) { send(packet, rtcp: true) }
+
+    /// ICE restart (RFC 8445 §9): new local credentials, which the caller signals to the peer with
+    /// an offer or answer, and the peer's new ones. DTLS and SRTP carry on; checks start over.
+    /// Returns the new local credentials.
+    @discardableResult
+    public func restartICE(local credentials: ICECredentials = .random(), remote: TransportParameters) -> ICECredentials {
+        eventLoop.execute {
+            let old = self.ice.local.ufrag
+            self.apply(self.ice.restart(local: credentials, remote: remote.ice, candidates: remote.candidates, now: Self.now()))
+            self.onCredentialsChanged?(old, credentials.ufrag)
+            self.rearmTimer()
+        }
+        return credentials
+    }
+
+    /// The current local ICE credentials (they change on restart).
+    public var localCredentials: EventLoopFuture<ICECredentials> { eventLoop.submit { self.ice.local } }
 
     private func send(_ packet: ByteBuffer, rtcp: Bool) {
         if eventLoop.inEventLoop {
@@ -445,6 +464,11 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
                 for (old, owner) in self.byAddress where owner === session { self.byAddress[old] = nil }
                 self.byAddress[address] = session
             }
+            session.onCredentialsChanged = { [weak self, weak session] old, new in
+                guard let self, let session else { return }
+                self.byUfrag[old] = nil
+                self.byUfrag[new] = session
+            }
             self.byUfrag[session.localParameters.ice.ufrag] = session
             session.start(remote: remote)
             return session
@@ -455,7 +479,7 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     public func remove(_ session: MediaSession) async {
         try? await channel.eventLoop.submit {
             session.closeOnLoop()
-            self.byUfrag[session.localParameters.ice.ufrag] = nil
+            for (ufrag, owner) in self.byUfrag where owner === session { self.byUfrag[ufrag] = nil }
             for (address, owner) in self.byAddress where owner === session { self.byAddress[address] = nil }
         }.get()
     }

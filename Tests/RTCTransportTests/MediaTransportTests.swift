@@ -209,3 +209,93 @@ struct SharedMediaPortTests {
         await port.close()
     }
 }
+
+@Suite("Mobility and ICE restart", .serialized)
+struct MobilityTests {
+    @Test("a client whose UDP port changes keeps its session: the server follows it and keeps routing")
+    func portChange() async throws {
+        let group = MediaTransportTests.group
+        let port = try await SharedMediaPort.bind(.server(), group: group)
+        let serverAddress = try #require(port.localAddress)
+        // The client's session writes through whichever socket is current: first A, then B.
+        let current = NIOLockedValueBox<Channel?>(nil)
+        let loop = group.next()
+        let certificate = try DTLSCertificate()
+        let client = MediaSession(configuration: .client(), certificate: certificate, localCandidates: [], eventLoop: loop) { bytes, address in
+            current.withLockedValue { $0 }?.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
+        }
+        final class Forward: ChannelInboundHandler, @unchecked Sendable {
+            typealias InboundIn = AddressedEnvelope<ByteBuffer>
+            let session: MediaSession
+            init(_ session: MediaSession) { self.session = session }
+            func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+                let envelope = unwrapInboundIn(data)
+                session.receive(envelope.data, from: envelope.remoteAddress)
+            }
+        }
+        func socket() async throws -> Channel {
+            try await DatagramBootstrap(group: loop).channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Forward(client)) }
+            }.bind(host: "127.0.0.1", port: 0).get()
+        }
+        let a = try await socket(), b = try await socket()
+        current.withLockedValue { $0 = a }
+        let received = Received()
+        let server = try await port.makeSession(remote: TransportParameters(ice: client.localParameters.ice,
+                                                                            fingerprint: certificate.fingerprint,
+                                                                            candidates: [], dtlsRole: .client)).get()
+        server.onRTP = { packet in received.rtp.withLockedValue { $0.append(packet) } }
+        var remote = server.localParameters
+        remote.candidates = [serverAddress]
+        client.start(remote: remote)
+        #expect(try await waitUntil { try await client.state.get() == .connected })
+        #expect(try await waitUntil { try await server.selectedAddress.get() == a.localAddress })
+        client.sendRTP(rtpPacket(ssrc: 9, sequence: 1, payload: [1]))
+        #expect(try await waitUntil { received.rtp.withLockedValue { $0.count } == 1 })
+        // Move to socket B. Media from B is not routed until a valid check comes from B ...
+        current.withLockedValue { $0 = b }
+        client.sendRTP(rtpPacket(ssrc: 9, sequence: 2, payload: [2]))
+        try await Task.sleep(nanoseconds: 100_000_000)
+        #expect(received.rtp.withLockedValue { $0.count } == 1)
+        // ... which an ICE restart (or the next consent check) sends; the server follows and routes again.
+        let newCredentials = client.restartICE(remote: remote)
+        try await port.channel.eventLoop.submit {
+            _ = server.ice.restart(local: server.ice.local, remote: newCredentials, candidates: [], now: MediaSession.now())
+        }.get()
+        #expect(try await waitUntil { try await server.selectedAddress.get() == b.localAddress })
+        client.sendRTP(rtpPacket(ssrc: 9, sequence: 3, payload: [3]))
+        #expect(try await waitUntil { received.rtp.withLockedValue { $0.count } == 2 })
+        #expect(try await server.state.get() == .connected)
+        await client.close()
+        try await a.close()
+        try await b.close()
+        await port.close()
+    }
+
+    @Test("an ICE restart between two transports keeps DTLS and SRTP and media flowing")
+    func restart() async throws {
+        let group = MediaTransportTests.group
+        let client = try await MediaTransport.bind(.client(), group: group)
+        let server = try await MediaTransport.bind(.server(), group: group)
+        let received = Received()
+        server.onRTP = { packet in received.rtp.withLockedValue { $0.append(packet) } }
+        server.start(remote: TransportParameters(ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint,
+                                                 candidates: [], dtlsRole: .client))
+        client.start(remote: server.localParameters)
+        #expect(try await waitUntil { try await client.state.get() == .connected })
+        // Both sides take new credentials, as after an offer/answer with new ice-ufrag/ice-pwd.
+        let serverNew = ICECredentials.random()
+        let clientNew = ICECredentials.random()
+        var serverParameters = server.localParameters
+        serverParameters.ice = serverNew
+        server.session.restartICE(local: serverNew, remote: TransportParameters(ice: clientNew, fingerprint: client.localParameters.fingerprint,
+                                                                                candidates: [], dtlsRole: .client))
+        client.session.restartICE(local: clientNew, remote: serverParameters)
+        #expect(try await waitUntil { try await client.session.localCredentials.get() == clientNew })
+        #expect(try await waitUntil { try await client.state.get() == .connected })
+        client.sendRTP(rtpPacket(ssrc: 5, sequence: 1, payload: [7]))
+        #expect(try await waitUntil { received.rtp.withLockedValue { $0.count } == 1 })
+        await client.close()
+        await server.close()
+    }
+}
