@@ -2,8 +2,9 @@
 """The remote peer of the aiortc interop test (Tests/InteropTests/AiortcInteropTests.swift).
 
 Reads one JSON line {"sdp": offer} on stdin, answers it with aiortc, prints {"sdp": answer} on
-stdout, sends a synthetic VP8 video track, counts the video frames it decodes from the offerer,
-and after DURATION seconds prints {"framesReceived": n, ...} and exits.
+stdout, sends a synthetic VP8 video track and counts the video frames it decodes from the offerer.
+When a second line comes on stdin (the offerer is done sending), or after TIMEOUT seconds, it waits
+a second for the last frames, prints {"framesReceived": n, ...} and exits.
 
 Host candidates are limited to 127.0.0.1 (aioice skips loopback by default) and no STUN server is
 used, so nothing leaves this machine.
@@ -40,7 +41,7 @@ class Pattern(VideoStreamTrack):
 
 
 async def main():
-    duration = float(sys.argv[1]) if len(sys.argv) > 1 else 6.0
+    timeout = float(sys.argv[1]) if len(sys.argv) > 1 else 30.0
     offer = json.loads(sys.stdin.readline())["sdp"]
     pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
     received = {"frames": 0}
@@ -61,7 +62,12 @@ async def main():
     pc.addTrack(Pattern())
     await pc.setLocalDescription(await pc.createAnswer())
     print(json.dumps({"sdp": pc.localDescription.sdp}), flush=True)
-    await asyncio.sleep(duration)
+    loop = asyncio.get_running_loop()
+    try:
+        await asyncio.wait_for(loop.run_in_executor(None, sys.stdin.readline), timeout)
+    except asyncio.TimeoutError:
+        pass
+    await asyncio.sleep(1.0)
     print(json.dumps({"framesReceived": received["frames"], "iceConnectionState": pc.iceConnectionState,
                       "connectionState": pc.connectionState}), flush=True)
     await pc.close()

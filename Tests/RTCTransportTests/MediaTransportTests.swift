@@ -288,8 +288,11 @@ struct MobilityTests {
         let clientNew = ICECredentials.random()
         var serverParameters = server.localParameters
         serverParameters.ice = serverNew
+        // The answerer takes the new credentials first (it does on receiving the offer), then the
+        // offerer starts checking with them.
         server.session.restartICE(local: serverNew, remote: TransportParameters(ice: clientNew, fingerprint: client.localParameters.fingerprint,
                                                                                 candidates: [], dtlsRole: .client))
+        #expect(try await waitUntil { try await server.session.localCredentials.get() == serverNew })
         client.session.restartICE(local: clientNew, remote: serverParameters)
         #expect(try await waitUntil { try await client.session.localCredentials.get() == clientNew })
         #expect(try await waitUntil { try await client.state.get() == .connected })
