@@ -361,6 +361,11 @@ func bindMediaSocket(host: String, port: Int, group: EventLoopGroup, handler: In
         .bind(host: host, port: port).get()
 }
 
+/// Sends each datagram as its own write on `channel` (NIO batches pending writes into sendmmsg).
+func datagramWriter(_ channel: Channel) -> (ByteBuffer, SocketAddress) -> Void {
+    { bytes, address in channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil) }
+}
+
 /// One peer on its own UDP socket: a client's transport (BUNDLE, rtcp-mux).
 public final class MediaTransport: @unchecked Sendable, DatagramRouter {
     public let channel: Channel
@@ -380,9 +385,8 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
     private init(configuration: MediaTransportConfiguration, channel: Channel, certificate: DTLSCertificate) {
         self.channel = channel
         session = MediaSession(configuration: configuration, certificate: certificate,
-                               localCandidates: channel.localAddress.map { [$0] } ?? [], eventLoop: channel.eventLoop) {
-            bytes, address in channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
-        }
+                               localCandidates: channel.localAddress.map { [$0] } ?? [], eventLoop: channel.eventLoop,
+                               writer: datagramWriter(channel))
     }
 
     func route(_ envelope: AddressedEnvelope<ByteBuffer>) { session.receive(envelope.data, from: envelope.remoteAddress) }
@@ -456,9 +460,7 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
             let channel = self.channel
             let session = MediaSession(configuration: self.configuration, certificate: self.certificate,
                                        localCandidates: channel.localAddress.map { [$0] } ?? [],
-                                       eventLoop: channel.eventLoop) { bytes, address in
-                channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
-            }
+                                       eventLoop: channel.eventLoop, writer: datagramWriter(channel))
             session.onSelectedAddress = { [weak self, weak session] address in
                 guard let self, let session else { return }
                 for (old, owner) in self.byAddress where owner === session { self.byAddress[old] = nil }
