@@ -97,7 +97,7 @@ public final class MediaSession: @unchecked Sendable {
     public var onStateChange: (@Sendable (MediaTransportState) -> Void)?
 
     let eventLoop: EventLoop
-    private let writer: (ByteBuffer, SocketAddress) -> Void
+    private let writer: (ByteBuffer, SocketAddress, Bool) -> Void
     let ice: ICEAgent
     private let certificate: DTLSCertificate
     private var dtls: DTLSEndpoint?
@@ -115,7 +115,7 @@ public final class MediaSession: @unchecked Sendable {
 
     init(configuration: MediaTransportConfiguration, certificate: DTLSCertificate, localCandidates: [SocketAddress],
          eventLoop: EventLoop, ice credentials: ICECredentials = .random(),
-         writer: @escaping (ByteBuffer, SocketAddress) -> Void) {
+         writer: @escaping (ByteBuffer, SocketAddress, Bool) -> Void) {
         self.configuration = configuration
         self.certificate = certificate
         self.eventLoop = eventLoop
@@ -191,17 +191,26 @@ public final class MediaSession: @unchecked Sendable {
         }
     }
 
-    private func sendOnLoop(_ packet: ByteBuffer, rtcp: Bool) {
+    private func sendOnLoop(_ packet: ByteBuffer, rtcp: Bool, flush: Bool = true) {
         guard let srtp, let address = ice.selectedAddress else { return }
         guard let protected = try? (rtcp ? srtp.protectRTCP(packet) : srtp.protectRTP(packet)) else { return }
         _stats.packetsSent += 1
         _stats.bytesSent += protected.readableBytes
-        write(protected, to: address)
+        write(protected, to: address, flush: flush)
     }
 
-    private func write(_ bytes: ByteBuffer, to address: SocketAddress) {
+    /// Protects and sends several RTP packets (a video frame's), flushing once: NIO hands the
+    /// pending datagrams to the kernel together (sendmmsg).
+    public func sendRTP(batch packets: [ByteBuffer]) {
+        let work = {
+            for (index, packet) in packets.enumerated() { self.sendOnLoop(packet, rtcp: false, flush: index == packets.count - 1) }
+        }
+        if eventLoop.inEventLoop { work() } else { eventLoop.execute(work) }
+    }
+
+    private func write(_ bytes: ByteBuffer, to address: SocketAddress, flush: Bool = true) {
         onDatagramSent?(bytes, address)
-        writer(bytes, address)
+        writer(bytes, address, flush)
     }
 
     /// Test hook: sends raw bytes to the selected address, unprotected.
@@ -361,9 +370,13 @@ func bindMediaSocket(host: String, port: Int, group: EventLoopGroup, handler: In
         .bind(host: host, port: port).get()
 }
 
-/// Sends each datagram as its own write on `channel` (NIO batches pending writes into sendmmsg).
-func datagramWriter(_ channel: Channel) -> (ByteBuffer, SocketAddress) -> Void {
-    { bytes, address in channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil) }
+/// Writes datagrams on `channel`; unflushed writes go out together at the next flush (NIO uses
+/// sendmmsg for a batch of pending datagrams).
+func datagramWriter(_ channel: Channel) -> (ByteBuffer, SocketAddress, Bool) -> Void {
+    { bytes, address, flush in
+        let envelope = AddressedEnvelope(remoteAddress: address, data: bytes)
+        if flush { channel.writeAndFlush(envelope, promise: nil) } else { channel.write(envelope, promise: nil) }
+    }
 }
 
 /// One peer on its own UDP socket: a client's transport (BUNDLE, rtcp-mux).
@@ -410,6 +423,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
     public func start(remote: TransportParameters) { session.start(remote: remote) }
     public func sendRTP(_ packet: ByteBuffer) { session.sendRTP(packet) }
     public func sendRTCP(_ packet: ByteBuffer) { session.sendRTCP(packet) }
+    public func sendRTP(batch packets: [ByteBuffer]) { session.sendRTP(batch: packets) }
     func sendRaw(_ bytes: ByteBuffer) { session.sendRaw(bytes) }
     var onDatagramSent: ((ByteBuffer, SocketAddress) -> Void)? {
         get { session.onDatagramSent }

@@ -66,8 +66,14 @@ struct MediaTransportTests {
         defer { Task { await pair.client.close(); await pair.server.close() } }
         #expect(try await waitUntil { try await bothConnected(pair) })
         for sequence in UInt16(0)..<100 {
-            pair.client.sendRTP(rtpPacket(ssrc: 1, sequence: sequence, payload: Array("from client \(sequence)".utf8)))
             pair.server.sendRTP(rtpPacket(ssrc: 2, sequence: sequence, payload: Array("from server \(sequence)".utf8)))
+        }
+        // The client sends in batches of ten, flushed once each.
+        for batch in 0..<10 {
+            pair.client.sendRTP(batch: (0..<10).map { index in
+                let sequence = UInt16(batch * 10 + index)
+                return rtpPacket(ssrc: 1, sequence: sequence, payload: Array("from client \(sequence)".utf8))
+            })
         }
         #expect(try await waitUntil { pair.clientReceived.rtp.withLockedValue { $0.count } == 100
             && pair.serverReceived.rtp.withLockedValue { $0.count } == 100 })
@@ -221,7 +227,7 @@ struct MobilityTests {
         let current = NIOLockedValueBox<Channel?>(nil)
         let loop = group.next()
         let certificate = try DTLSCertificate()
-        let client = MediaSession(configuration: .client(), certificate: certificate, localCandidates: [], eventLoop: loop) { bytes, address in
+        let client = MediaSession(configuration: .client(), certificate: certificate, localCandidates: [], eventLoop: loop) { bytes, address, _ in
             current.withLockedValue { $0 }?.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: bytes), promise: nil)
         }
         final class Forward: ChannelInboundHandler, @unchecked Sendable {
