@@ -202,7 +202,7 @@ public final class MediaSession: @unchecked Sendable {
     /// Protects and sends several RTP packets (a video frame's), flushing once: NIO hands the
     /// pending datagrams to the kernel together (sendmmsg).
     public func sendRTP(batch packets: [ByteBuffer]) {
-        let work = {
+        let work: @Sendable () -> Void = {
             for (index, packet) in packets.enumerated() { self.sendOnLoop(packet, rtcp: false, flush: index == packets.count - 1) }
         }
         if eventLoop.inEventLoop { work() } else { eventLoop.execute(work) }
