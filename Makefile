@@ -4,7 +4,7 @@ DEBIAN_PACKAGES := pkg-config libvpx-dev libopus-dev libsrtp2-dev libssl-dev lib
                    libwebrtc-audio-processing-dev ffmpeg tshark python3-pip
 # Interop peers from PyPI, used by the tests.
 PYPI_PACKAGES := aiortc
-FUZZ_TARGETS := y4m ivf wav ogg rtp rtcp vp8 stun sdp dtls ice
+FUZZ_TARGETS := y4m ivf wav ogg rtp rtcp vp8 stun sdp dtls ice signaling
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 FUZZ_FLAGS := -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xcc -fsanitize=fuzzer-no-link,address \

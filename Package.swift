@@ -3,7 +3,7 @@
 // the SFU (RTCServer) and the `rtc-cli` tool. See docs/architecture.md for the dependency graph.
 import PackageDescription
 
-let fuzzTargets = ["Y4M", "IVF", "WAV", "Ogg", "RTP", "RTCP", "VP8", "STUN", "SDP", "DTLS", "ICE"]
+let fuzzTargets = ["Y4M", "IVF", "WAV", "Ogg", "RTP", "RTCP", "VP8", "STUN", "SDP", "DTLS", "ICE", "Signaling"]
 
 let package = Package(
     name: "swift-rtc",
@@ -43,7 +43,7 @@ let package = Package(
                 "CSRTP", "COpenSSL", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]),
-        .target(name: "Signaling"),
+        .target(name: "Signaling", dependencies: ["COpenSSL"]),
         .target(
             name: "RTCCore",
             dependencies: ["RTCTransport", "Signaling", "CVPX", "COpus", "CYUV", "CAPM"]),
@@ -52,18 +52,21 @@ let package = Package(
         .executableTarget(
             name: "rtc-cli",
             dependencies: [
-                "RTCCore", "RTCTransport", "ScreenShareUser", "RTCServer",
+                "RTCCore", "RTCTransport", "Signaling", "ScreenShareUser", "RTCServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]),
 
         // MARK: Fuzzing: one libFuzzer entry point per parser of untrusted bytes (see Fuzz/README.md)
-        .target(name: "RTCFuzzHarness", dependencies: ["RTCCore", "RTCTransport", .product(name: "NIOCore", package: "swift-nio")]),
+        .target(
+            name: "RTCFuzzHarness",
+            dependencies: ["RTCCore", "RTCTransport", "Signaling", .product(name: "NIOCore", package: "swift-nio")]),
 
         // MARK: Tests
         .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "RTCFuzzHarness"]),
         .testTarget(name: "ScreenShareUserTests", dependencies: ["ScreenShareUser"]),
+        .testTarget(name: "SignalingTests", dependencies: ["Signaling", "RTCFuzzHarness"]),
         .testTarget(
             name: "RTCTransportTests",
             dependencies: [

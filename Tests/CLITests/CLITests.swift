@@ -50,6 +50,22 @@ struct CLITests {
         #expect(decoded >= 20 * 320 * 180 * 3 / 2)
     }
 
+    @Test("token mints a JWT on its last line, with the grants asked for")
+    func token() throws {
+        let result = try cli(["token", "--secret", "s", "--channel", "ScreenShare", "--uid", "1001_sub", "--ttl", "60",
+                              "--grants", "join,publishScreen"])
+        #expect(result.status == 0, "\(result.err)")
+        let jwt = try #require(result.out.split(separator: "\n").last.map(String.init))
+        let parts = jwt.split(separator: ".")
+        #expect(parts.count == 3)
+        var claims = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while claims.count % 4 != 0 { claims += "=" }
+        let json = try #require(Data(base64Encoded: claims).flatMap { try JSONSerialization.jsonObject(with: $0) as? [String: Any] })
+        #expect(json["sub"] as? String == "1001_sub" && json["channel"] as? String == "ScreenShare")
+        let grants = try #require(json["grants"] as? [String: Bool])
+        #expect(grants["publishScreen"] == true && grants["publishVideo"] == false)
+    }
+
     @Test("bad input gives one clear error line and a non-zero exit", arguments: [
         (["encode", "--input", "/nonexistent.y4m", "--output", "/tmp/x.ivf"], "cannot open /nonexistent.y4m"),
         (["decode", "--input", "/nonexistent.ivf", "--output", "/tmp/x.y4m"], "cannot open"),
@@ -60,6 +76,8 @@ struct CLITests {
         (["pattern", "--output", "/tmp/x.y4m", "--frames", "0"], "--frames must be positive"),
         (["encode", "--input", "/tmp/x.y4m", "--output", "/tmp/x.ivf", "--max-size", "641x360"], "--max-size"),
         (["encode", "--input", "/tmp/x.y4m", "--output", "/tmp/x.ivf", "--bitrate", "0"], "bitrate"),
+        (["token", "--secret", "s", "--channel", "c", "--uid", "u", "--grants", "fly"], "unknown grant"),
+        (["token", "--secret", "", "--channel", "c", "--uid", "u"], "--secret"),
     ])
     func badArguments(arguments: [String], message: String) throws {
         let result = try cli(arguments)

@@ -1,0 +1,231 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Broadcasters publish and subscribe; the audience only subscribes.
+public enum ParticipantRole: String, Codable, Sendable, Hashable {
+    case broadcaster, audience
+}
+
+/// What a participant is: a normal user, or the screen-share auxiliary user `<owner>_sub`.
+public enum ParticipantKind: Codable, Sendable, Hashable {
+    case normal
+    case screenShare(owner: String)
+}
+
+/// Where a track's media comes from.
+public enum TrackSource: String, Codable, Sendable, Hashable {
+    case camera, microphone, screen, screenAudio
+}
+
+public enum TrackKind: String, Codable, Sendable, Hashable {
+    case audio, video
+}
+
+/// A published track.
+public struct TrackInfo: Codable, Sendable, Hashable {
+    /// Server-assigned id.
+    public var sid: String
+    public var kind: TrackKind
+    public var source: TrackSource
+    public var muted: Bool
+    /// The publisher's SSRC (a subscriber sees its own rewritten SSRC in its SDP).
+    public var ssrc: UInt32?
+    /// `a=mid` of the track's m-section in the publisher's offer.
+    public var mid: String?
+
+    public init(sid: String, kind: TrackKind, source: TrackSource, muted: Bool = false, ssrc: UInt32? = nil, mid: String? = nil) {
+        self.sid = sid
+        self.kind = kind
+        self.source = source
+        self.muted = muted
+        self.ssrc = ssrc
+        self.mid = mid
+    }
+}
+
+/// A participant as others see it. `version` only grows; a client keeps the newest it has seen.
+public struct ParticipantInfo: Codable, Sendable, Hashable {
+    public var uid: String
+    public var sid: String
+    public var role: ParticipantRole
+    public var kind: ParticipantKind
+    public var tracks: [TrackInfo]
+    public var version: Int
+
+    public init(uid: String, sid: String, role: ParticipantRole, kind: ParticipantKind, tracks: [TrackInfo] = [], version: Int = 0) {
+        self.uid = uid
+        self.sid = sid
+        self.role = role
+        self.kind = kind
+        self.tracks = tracks
+        self.version = version
+    }
+}
+
+/// Why a participant left, or was made to leave.
+public enum LeaveReason: String, Codable, Sendable, Hashable {
+    case clientRequest, ownerLeft, serverShutdown, duplicateIdentity, tokenExpired, timeout, kicked
+}
+
+/// The client's description of itself at join.
+public struct SDKInfo: Codable, Sendable, Hashable {
+    public var name: String
+    public var version: String
+    /// The signaling protocol it speaks.
+    public var protocolVersion: ProtocolVersion
+
+    public init(name: String = "swift-rtc", version: String = "0.1", protocolVersion: ProtocolVersion = .current) {
+        self.name = name
+        self.version = version
+        self.protocolVersion = protocolVersion
+    }
+}
+
+public struct JoinRequest: Codable, Sendable, Hashable {
+    public var token: String
+    public var channel: String
+    public var uid: String
+    public var role: ParticipantRole
+    /// Subscribe to every published track automatically.
+    public var autoSubscribe: Bool
+    /// Leave `*_sub` users out of auto-subscription and of the participant list (on by default for
+    /// a screen share's owner; optional for everyone).
+    public var ignoreScreenShare: Bool?
+    public var sdk: SDKInfo
+
+    public init(token: String, channel: String, uid: String, role: ParticipantRole = .broadcaster, autoSubscribe: Bool = true,
+                ignoreScreenShare: Bool? = nil, sdk: SDKInfo = SDKInfo()) {
+        self.token = token
+        self.channel = channel
+        self.uid = uid
+        self.role = role
+        self.autoSubscribe = autoSubscribe
+        self.ignoreScreenShare = ignoreScreenShare
+        self.sdk = sdk
+    }
+}
+
+public struct ICEServer: Codable, Sendable, Hashable {
+    public var urls: [String]
+    public var username: String?
+    public var credential: String?
+
+    public init(urls: [String], username: String? = nil, credential: String? = nil) {
+        self.urls = urls
+        self.username = username
+        self.credential = credential
+    }
+}
+
+public struct JoinResponse: Codable, Sendable, Hashable {
+    public var participant: ParticipantInfo
+    public var others: [ParticipantInfo]
+    public var iceServers: [ICEServer]
+    /// Seconds between pings the client sends, and after which silence ends the session.
+    public var pingInterval: Int
+    public var pingTimeout: Int
+    /// Seconds a dropped client may `resume` within.
+    public var resumeWindow: Int
+    public var serverVersion: ProtocolVersion
+
+    public init(participant: ParticipantInfo, others: [ParticipantInfo], iceServers: [ICEServer] = [], pingInterval: Int = 5,
+                pingTimeout: Int = 15, resumeWindow: Int = 20, serverVersion: ProtocolVersion = .current) {
+        self.participant = participant
+        self.others = others
+        self.iceServers = iceServers
+        self.pingInterval = pingInterval
+        self.pingTimeout = pingTimeout
+        self.resumeWindow = resumeWindow
+        self.serverVersion = serverVersion
+    }
+}
+
+/// SDP for one of the two transports: the publisher (client offers) or the subscriber (server offers).
+public struct SessionDescriptionMessage: Codable, Sendable, Hashable {
+    public enum Transport: String, Codable, Sendable, Hashable { case publisher, subscriber }
+    public var transport: Transport
+    public var sdp: String
+
+    public init(transport: Transport, sdp: String) {
+        self.transport = transport
+        self.sdp = sdp
+    }
+}
+
+public struct PublishTrackRequest: Codable, Sendable, Hashable {
+    public var kind: TrackKind
+    public var source: TrackSource
+    public var mid: String?
+    public var ssrc: UInt32?
+
+    public init(kind: TrackKind, source: TrackSource, mid: String? = nil, ssrc: UInt32? = nil) {
+        self.kind = kind
+        self.source = source
+        self.mid = mid
+        self.ssrc = ssrc
+    }
+}
+
+public struct MuteRequest: Codable, Sendable, Hashable {
+    public var trackSid: String
+    public var muted: Bool
+
+    public init(trackSid: String, muted: Bool) {
+        self.trackSid = trackSid
+        self.muted = muted
+    }
+}
+
+public struct SubscriptionUpdate: Codable, Sendable, Hashable {
+    public var trackSids: [String]
+    public var subscribe: Bool
+
+    public init(trackSids: [String], subscribe: Bool) {
+        self.trackSids = trackSids
+        self.subscribe = subscribe
+    }
+}
+
+public struct ResumeRequest: Codable, Sendable, Hashable {
+    public var token: String
+    public var participantSid: String
+
+    public init(token: String, participantSid: String) {
+        self.token = token
+        self.participantSid = participantSid
+    }
+}
+
+/// Everything a client sends, one case per message type.
+public enum ClientMessage: Sendable, Hashable {
+    case join(JoinRequest)
+    case offer(SessionDescriptionMessage)
+    case answer(SessionDescriptionMessage)
+    case publishTrack(PublishTrackRequest)
+    case unpublishTrack(trackSid: String)
+    case mute(MuteRequest)
+    case updateSubscription(SubscriptionUpdate)
+    case leave(reason: LeaveReason)
+    case ping(timestamp: Int64)
+    case refreshToken(token: String)
+    case resume(ResumeRequest)
+}
+
+/// Everything the server sends.
+public enum ServerMessage: Sendable, Hashable {
+    case joined(JoinResponse)
+    case error(SignalingError)
+    case offer(SessionDescriptionMessage)
+    case answer(SessionDescriptionMessage)
+    case trackPublished(TrackInfo)
+    case participantUpdate([ParticipantInfo])
+    case participantLeft(uid: String, reason: LeaveReason)
+    case pong(timestamp: Int64)
+    case tokenWillExpire(expiresAt: Int64)
+    case tokenRefreshed(expiresAt: Int64)
+    case leave(reason: LeaveReason)
+    case resumed(JoinResponse)
+}

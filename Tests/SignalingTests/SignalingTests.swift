@@ -1,0 +1,158 @@
+import Foundation
+import Testing
+@testable import Signaling
+
+@Suite("Signaling envelope and messages")
+struct EnvelopeTests {
+    static let participant = ParticipantInfo(uid: "1001_sub", sid: "PA_1", role: .broadcaster, kind: .screenShare(owner: "1001"),
+                                             tracks: [TrackInfo(sid: "TR_1", kind: .video, source: .screen, ssrc: 42, mid: "0")],
+                                             version: 3)
+
+    static let clientMessages: [ClientMessage] = [
+        .join(JoinRequest(token: "t", channel: "ScreenShare", uid: "1001_sub", role: .broadcaster, autoSubscribe: false,
+                          ignoreScreenShare: true)),
+        .offer(SessionDescriptionMessage(transport: .publisher, sdp: "v=0\r\n")),
+        .answer(SessionDescriptionMessage(transport: .subscriber, sdp: "v=0\r\n")),
+        .publishTrack(PublishTrackRequest(kind: .audio, source: .microphone, mid: "1", ssrc: 7)),
+        .unpublishTrack(trackSid: "TR_1"),
+        .mute(MuteRequest(trackSid: "TR_1", muted: true)),
+        .updateSubscription(SubscriptionUpdate(trackSids: ["TR_1", "TR_2"], subscribe: false)),
+        .leave(reason: .clientRequest),
+        .ping(timestamp: 1_700_000_000_123),
+        .refreshToken(token: "new"),
+        .resume(ResumeRequest(token: "t", participantSid: "PA_1")),
+    ]
+
+    static let serverMessages: [ServerMessage] = [
+        .joined(JoinResponse(participant: participant, others: [], iceServers: [ICEServer(urls: ["stun:127.0.0.1:3478"])])),
+        .error(SignalingError(.tokenExpired, "expired", requestID: 4)),
+        .offer(SessionDescriptionMessage(transport: .subscriber, sdp: "v=0\r\n")),
+        .answer(SessionDescriptionMessage(transport: .publisher, sdp: "v=0\r\n")),
+        .trackPublished(TrackInfo(sid: "TR_9", kind: .audio, source: .screenAudio, muted: true)),
+        .participantUpdate([participant]),
+        .participantLeft(uid: "1001_sub", reason: .ownerLeft),
+        .pong(timestamp: 5),
+        .tokenWillExpire(expiresAt: 99),
+        .tokenRefreshed(expiresAt: 199),
+        .leave(reason: .serverShutdown),
+        .resumed(JoinResponse(participant: participant, others: [participant])),
+    ]
+
+    @Test("every client message round trips", arguments: clientMessages)
+    func clientRoundTrip(message: ClientMessage) throws {
+        let bytes = ClientEnvelope(message, requestID: 12).encoded()
+        let decoded = try ClientEnvelope.decode(bytes)
+        #expect(decoded.message == message && decoded.requestID == 12 && decoded.version == .current)
+    }
+
+    @Test("every server message round trips", arguments: serverMessages)
+    func serverRoundTrip(message: ServerMessage) throws {
+        #expect(try ServerEnvelope.decode(ServerEnvelope(message).encoded()).message == message)
+    }
+
+    @Test("the wire form is a versioned envelope with a type and a payload")
+    func wireForm() throws {
+        let text = String(decoding: ClientEnvelope(.ping(timestamp: 5), requestID: 1).encoded(), as: UTF8.self)
+        #expect(text == #"{"id":1,"payload":{"timestamp":5},"type":"ping","v":"1.0"}"#)
+        // Unknown fields anywhere are ignored; a newer minor version is accepted.
+        let newer = #"{"v":"1.7","type":"ping","extra":true,"payload":{"timestamp":9,"future":[1,2]}}"#
+        #expect(try ClientEnvelope.decode(Array(newer.utf8)).message == .ping(timestamp: 9))
+    }
+
+    @Test("bad messages become protocol errors with their own codes", arguments: [
+        (#"not json"#, SignalingError.Code.malformedMessage),
+        (#"{"v":"1.0","type":"ping"}"#, .malformedMessage),
+        (#"{"v":"1.0","type":"ping","payload":{"timestamp":"soon"}}"#, .malformedMessage),
+        (#"{"v":"1.0","type":"teleport","payload":{}}"#, .unknownMessageType),
+        (#"{"v":"2.0","type":"ping","payload":{"timestamp":1}}"#, .protocolVersionMismatch),
+        (#"{"v":"x","type":"ping","payload":{"timestamp":1}}"#, .protocolVersionMismatch),
+        (#"{"type":"ping","payload":{"timestamp":1}}"#, .malformedMessage),
+    ])
+    func badMessages(text: String, code: SignalingError.Code) {
+        #expect { try ClientEnvelope.decode(Array(text.utf8)) } throws: { ($0 as? SignalingError)?.code == code }
+    }
+
+    @Test("oversized messages are refused before parsing")
+    func oversized() {
+        let big = [UInt8](repeating: 0x20, count: ClientEnvelope.maxSize + 1)
+        #expect { try ClientEnvelope.decode(big) } throws: { ($0 as? SignalingError)?.code == .messageTooLarge }
+    }
+
+    @Test("a request id survives into the error about that request")
+    func requestIDInError() {
+        #expect {
+            try ClientEnvelope.decode(Array(#"{"v":"1.0","id":77,"type":"warp","payload":{}}"#.utf8))
+        } throws: { ($0 as? SignalingError)?.requestID == 77 }
+    }
+}
+
+@Suite("Access tokens (HS256 JWT)")
+struct AccessTokenTests {
+    let secret = "s3cret-for-tests"
+
+    @Test("a minted token verifies and carries its claims")
+    func roundTrip() throws {
+        let token = AccessToken(uid: "1001", channel: "ScreenShare", grants: TokenGrants(publishScreen: false), now: 1000, ttl: 60)
+        let jwt = token.signed(secret: secret)
+        #expect(jwt.split(separator: ".").count == 3 && !jwt.contains("="))
+        let claims = try AccessToken.verify(jwt, secret: secret, now: 1030)
+        #expect(claims == token && !claims.grants.publishScreen && claims.grants.subscribe)
+    }
+
+    @Test("forged, expired, early and malformed tokens are refused, each with its own kind")
+    func refusals() {
+        let jwt = AccessToken(uid: "1", channel: "c", now: 1000, ttl: 60).signed(secret: secret)
+        func kind(_ token: String, now: Int64 = 1010, secret: String? = nil) -> TokenError.Kind? {
+            do {
+                _ = try AccessToken.verify(token, secret: secret ?? self.secret, now: now)
+                return nil
+            } catch { return error.kind }
+        }
+        #expect(kind(jwt, secret: "another-secret") == .badSignature)
+        var parts = jwt.split(separator: ".").map(String.init)
+        parts[1] = Base64URL.encode(Array(#"{"iss":"x","sub":"admin","channel":"c","grants":{"join":true,"publishAudio":true,"publishVideo":true,"publishScreen":true,"subscribe":true},"iat":0,"nbf":0,"exp":99999999999}"#.utf8))
+        #expect(kind(parts.joined(separator: ".")) == .badSignature)  // claims changed, signature kept
+        #expect(kind(jwt, now: 1066) == .expired)
+        #expect(kind(jwt, now: 900) == .notYetValid)
+        #expect(kind("") == .malformed)
+        #expect(kind("a.b") == .malformed)
+        #expect(kind("a.b.c!") == .malformed)
+        let none = Base64URL.encode(Array(#"{"alg":"none"}"#.utf8)) + "." + parts[1] + "."
+        #expect(kind(none) == .malformed)
+    }
+
+    @Test("grant lists parse, and unknown names are refused")
+    func grants() {
+        #expect(TokenGrants(list: "join,subscribe") == TokenGrants(join: true, publishAudio: false, publishVideo: false,
+                                                                    publishScreen: false, subscribe: true))
+        #expect(TokenGrants(list: "join, publishScreen")?.publishScreen == true)
+        #expect(TokenGrants(list: "join,fly") == nil)
+    }
+
+    @Test("base64url round trips every length")
+    func base64() {
+        for length in 0..<40 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 * 97 + 250) }
+            #expect(Base64URL.decode(Base64URL.encode(bytes)) == bytes)
+        }
+    }
+}
+
+import RTCFuzzHarness
+
+@Suite("Signaling fuzz corpus replay")
+struct SignalingCorpusTests {
+    @Test("every corpus input runs through the fuzz entry point, and the message seeds decode")
+    func replay() throws {
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Fuzz/Corpus/signaling")
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        #expect(files.count >= 3)
+        for file in files {
+            let bytes = [UInt8](try Data(contentsOf: folder.appendingPathComponent(file)))
+            FuzzHarness.signaling(bytes)
+            if file == "join" { #expect(throws: Never.self) { try ClientEnvelope.decode(bytes) } }
+            if file == "participant-update" || file == "error" { #expect(throws: Never.self) { try ServerEnvelope.decode(bytes) } }
+        }
+    }
+}
