@@ -48,7 +48,13 @@ let package = Package(
             name: "RTCCore",
             dependencies: ["RTCTransport", "Signaling", "CVPX", "COpus", "CYUV", "CAPM"]),
         .target(name: "ScreenShareUser", dependencies: ["RTCCore"]),
-        .target(name: "RTCServer", dependencies: ["RTCTransport", "Signaling"]),
+        .target(
+            name: "RTCServer",
+            dependencies: [
+                "RTCTransport", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ]),
         .executableTarget(
             name: "rtc-cli",
             dependencies: [
@@ -67,6 +73,12 @@ let package = Package(
         .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "RTCFuzzHarness"]),
         .testTarget(name: "ScreenShareUserTests", dependencies: ["ScreenShareUser"]),
         .testTarget(name: "SignalingTests", dependencies: ["Signaling", "RTCFuzzHarness"]),
+        .testTarget(
+            name: "RTCServerTests",
+            dependencies: [
+                "RTCServer", "RTCTransport", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]),
         .testTarget(
             name: "RTCTransportTests",
             dependencies: [

@@ -1,19 +1,40 @@
 import RTCTransport
 import Signaling
 
-/// Where the server listens: one WebSocket port for signaling and one UDP port for media (DESIGN.md §1.5).
+/// Where the server listens and how it treats sessions: one WebSocket port for signaling and one
+/// UDP port for media (DESIGN.md §1.5).
 public struct ServerConfiguration: Sendable, Hashable {
     public var host: String
+    /// WebSocket and HTTP port (`/rtc`, `/healthz`, `/metrics`); 0 picks one.
     public var signalingPort: Int
+    /// The UDP media port; 0 picks one.
     public var mediaPort: Int
+    /// HS256 secret that tokens are signed with.
+    public var secret: String
     /// The signaling protocol this server speaks.
     public var protocolVersion: ProtocolVersion
+    /// Seconds between client pings, and of silence after which a participant is dropped.
+    public var pingInterval: Int
+    public var pingTimeout: Int
+    /// Seconds a dropped participant may `resume` within.
+    public var resumeWindow: Int
+    /// Seconds before expiry that `tokenWillExpire` is sent.
+    public var tokenWarning: Int
+    /// Longest a PLI/FIR is held back after the previous one for the same track (ms).
+    public var keyframeRequestInterval: Int
 
-    public init(host: String = "127.0.0.1", signalingPort: Int = 7880, mediaPort: Int = 7882,
-                protocolVersion: ProtocolVersion = .current) {
+    public init(host: String = "127.0.0.1", signalingPort: Int = 7880, mediaPort: Int = 7882, secret: String,
+                protocolVersion: ProtocolVersion = .current, pingInterval: Int = 5, pingTimeout: Int = 15, resumeWindow: Int = 20,
+                tokenWarning: Int = 30, keyframeRequestInterval: Int = 500) {
         self.host = host
         self.signalingPort = signalingPort
         self.mediaPort = mediaPort
+        self.secret = secret
         self.protocolVersion = protocolVersion
+        self.pingInterval = pingInterval
+        self.pingTimeout = pingTimeout
+        self.resumeWindow = resumeWindow
+        self.tokenWarning = tokenWarning
+        self.keyframeRequestInterval = keyframeRequestInterval
     }
 }

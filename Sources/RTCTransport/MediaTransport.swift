@@ -468,36 +468,49 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     /// Datagrams that matched no session.
     public var unroutableDatagrams: EventLoopFuture<Int> { channel.eventLoop.submit { self._unroutable } }
 
+    /// The parameters a session of this port will offer with `credentials` (before the peer's are known).
+    public func localParameters(credentials: ICECredentials) -> TransportParameters {
+        TransportParameters(ice: credentials, fingerprint: certificate.fingerprint,
+                            candidates: channel.localAddress.map { [$0] } ?? [], dtlsRole: configuration.dtlsRole)
+    }
+
     /// Makes a session for a new peer and starts it with the peer's parameters.
-    public func makeSession(remote: TransportParameters) -> EventLoopFuture<MediaSession> {
-        channel.eventLoop.submit {
-            let channel = self.channel
-            let session = MediaSession(configuration: self.configuration, certificate: self.certificate,
-                                       localCandidates: channel.localAddress.map { [$0] } ?? [],
-                                       eventLoop: channel.eventLoop, writer: datagramWriter(channel))
-            session.onSelectedAddress = { [weak self, weak session] address in
-                guard let self, let session else { return }
-                for (old, owner) in self.byAddress where owner === session { self.byAddress[old] = nil }
-                self.byAddress[address] = session
-            }
-            session.onCredentialsChanged = { [weak self, weak session] old, new in
-                guard let self, let session else { return }
-                self.byUfrag[old] = nil
-                self.byUfrag[new] = session
-            }
-            self.byUfrag[session.localParameters.ice.ufrag] = session
-            session.start(remote: remote)
-            return session
+    public func makeSession(remote: TransportParameters, local credentials: ICECredentials = .random()) -> EventLoopFuture<MediaSession> {
+        channel.eventLoop.submit { self.makeSessionOnLoop(remote: remote, local: credentials) }
+    }
+
+    /// ``makeSession(remote:local:)`` for callers already on the port's event loop.
+    public func makeSessionOnLoop(remote: TransportParameters, local credentials: ICECredentials = .random()) -> MediaSession {
+        channel.eventLoop.preconditionInEventLoop()
+        let session = MediaSession(configuration: configuration, certificate: certificate,
+                                   localCandidates: channel.localAddress.map { [$0] } ?? [],
+                                   eventLoop: channel.eventLoop, ice: credentials, writer: datagramWriter(channel))
+        session.onSelectedAddress = { [weak self, weak session] address in
+            guard let self, let session else { return }
+            for (old, owner) in self.byAddress where owner === session { self.byAddress[old] = nil }
+            self.byAddress[address] = session
         }
+        session.onCredentialsChanged = { [weak self, weak session] old, new in
+            guard let self, let session else { return }
+            self.byUfrag[old] = nil
+            self.byUfrag[new] = session
+        }
+        byUfrag[session.localParameters.ice.ufrag] = session
+        session.start(remote: remote)
+        return session
+    }
+
+    /// Closes a session and forgets its routes, on the port's event loop.
+    public func removeOnLoop(_ session: MediaSession) {
+        channel.eventLoop.preconditionInEventLoop()
+        session.closeOnLoop()
+        for (ufrag, owner) in byUfrag where owner === session { byUfrag[ufrag] = nil }
+        for (address, owner) in byAddress where owner === session { byAddress[address] = nil }
     }
 
     /// Closes a session and forgets its routes.
     public func remove(_ session: MediaSession) async {
-        try? await channel.eventLoop.submit {
-            session.closeOnLoop()
-            for (ufrag, owner) in self.byUfrag where owner === session { self.byUfrag[ufrag] = nil }
-            for (address, owner) in self.byAddress where owner === session { self.byAddress[address] = nil }
-        }.get()
+        try? await channel.eventLoop.submit { self.removeOnLoop(session) }.get()
     }
 
     func route(_ envelope: AddressedEnvelope<ByteBuffer>) {

@@ -1,0 +1,152 @@
+import NIOCore
+import RTCTransport
+import Signaling
+
+/// The connection a participant's signaling arrives on. The SFU calls it on its event loop;
+/// implementations hop to their own.
+public protocol SignalingPeer: AnyObject, Sendable {
+    func send(_ envelope: ServerEnvelope)
+    func close()
+}
+
+/// A channel and the participants in it (by uid).
+final class Room: @unchecked Sendable {  // confined to the SFU event loop, as are the classes below
+    let name: String
+    var participants: [String: Participant] = [:]
+
+    init(name: String) { self.name = name }
+}
+
+/// One uid in one room, with its two transports and its tracks and subscriptions.
+final class Participant: @unchecked Sendable {
+    let uid: String
+    let sid: String
+    let role: ParticipantRole
+    let kind: ParticipantKind
+    unowned let room: Room
+    var peer: SignalingPeer?
+    var grants: TokenGrants
+    var tokenExpiresAt: Int64
+    var tokenWarned = false
+    var autoSubscribe: Bool
+    var ignoreScreenShare: Bool?
+    var version = 1
+    var lastSeen: Int64
+    /// Set while the signaling connection is gone and the participant may still `resume`.
+    var disconnectedAt: Int64?
+
+    var publisher: MediaSession?
+    var tracks: [PublishedTrack] = []
+    let subscriberCredentials = ICECredentials.random()
+    var subscriber: MediaSession?
+    var subscriptions: [Subscription] = []
+    /// Subscriber m-sections in offer order; removed subscriptions stay as inactive sections (JSEP).
+    var subscriberSections: [MediaSectionDescription] = []
+    var subscriberOfferVersion = 0
+    var awaitingSubscriberAnswer = false
+    var subscriberNeedsOffer = false
+
+    init(uid: String, sid: String, role: ParticipantRole, room: Room, peer: SignalingPeer, grants: TokenGrants,
+         tokenExpiresAt: Int64, autoSubscribe: Bool, ignoreScreenShare: Bool?, now: Int64) {
+        self.uid = uid
+        self.sid = sid
+        self.role = role
+        self.room = room
+        self.peer = peer
+        self.grants = grants
+        self.tokenExpiresAt = tokenExpiresAt
+        self.autoSubscribe = autoSubscribe
+        self.ignoreScreenShare = ignoreScreenShare
+        lastSeen = now
+        kind = Participant.kind(of: uid)
+    }
+
+    /// `<host>_sub` is the screen share of `<host>`.
+    static func kind(of uid: String) -> ParticipantKind {
+        let suffix = "_sub"
+        guard uid.count > suffix.count, uid.hasSuffix(suffix) else { return .normal }
+        return .screenShare(owner: String(uid.dropLast(suffix.count)))
+    }
+
+    var info: ParticipantInfo {
+        ParticipantInfo(uid: uid, sid: sid, role: role, kind: kind, tracks: tracks.map(\.info), version: version)
+    }
+
+    /// Whether `other` is shown to (and auto-subscribed by) this participant: screen shares are
+    /// hidden from their owner by default, and from everyone who asks with `ignoreScreenShare`.
+    func sees(_ other: Participant) -> Bool {
+        guard other !== self else { return false }
+        guard case .screenShare(let owner) = other.kind else { return true }
+        if let ignoreScreenShare { return !ignoreScreenShare }
+        return owner != uid
+    }
+
+    func send(_ message: ServerMessage, requestID: UInt32? = nil) {
+        peer?.send(ServerEnvelope(message, requestID: requestID))
+    }
+}
+
+/// A track a participant publishes, with what forwarding needs: its SSRC, a packet cache for
+/// NACKs, reception statistics for receiver reports and a keyframe-request throttle.
+final class PublishedTrack: @unchecked Sendable {
+    var info: TrackInfo
+    unowned let owner: Participant
+    var payloadType: UInt8?
+    var cache = PacketCache()
+    var keyframeThrottle: Throttle
+    var statistics: ReceptionStatistics?
+    var subscriptions: [Subscription] = []
+
+    init(info: TrackInfo, owner: Participant, keyframeIntervalMs: Int) {
+        self.info = info
+        self.owner = owner
+        keyframeThrottle = Throttle(intervalMs: keyframeIntervalMs)
+    }
+
+    var clockRate: Int { info.kind == .video ? 90000 : 48000 }
+}
+
+/// One subscriber receiving one track.
+final class Subscription: @unchecked Sendable {
+    let track: PublishedTrack
+    unowned let subscriber: Participant
+    let mid: String
+    var rewriter: StreamRewriter
+
+    init(track: PublishedTrack, subscriber: Participant, mid: String) {
+        self.track = track
+        self.subscriber = subscriber
+        self.mid = mid
+        var random = SystemRandomNumberGenerator()
+        rewriter = StreamRewriter(outputSSRC: UInt32.random(in: 1...UInt32.max, using: &random))
+    }
+}
+
+/// Counters the server exports as Prometheus metrics.
+public struct ServerCounters: Sendable, Hashable {
+    public var rooms = 0
+    public var participants = 0
+    public var tracks = 0
+    public var packetsIn = 0
+    public var bytesIn = 0
+    public var packetsOut = 0
+    public var bytesOut = 0
+    public var nacksReceived = 0
+    public var retransmissions = 0
+    public var keyframeRequestsForwarded = 0
+    public var keyframeRequestsThrottled = 0
+    public var signalingErrors = 0
+    public var packetsDropped = 0
+    /// Forwarding latency histogram: counts of packets forwarded within each bound (µs), and the sum.
+    public var forwardLatencyBuckets: [Int] = Array(repeating: 0, count: ServerCounters.latencyBoundsUs.count)
+    public var forwardLatencySumUs: Double = 0
+    public var forwardLatencyCount = 0
+
+    public static let latencyBoundsUs: [Double] = [5, 10, 25, 50, 100, 250, 500, 1000, 5000]
+
+    mutating func recordForward(microseconds: Double) {
+        forwardLatencyCount += 1
+        forwardLatencySumUs += microseconds
+        for (index, bound) in Self.latencyBoundsUs.enumerated() where microseconds <= bound { forwardLatencyBuckets[index] += 1 }
+    }
+}

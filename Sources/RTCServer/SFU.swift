@@ -1,0 +1,572 @@
+import NIOCore
+import NIOPosix
+import RTCTransport
+import Signaling
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The selective forwarding unit: rooms, participants, tracks and subscriptions, and the packet
+/// path between them.
+///
+/// All of its state lives on one event loop, the media port's: per-packet forwarding runs there
+/// synchronously (no hop per packet), and signaling messages hop onto it once per message. Room
+/// changes are rare and cheap next to packets, so one loop keeps the core simple and race-free.
+public final class SFU: @unchecked Sendable {
+    public let configuration: ServerConfiguration
+    public let port: SharedMediaPort
+    let loop: EventLoop
+    private var rooms: [String: Room] = [:]
+    private var byPeer: [ObjectIdentifier: Participant] = [:]
+    private var counters = ServerCounters()
+    private var housekeeping: RepeatedTask?
+    private var nextID = 0
+    private let serverSSRC: UInt32
+    /// Seconds since 1970; replaceable in tests.
+    var clock: @Sendable () -> Int64 = { Int64(time(nil)) }
+
+    public static func start(configuration: ServerConfiguration, group: EventLoopGroup) async throws -> SFU {
+        let port = try await SharedMediaPort.bind(.server(host: configuration.host, port: configuration.mediaPort), group: group)
+        let sfu = SFU(configuration: configuration, port: port)
+        sfu.housekeeping = sfu.loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in sfu.tick() }
+        return sfu
+    }
+
+    init(configuration: ServerConfiguration, port: SharedMediaPort) {
+        self.configuration = configuration
+        self.port = port
+        loop = port.channel.eventLoop
+        var random = SystemRandomNumberGenerator()
+        serverSSRC = UInt32.random(in: 1...UInt32.max, using: &random)
+    }
+
+    /// The UDP media address.
+    public var mediaAddress: SocketAddress? { port.localAddress }
+
+    /// A consistent copy of the counters, with room/participant/track gauges.
+    public var counterSnapshot: EventLoopFuture<ServerCounters> {
+        loop.submit {
+            var snapshot = self.counters
+            snapshot.rooms = self.rooms.count
+            snapshot.participants = self.rooms.values.reduce(0) { $0 + $1.participants.count }
+            snapshot.tracks = self.rooms.values.flatMap(\.participants.values).reduce(0) { $0 + $1.tracks.count }
+            return snapshot
+        }
+    }
+
+    /// The participants of a room as a server-side view (for tests and operators).
+    public func participants(in channel: String) -> EventLoopFuture<[ParticipantInfo]> {
+        loop.submit { self.rooms[channel]?.participants.values.map(\.info).sorted { $0.uid < $1.uid } ?? [] }
+    }
+
+    private func makeID(_ prefix: String) -> String {
+        nextID += 1
+        return "\(prefix)_\(nextID)"
+    }
+
+    // MARK: Signaling input
+
+    /// Handles one message from `peer`: bytes that may be anything.
+    public func received(_ bytes: [UInt8], from peer: SignalingPeer) {
+        loop.execute { self.handle(bytes, from: peer) }
+    }
+
+    /// The peer's connection is gone: the participant may `resume` within the window.
+    public func disconnected(_ peer: SignalingPeer) {
+        loop.execute {
+            guard let participant = self.byPeer.removeValue(forKey: ObjectIdentifier(peer)) else { return }
+            participant.peer = nil
+            participant.disconnectedAt = self.clock()
+        }
+    }
+
+    private func handle(_ bytes: [UInt8], from peer: SignalingPeer) {
+        let envelope: ClientEnvelope
+        do {
+            envelope = try ClientEnvelope.decode(bytes)
+        } catch {
+            counters.signalingErrors += 1
+            peer.send(ServerEnvelope(.error(error), requestID: error.requestID))
+            return
+        }
+        let id = envelope.requestID
+        func fail(_ code: SignalingError.Code, _ reason: String) {
+            counters.signalingErrors += 1
+            peer.send(ServerEnvelope(.error(SignalingError(code, reason, requestID: id)), requestID: id))
+        }
+        guard let participant = byPeer[ObjectIdentifier(peer)] else {
+            switch envelope.message {
+            case .join(let request): join(request, peer: peer, requestID: id, fail: fail)
+            case .resume(let request): resume(request, peer: peer, requestID: id, fail: fail)
+            case .ping(let timestamp): peer.send(ServerEnvelope(.pong(timestamp: timestamp), requestID: id))
+            default: fail(.notJoined, "join first")
+            }
+            return
+        }
+        participant.lastSeen = clock()
+        switch envelope.message {
+        case .join, .resume: fail(.alreadyJoined, "this connection has already joined as \(participant.uid)")
+        case .ping(let timestamp): participant.send(.pong(timestamp: timestamp), requestID: id)
+        case .publishTrack(let request): publishTrack(request, participant: participant, requestID: id, fail: fail)
+        case .offer(let description): publisherOffer(description, participant: participant, requestID: id, fail: fail)
+        case .answer(let description): subscriberAnswer(description, participant: participant, fail: fail)
+        case .unpublishTrack(let sid):
+            guard let track = participant.tracks.first(where: { $0.info.sid == sid }) else { return fail(.trackNotFound, "no track \(sid)") }
+            unpublish(track)
+            participantChanged(participant)
+        case .mute(let request):
+            guard let track = participant.tracks.first(where: { $0.info.sid == request.trackSid }) else {
+                return fail(.trackNotFound, "no track \(request.trackSid)")
+            }
+            track.info.muted = request.muted
+            participantChanged(participant)
+        case .updateSubscription(let update): updateSubscription(update, participant: participant, fail: fail)
+        case .leave:
+            remove(participant, reason: .clientRequest)
+            peer.close()
+        case .refreshToken(let token):
+            do {
+                let claims = try verify(token, channel: participant.room.name, uid: participant.uid)
+                participant.tokenExpiresAt = claims.expiresAt
+                participant.grants = claims.grants
+                participant.tokenWarned = false
+                participant.send(.tokenRefreshed(expiresAt: claims.expiresAt), requestID: id)
+            } catch { fail(error.code, error.reason) }
+        }
+    }
+
+    private func verify(_ token: String, channel: String, uid: String) throws(SignalingError) -> AccessToken {
+        guard !token.isEmpty else { throw SignalingError(.tokenMissing, "no token") }
+        let claims: AccessToken
+        do {
+            claims = try AccessToken.verify(token, secret: configuration.secret, now: clock())
+        } catch {
+            switch error.kind {
+            case .expired: throw SignalingError(.tokenExpired, error.reason)
+            case .notYetValid: throw SignalingError(.tokenNotYetValid, error.reason)
+            case .malformed, .badSignature: throw SignalingError(.tokenInvalid, error.reason)
+            }
+        }
+        guard claims.channel == channel else { throw SignalingError(.tokenWrongChannel, "the token is for channel \(claims.channel)") }
+        guard claims.uid == uid else { throw SignalingError(.tokenWrongUID, "the token is for uid \(claims.uid)") }
+        return claims
+    }
+
+    // MARK: Join, resume, leave
+
+    private func join(_ request: JoinRequest, peer: SignalingPeer, requestID: UInt32?,
+                      fail: (SignalingError.Code, String) -> Void) {
+        guard !request.uid.isEmpty, request.uid.utf8.count <= 128, !request.channel.isEmpty, request.channel.utf8.count <= 128 else {
+            return fail(.invalidUID, "uid and channel must be 1 to 128 bytes")
+        }
+        let claims: AccessToken
+        do { claims = try verify(request.token, channel: request.channel, uid: request.uid) } catch { return fail(error.code, error.reason) }
+        guard claims.grants.join else { return fail(.permissionDenied, "the token does not grant join") }
+        let room = rooms[request.channel] ?? Room(name: request.channel)
+        guard room.participants[request.uid] == nil else { return fail(.uidInUse, "\(request.uid) is already in \(request.channel)") }
+        rooms[request.channel] = room
+        let participant = Participant(uid: request.uid, sid: makeID("PA"), role: request.role, room: room, peer: peer,
+                                      grants: claims.grants, tokenExpiresAt: claims.expiresAt, autoSubscribe: request.autoSubscribe,
+                                      ignoreScreenShare: request.ignoreScreenShare, now: clock())
+        room.participants[request.uid] = participant
+        byPeer[ObjectIdentifier(peer)] = participant
+        participant.send(.joined(joinResponse(for: participant)), requestID: requestID)
+        for other in room.participants.values where other.sees(participant) { other.send(.participantUpdate([participant.info])) }
+        if participant.autoSubscribe && participant.grants.subscribe {
+            let tracks = room.participants.values.filter { participant.sees($0) }.flatMap(\.tracks)
+            subscribe(participant, to: tracks)
+        }
+    }
+
+    private func joinResponse(for participant: Participant) -> JoinResponse {
+        JoinResponse(participant: participant.info,
+                     others: participant.room.participants.values.filter { participant.sees($0) }.map(\.info).sorted { $0.uid < $1.uid },
+                     pingInterval: configuration.pingInterval, pingTimeout: configuration.pingTimeout,
+                     resumeWindow: configuration.resumeWindow, serverVersion: configuration.protocolVersion)
+    }
+
+    private func resume(_ request: ResumeRequest, peer: SignalingPeer, requestID: UInt32?, fail: (SignalingError.Code, String) -> Void) {
+        guard let participant = rooms.values.lazy.compactMap({ $0.participants.values.first { $0.sid == request.participantSid } }).first,
+              participant.disconnectedAt != nil
+        else { return fail(.resumeFailed, "no session \(request.participantSid) to resume") }
+        do { _ = try verify(request.token, channel: participant.room.name, uid: participant.uid) } catch { return fail(error.code, error.reason) }
+        participant.peer = peer
+        participant.disconnectedAt = nil
+        participant.lastSeen = clock()
+        byPeer[ObjectIdentifier(peer)] = participant
+        participant.send(.resumed(joinResponse(for: participant)), requestID: requestID)
+    }
+
+    /// Removes a participant: its tracks, subscriptions, transports; tells the room; and takes its
+    /// screen share (`<uid>_sub`) with it.
+    private func remove(_ participant: Participant, reason: LeaveReason) {
+        let room = participant.room
+        guard room.participants[participant.uid] === participant else { return }
+        for track in participant.tracks { unpublish(track) }
+        for subscription in participant.subscriptions {
+            subscription.track.subscriptions.removeAll { $0 === subscription }
+        }
+        participant.subscriptions.removeAll()
+        if let publisher = participant.publisher { port.removeOnLoop(publisher) }
+        if let subscriber = participant.subscriber { port.removeOnLoop(subscriber) }
+        room.participants[participant.uid] = nil
+        if let peer = participant.peer { byPeer[ObjectIdentifier(peer)] = nil }
+        for other in room.participants.values where other.sees(participant) {
+            other.send(.participantLeft(uid: participant.uid, reason: reason))
+        }
+        if let share = room.participants[participant.uid + "_sub"] {
+            share.send(.leave(reason: .ownerLeft))
+            let peer = share.peer
+            remove(share, reason: .ownerLeft)
+            peer?.close()
+        }
+        if room.participants.isEmpty { rooms[room.name] = nil }
+    }
+
+    /// Tells everyone who can see `participant` about its new state.
+    private func participantChanged(_ participant: Participant) {
+        participant.version += 1
+        let info = participant.info
+        for other in participant.room.participants.values where other.sees(participant) { other.send(.participantUpdate([info])) }
+    }
+
+    /// Once a second: keepalive, resume windows and token expiry.
+    private func tick() {
+        let now = clock()
+        for participant in rooms.values.flatMap(\.participants.values) {
+            if let gone = participant.disconnectedAt {
+                if now - gone >= Int64(configuration.resumeWindow) { remove(participant, reason: .timeout) }
+                continue
+            }
+            if now >= participant.tokenExpiresAt {
+                participant.send(.leave(reason: .tokenExpired))
+                let peer = participant.peer
+                remove(participant, reason: .tokenExpired)
+                peer?.close()
+                continue
+            }
+            if !participant.tokenWarned, now >= participant.tokenExpiresAt - Int64(configuration.tokenWarning) {
+                participant.tokenWarned = true
+                participant.send(.tokenWillExpire(expiresAt: participant.tokenExpiresAt))
+            }
+            if now - participant.lastSeen > Int64(configuration.pingTimeout), let peer = participant.peer {
+                byPeer[ObjectIdentifier(peer)] = nil
+                participant.peer = nil
+                participant.disconnectedAt = now
+                peer.close()
+            }
+        }
+        sendReceiverReports()
+    }
+
+    /// Leaves everyone with `serverShutdown` and closes the media port.
+    public func shutdown() async {
+        try? await loop.submit {
+            self.housekeeping?.cancel()
+            for participant in self.rooms.values.flatMap(\.participants.values) {
+                participant.send(.leave(reason: .serverShutdown))
+                let peer = participant.peer
+                self.remove(participant, reason: .serverShutdown)
+                peer?.close()
+            }
+        }.get()
+        await port.close()
+    }
+
+    // MARK: Publishing
+
+    private func mayPublish(_ participant: Participant, kind: TrackKind, source: TrackSource) -> String? {
+        guard participant.role == .broadcaster else { return "an audience member cannot publish" }
+        switch source {
+        case .screen, .screenAudio: return participant.grants.publishScreen ? nil : "the token does not grant publishScreen"
+        case .microphone: return participant.grants.publishAudio ? nil : "the token does not grant publishAudio"
+        case .camera: return participant.grants.publishVideo ? nil : "the token does not grant publishVideo"
+        }
+    }
+
+    private func publishTrack(_ request: PublishTrackRequest, participant: Participant, requestID: UInt32?,
+                              fail: (SignalingError.Code, String) -> Void) {
+        if let reason = mayPublish(participant, kind: request.kind, source: request.source) { return fail(.permissionDenied, reason) }
+        let track = addTrack(to: participant, kind: request.kind, source: request.source, mid: request.mid, ssrc: request.ssrc)
+        participant.send(.trackPublished(track.info), requestID: requestID)
+    }
+
+    private func addTrack(to participant: Participant, kind: TrackKind, source: TrackSource, mid: String?, ssrc: UInt32?) -> PublishedTrack {
+        let track = PublishedTrack(info: TrackInfo(sid: makeID("TR"), kind: kind, source: source, ssrc: ssrc, mid: mid),
+                                   owner: participant, keyframeIntervalMs: configuration.keyframeRequestInterval)
+        participant.tracks.append(track)
+        participantChanged(participant)
+        for other in participant.room.participants.values
+        where other.autoSubscribe && other.grants.subscribe && other.sees(participant) {
+            subscribe(other, to: [track])
+        }
+        return track
+    }
+
+    private func unpublish(_ track: PublishedTrack) {
+        let owner = track.owner
+        owner.tracks.removeAll { $0 === track }
+        let affected = track.subscriptions.map(\.subscriber)
+        for subscription in track.subscriptions { unsubscribe(subscription) }
+        for subscriber in Set(affected.map(ObjectIdentifier.init)).compactMap({ id in affected.first { ObjectIdentifier($0) == id } }) {
+            offerSubscriber(subscriber)
+        }
+    }
+
+    private func publisherOffer(_ description: SessionDescriptionMessage, participant: Participant, requestID: UInt32?,
+                                fail: (SignalingError.Code, String) -> Void) {
+        guard description.transport == .publisher else { return fail(.negotiationFailed, "the client offers only for its publisher transport") }
+        let offer: SessionDescription, remote: TransportParameters
+        do {
+            offer = try SessionDescription(parsing: description.sdp)
+            remote = try offer.transportParameters(offererRole: .client)
+        } catch { return fail(.negotiationFailed, "bad offer: \(error)") }
+        let sending = offer.sections.filter { $0.direction == .sendonly || $0.direction == .sendrecv }
+        if !sending.isEmpty, let reason = mayPublish(participant, kind: .video, source: .camera),
+           participant.role == .audience {
+            return fail(.permissionDenied, reason)
+        }
+        let session: MediaSession
+        if let existing = participant.publisher {
+            session = existing
+        } else {
+            session = port.makeSessionOnLoop(remote: remote)
+            session.onRTP = { [weak self, weak participant] packet in
+                guard let self, let participant else { return }
+                self.forward(packet, from: participant)
+            }
+            session.onRTCP = { [weak self, weak participant] packet in
+                guard let self, let participant else { return }
+                self.publisherRTCP(packet, from: participant)
+            }
+            participant.publisher = session
+        }
+        for section in sending {
+            let kind: TrackKind = section.kind == .video ? .video : .audio
+            if let track = participant.tracks.first(where: { $0.info.mid == section.mid })
+                ?? participant.tracks.first(where: { $0.info.mid == nil && $0.info.kind == kind }) {
+                track.info.mid = section.mid
+                if track.info.ssrc == nil { track.info.ssrc = section.ssrc }
+                track.payloadType = section.payloadType
+            } else {
+                let screen: Bool = if case .screenShare = participant.kind { true } else { false }
+                let source: TrackSource = kind == .video ? (screen ? .screen : .camera) : (screen ? .screenAudio : .microphone)
+                if let reason = mayPublish(participant, kind: kind, source: source) { return fail(.permissionDenied, reason) }
+                let track = addTrack(to: participant, kind: kind, source: source, mid: section.mid, ssrc: section.ssrc)
+                track.payloadType = section.payloadType
+                participant.send(.trackPublished(track.info))
+            }
+        }
+        let answer = SessionDescription.make(
+            sessionID: UInt64(truncatingIfNeeded: participant.sid.hashValue), transport: port.localParameters(credentials: session.localParameters.ice),
+            iceLite: true, setup: "passive",
+            sections: offer.sections.map { MediaSectionDescription(mid: $0.mid, kind: $0.kind, direction: $0.reversed, payloadType: $0.payloadType) })
+        participant.send(.answer(SessionDescriptionMessage(transport: .publisher, sdp: answer.serialized)), requestID: requestID)
+    }
+
+    // MARK: Subscribing
+
+    private func updateSubscription(_ update: SubscriptionUpdate, participant: Participant, fail: (SignalingError.Code, String) -> Void) {
+        guard participant.grants.subscribe else { return fail(.permissionDenied, "the token does not grant subscribe") }
+        let all = participant.room.participants.values.flatMap(\.tracks)
+        var tracks: [PublishedTrack] = []
+        for sid in update.trackSids {
+            guard let track = all.first(where: { $0.info.sid == sid }), track.owner !== participant else {
+                return fail(.trackNotFound, "no track \(sid)")
+            }
+            tracks.append(track)
+        }
+        if update.subscribe {
+            subscribe(participant, to: tracks)
+        } else {
+            for subscription in participant.subscriptions where tracks.contains(where: { $0 === subscription.track }) {
+                unsubscribe(subscription)
+            }
+            offerSubscriber(participant)
+        }
+    }
+
+    private func subscribe(_ participant: Participant, to tracks: [PublishedTrack]) {
+        var added = false
+        for track in tracks where !participant.subscriptions.contains(where: { $0.track === track }) {
+            let mid = String(participant.subscriberSections.count)
+            let subscription = Subscription(track: track, subscriber: participant, mid: mid)
+            participant.subscriptions.append(subscription)
+            track.subscriptions.append(subscription)
+            participant.subscriberSections.append(section(for: subscription))
+            added = true
+        }
+        if added { offerSubscriber(participant) }
+    }
+
+    private func section(for subscription: Subscription) -> MediaSectionDescription {
+        let track = subscription.track
+        return MediaSectionDescription(mid: subscription.mid, kind: track.info.kind == .video ? .video : .audio, direction: .sendonly,
+                                       payloadType: track.payloadType, ssrc: subscription.rewriter.outputSSRC,
+                                       streamID: track.owner.sid, trackID: track.info.sid)
+    }
+
+    private func unsubscribe(_ subscription: Subscription) {
+        let participant = subscription.subscriber
+        participant.subscriptions.removeAll { $0 === subscription }
+        subscription.track.subscriptions.removeAll { $0 === subscription }
+        if let index = participant.subscriberSections.firstIndex(where: { $0.mid == subscription.mid }) {
+            participant.subscriberSections[index].direction = .inactive
+            participant.subscriberSections[index].ssrc = nil
+        }
+    }
+
+    /// Sends the subscriber transport's offer, or marks it due when an answer is still awaited.
+    private func offerSubscriber(_ participant: Participant) {
+        guard !participant.subscriberSections.isEmpty, participant.room.participants[participant.uid] === participant else { return }
+        guard !participant.awaitingSubscriberAnswer else {
+            participant.subscriberNeedsOffer = true
+            return
+        }
+        participant.subscriberOfferVersion += 1
+        participant.awaitingSubscriberAnswer = true
+        participant.subscriberNeedsOffer = false
+        let offer = SessionDescription.make(
+            sessionID: UInt64(truncatingIfNeeded: participant.sid.hashValue) &+ 1, version: participant.subscriberOfferVersion,
+            transport: port.localParameters(credentials: participant.subscriberCredentials), iceLite: true, setup: "actpass",
+            sections: participant.subscriberSections)
+        participant.send(.offer(SessionDescriptionMessage(transport: .subscriber, sdp: offer.serialized)))
+    }
+
+    private func subscriberAnswer(_ description: SessionDescriptionMessage, participant: Participant,
+                                  fail: (SignalingError.Code, String) -> Void) {
+        guard description.transport == .subscriber, participant.awaitingSubscriberAnswer else {
+            return fail(.negotiationFailed, "no subscriber offer is waiting for an answer")
+        }
+        participant.awaitingSubscriberAnswer = false
+        if participant.subscriber == nil {
+            let remote: TransportParameters
+            do {
+                remote = try SessionDescription(parsing: description.sdp).transportParameters(offererRole: .server)
+            } catch { return fail(.negotiationFailed, "bad answer: \(error)") }
+            let session = port.makeSessionOnLoop(remote: remote, local: participant.subscriberCredentials)
+            session.onRTCP = { [weak self, weak participant] packet in
+                guard let self, let participant else { return }
+                self.subscriberRTCP(packet, from: participant)
+            }
+            session.onStateChange = { [weak self, weak participant] state in
+                guard let self, let participant, state == .connected else { return }
+                for subscription in participant.subscriptions { self.requestKeyframe(subscription.track) }
+            }
+            participant.subscriber = session
+        } else {
+            // New subscriptions on a running transport: their first frames need a keyframe.
+            for subscription in participant.subscriptions { requestKeyframe(subscription.track) }
+        }
+        if participant.subscriberNeedsOffer { offerSubscriber(participant) }
+    }
+
+    // MARK: The packet path (on the loop, per packet)
+
+    private func forward(_ datagram: ByteBuffer, from publisher: Participant) {
+        let start = NIODeadline.now()
+        guard var packet = try? RTPPacket(parsing: datagram) else {
+            counters.packetsDropped += 1
+            return
+        }
+        counters.packetsIn += 1
+        counters.bytesIn += datagram.readableBytes
+        let ssrc = packet.header.ssrc
+        guard let track = publisher.tracks.first(where: { $0.info.ssrc == ssrc })
+            ?? publisher.tracks.first(where: { $0.info.ssrc == nil && $0.payloadType == packet.header.payloadType })
+        else {
+            counters.packetsDropped += 1
+            return
+        }
+        if track.info.ssrc == nil { track.info.ssrc = ssrc }
+        if track.statistics == nil { track.statistics = ReceptionStatistics(ssrc: ssrc, clockRate: track.clockRate) }
+        track.statistics?.record(sequenceNumber: packet.header.sequenceNumber, rtpTimestamp: packet.header.timestamp,
+                                 arrivalUs: Int64(start.uptimeNanoseconds / 1000))
+        track.cache.insert(packet)
+        guard !track.info.muted else { return }
+        let original = packet.header
+        for subscription in track.subscriptions {
+            guard let session = subscription.subscriber.subscriber else { continue }
+            packet.header = original
+            subscription.rewriter.rewrite(&packet.header)
+            let out = packet.serialized
+            counters.packetsOut += 1
+            counters.bytesOut += out.readableBytes
+            session.sendRTP(out)
+        }
+        counters.recordForward(microseconds: Double((NIODeadline.now() - start).nanoseconds) / 1000)
+    }
+
+    private func publisherRTCP(_ datagram: ByteBuffer, from publisher: Participant) {
+        guard let packets = try? RTCPPacket.parseCompound(datagram) else { return }
+        let now = Int64(NIODeadline.now().uptimeNanoseconds / 1000)
+        for case .senderReport(let report) in packets {
+            guard let track = publisher.tracks.first(where: { $0.info.ssrc == report.ssrc }) else { continue }
+            track.statistics?.recordSenderReport(compactNTP: report.compactNTP, arrivalUs: now)
+        }
+    }
+
+    private func subscriberRTCP(_ datagram: ByteBuffer, from subscriber: Participant) {
+        guard let packets = try? RTCPPacket.parseCompound(datagram) else { return }
+        for packet in packets {
+            switch packet {
+            case .pictureLossIndication(let pli):
+                if let subscription = subscriber.subscriptions.first(where: { $0.rewriter.outputSSRC == pli.mediaSSRC }) {
+                    requestKeyframe(subscription.track)
+                }
+            case .fullIntraRequest(let fir):
+                for entry in fir.entries {
+                    if let subscription = subscriber.subscriptions.first(where: { $0.rewriter.outputSSRC == entry.ssrc }) {
+                        requestKeyframe(subscription.track)
+                    }
+                }
+            case .nack(let nack):
+                counters.nacksReceived += 1
+                guard let subscription = subscriber.subscriptions.first(where: { $0.rewriter.outputSSRC == nack.mediaSSRC }),
+                      let session = subscriber.subscriber
+                else { continue }
+                for lost in nack.lostSequenceNumbers {
+                    guard var packet = subscription.track.cache.packet(sequence: subscription.rewriter.inputSequence(of: lost)) else { continue }
+                    var rewriter = subscription.rewriter
+                    rewriter.rewrite(&packet.header)
+                    counters.retransmissions += 1
+                    session.sendRTP(packet.serialized)
+                }
+            default:
+                break
+            }
+        }
+    }
+
+    /// Asks a track's publisher for a keyframe with a PLI, at most once per interval per track.
+    private func requestKeyframe(_ track: PublishedTrack) {
+        guard track.info.kind == .video, let ssrc = track.info.ssrc, let session = track.owner.publisher else { return }
+        guard track.keyframeThrottle.allow(nowMs: Int64(NIODeadline.now().uptimeNanoseconds / 1_000_000)) else {
+            counters.keyframeRequestsThrottled += 1
+            return
+        }
+        counters.keyframeRequestsForwarded += 1
+        session.sendRTCP(RTCPPacket.serializeCompound([
+            .receiverReport(ReceiverReport(ssrc: serverSSRC)),
+            .pictureLossIndication(PictureLossIndication(senderSSRC: serverSSRC, mediaSSRC: ssrc)),
+        ]))
+    }
+
+    /// Receiver reports to every publisher, once a second.
+    private func sendReceiverReports() {
+        let now = Int64(NIODeadline.now().uptimeNanoseconds / 1000)
+        for participant in rooms.values.flatMap(\.participants.values) {
+            guard let session = participant.publisher else { continue }
+            var reports: [ReceptionReport] = []
+            for track in participant.tracks {
+                if var statistics = track.statistics {
+                    reports.append(statistics.makeReport(nowUs: now))
+                    track.statistics = statistics
+                }
+            }
+            guard !reports.isEmpty else { continue }
+            session.sendRTCP(RTCPPacket.serializeCompound([.receiverReport(ReceiverReport(ssrc: serverSSRC, reports: reports))]))
+        }
+    }
+}

@@ -1,0 +1,210 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import RTCServer
+import RTCTransport
+import Signaling
+import Testing
+
+@Suite("SFU: rooms, publishing, subscribing and forwarding", .serialized)
+struct SFUTests {
+    static let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+
+    func makeSFU() async throws -> SFU {
+        try await SFU.start(configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret"), group: Self.group)
+    }
+
+    static let video = MediaSectionDescription(mid: "0", kind: .video, direction: .sendonly, ssrc: 0xA0, trackID: "cam")
+    static func video(_ ssrc: UInt32) -> MediaSectionDescription {
+        MediaSectionDescription(mid: "0", kind: .video, direction: .sendonly, ssrc: ssrc, trackID: "video-\(ssrc)")
+    }
+
+    @Test("three participants publish and subscribe; each receives exactly the others' packets, in order, and decrypted")
+    func threeParticipants() async throws {
+        let sfu = try await makeSFU()
+        let names = ["alice", "bob", "carol"]
+        var clients: [TestClient] = []
+        for name in names {
+            let client = TestClient(uid: name, sfu: sfu, group: Self.group)
+            guard case .joined? = try await client.join(channel: "room", token: token(name)) else {
+                Issue.record("\(name) did not join: \(client.messages)")
+                return
+            }
+            clients.append(client)
+        }
+        for (index, client) in clients.enumerated() {
+            let answer = try await client.publish([Self.video(UInt32(0x100 + index))])
+            guard case .answer? = answer else { Issue.record("no answer: \(String(describing: answer))"); return }
+        }
+        // Each subscriber transport connects and has the other two tracks.
+        for client in clients {
+            #expect(try await eventually { client.subscribedSSRCs.withLockedValue { $0.count } == 2 })
+            #expect(try await eventually { try await client.subscriber.withLockedValue { $0 }?.state.get() == .connected })
+        }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        // The server names tracks itself; subscribers find them by that sid in the offers' msid.
+        let infos = try await sfu.participants(in: "room").get()
+        let trackSid = Dictionary(uniqueKeysWithValues: infos.map { ($0.uid, $0.tracks.first?.sid ?? "") })
+        for (index, client) in clients.enumerated() { client.sendRTP(ssrc: UInt32(0x100 + index), count: 50) }
+        for (index, client) in clients.enumerated() {
+            for (other, _) in clients.enumerated() where other != index {
+                let ssrc = client.subscribedSSRCs.withLockedValue { $0[trackSid[names[other]]!] }
+                #expect(try await eventually { client.receivedCount(ssrc: ssrc) == 50 }, "\(names[index]) from \(names[other])")
+                let sequences = client.received.withLockedValue { $0[ssrc!] ?? [] }
+                // Rewritten: not the publisher's numbers, but consecutive and in order.
+                #expect(zip(sequences, sequences.dropFirst()).allSatisfy { $1 == $0 &+ 1 })
+                #expect(ssrc != UInt32(0x100 + other))
+            }
+            #expect(client.received.withLockedValue { $0.count } == 2)  // nothing of its own comes back
+        }
+        // Mute bob: his packets stop reaching the others; unmute and they flow again.
+        let bobTrack = try #require(try await sfu.participants(in: "room").get().first { $0.uid == "bob" }?.tracks.first)
+        clients[1].send(.mute(MuteRequest(trackSid: bobTrack.sid, muted: true)))
+        try await Task.sleep(nanoseconds: 100_000_000)
+        clients[1].sendRTP(ssrc: 0x101, count: 10, startingAt: 50)
+        try await Task.sleep(nanoseconds: 300_000_000)
+        let bobAtAlice = clients[0].subscribedSSRCs.withLockedValue { $0[bobTrack.sid] }
+        #expect(clients[0].receivedCount(ssrc: bobAtAlice) == 50)
+        clients[1].send(.mute(MuteRequest(trackSid: bobTrack.sid, muted: false)))
+        try await Task.sleep(nanoseconds: 100_000_000)
+        clients[1].sendRTP(ssrc: 0x101, count: 10, startingAt: 60)
+        #expect(try await eventually { clients[0].receivedCount(ssrc: bobAtAlice) == 60 })
+        // Carol unsubscribes from bob: she stops receiving him; alice still does.
+        let bobAtCarol = clients[2].subscribedSSRCs.withLockedValue { $0[bobTrack.sid] }
+        let carolBefore = clients[2].receivedCount(ssrc: bobAtCarol)
+        clients[2].send(.updateSubscription(SubscriptionUpdate(trackSids: [bobTrack.sid], subscribe: false)))
+        try await Task.sleep(nanoseconds: 300_000_000)
+        clients[1].sendRTP(ssrc: 0x101, count: 10, startingAt: 70)
+        #expect(try await eventually { clients[0].receivedCount(ssrc: bobAtAlice) == 70 })
+        #expect(clients[2].receivedCount(ssrc: bobAtCarol) == carolBefore && carolBefore == 60)
+        // Alice leaves: the others are told, and the room shrinks.
+        clients[0].send(.leave(reason: .clientRequest))
+        #expect(try await eventually { clients[1].messages.contains { $0.message == .participantLeft(uid: "alice", reason: .clientRequest) } })
+        #expect(try await sfu.participants(in: "room").get().map(\.uid) == ["bob", "carol"])
+        let counters = try await sfu.counterSnapshot.get()
+        #expect(counters.packetsIn >= 170 && counters.packetsOut >= 300 && counters.keyframeRequestsForwarded > 0)
+        for client in clients { await client.close() }
+        await sfu.shutdown()
+    }
+
+    @Test("an audience member cannot publish")
+    func audience() async throws {
+        let sfu = try await makeSFU()
+        let viewer = TestClient(uid: "viewer", sfu: sfu, group: Self.group)
+        _ = try await viewer.join(channel: "room", token: token("viewer"), role: .audience)
+        let id = viewer.send(.publishTrack(PublishTrackRequest(kind: .video, source: .camera)))
+        guard case .error(let error)? = try await viewer.reply(to: id) else { Issue.record("publishTrack was accepted"); return }
+        #expect(error.code == .permissionDenied)
+        let answer = try await viewer.publish([Self.video(7)])
+        guard case .error(let offerError)? = answer else { Issue.record("offer with a send section was accepted"); return }
+        #expect(offerError.code == .permissionDenied)
+        #expect(try await sfu.participants(in: "room").get().first?.tracks.isEmpty == true)
+        await viewer.close()
+        await sfu.shutdown()
+    }
+
+    @Test("a _sub participant is reported with its owner, hidden from the owner, and removed when the owner leaves")
+    func screenShare() async throws {
+        let sfu = try await makeSFU()
+        let host = TestClient(uid: "1001", sfu: sfu, group: Self.group)
+        let viewer = TestClient(uid: "2002", sfu: sfu, group: Self.group)
+        let share = TestClient(uid: "1001_sub", sfu: sfu, group: Self.group)
+        _ = try await host.join(channel: "room", token: token("1001"))
+        _ = try await viewer.join(channel: "room", token: token("2002"))
+        guard case .joined(let joined)? = try await share.join(channel: "room", token: token("1001_sub"), autoSubscribe: false) else {
+            Issue.record("share did not join")
+            return
+        }
+        #expect(joined.participant.kind == .screenShare(owner: "1001"))
+        _ = try await share.publish([MediaSectionDescription(mid: "0", kind: .video, direction: .sendonly, ssrc: 0x5C, trackID: "screen")])
+        // The viewer sees the share and its screen track; the owner does not.
+        #expect(try await eventually {
+            viewer.messages.contains { envelope in
+                guard case .participantUpdate(let list) = envelope.message else { return false }
+                return list.contains { $0.uid == "1001_sub" && $0.kind == .screenShare(owner: "1001") && $0.tracks.first?.source == .screen }
+            }
+        })
+        #expect(try await eventually { viewer.subscribedSSRCs.withLockedValue { $0.count } == 1 })
+        #expect(!host.messages.contains { envelope in
+            if case .participantUpdate(let list) = envelope.message { return list.contains { $0.uid == "1001_sub" } }
+            return false
+        })
+        #expect(host.subscribedSSRCs.withLockedValue { $0.isEmpty })
+        // The owner leaves: the share is told and removed.
+        host.send(.leave(reason: .clientRequest))
+        #expect(try await eventually { share.messages.contains { $0.message == .leave(reason: .ownerLeft) } })
+        #expect(try await eventually { viewer.messages.contains { $0.message == .participantLeft(uid: "1001_sub", reason: .ownerLeft) } })
+        #expect(share.peer.closed.withLockedValue { $0 })
+        #expect(try await sfu.participants(in: "room").get().map(\.uid) == ["2002"])
+        for client in [host, viewer, share] { await client.close() }
+        await sfu.shutdown()
+    }
+
+    @Test("tokens: missing, forged, expired, wrong channel and wrong uid are each refused with their code", arguments: [
+        ("", SignalingError.Code.tokenMissing),
+        ("forged", .tokenInvalid),
+        ("expired", .tokenExpired),
+        ("channel", .tokenWrongChannel),
+        ("uid", .tokenWrongUID),
+        ("nojoin", .permissionDenied),
+    ])
+    func tokens(kind: String, code: SignalingError.Code) async throws {
+        let sfu = try await makeSFU()
+        let client = TestClient(uid: "u1", sfu: sfu, group: Self.group)
+        let now = Int64(Date().timeIntervalSince1970)
+        let value: String = switch kind {
+        case "": ""
+        case "forged": token("u1", secret: "not-the-server-secret")
+        case "expired": token("u1", ttl: 10, now: now - 100)
+        case "channel": token("u1", channel: "other")
+        case "uid": token("u2")
+        default: token("u1", grants: TokenGrants(join: false))
+        }
+        guard case .error(let error)? = try await client.join(channel: "room", token: value) else { Issue.record("joined"); return }
+        #expect(error.code == code)
+        await sfu.shutdown()
+    }
+
+    @Test("bad input is answered or dropped and counted, and forwarding keeps going")
+    func badInput() async throws {
+        let sfu = try await makeSFU()
+        let alice = TestClient(uid: "alice", sfu: sfu, group: Self.group)
+        let bob = TestClient(uid: "bob", sfu: sfu, group: Self.group)
+        let stranger = TestClient(uid: "stranger", sfu: sfu, group: Self.group)
+        _ = try await alice.join(channel: "room", token: token("alice"))
+        _ = try await bob.join(channel: "room", token: token("bob"))
+        _ = try await alice.publish([Self.video(0xAA)])
+        let ssrc = try #require(try await eventually { bob.subscribedSSRCs.withLockedValue { $0.count } == 1 } ? bob.subscribedSSRCs.withLockedValue { $0.values.first } : nil)
+        _ = try await eventually { try await bob.subscriber.withLockedValue { $0 }?.state.get() == .connected }
+        // Before join, malformed JSON, an unknown type, an oversized message.
+        stranger.send(.ping(timestamp: 1))
+        stranger.send(.mute(MuteRequest(trackSid: "x", muted: true)))
+        bob.sendRaw(Array("{not json".utf8))
+        bob.sendRaw(Array(#"{"v":"1.0","id":5,"type":"teleport","payload":{}}"#.utf8))
+        bob.sendRaw([UInt8](repeating: 0x20, count: 70_000))
+        // And a flood of random datagrams at the media port.
+        let flood = try await DatagramBootstrap(group: Self.group).bind(host: "127.0.0.1", port: 0).get()
+        let target = try #require(sfu.mediaAddress)
+        var random = SystemRandomNumberGenerator()
+        for index in 0..<500 {
+            let junk = (0..<Int.random(in: 1...200, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            flood.write(AddressedEnvelope(remoteAddress: target, data: ByteBuffer(bytes: junk)), promise: nil)
+            if index % 50 == 0 { flood.flush() }
+        }
+        flood.flush()
+        alice.sendRTP(ssrc: 0xAA, count: 100)
+        #expect(try await eventually { bob.receivedCount(ssrc: ssrc) == 100 })
+        let codes = bob.messages.compactMap { envelope -> Int? in
+            if case .error(let error) = envelope.message { return error.code.rawValue }
+            return nil
+        }
+        #expect(codes.contains(1001) && codes.contains(1002) && codes.contains(1003))
+        #expect(stranger.messages.contains { $0.message == .pong(timestamp: 1) })
+        #expect(stranger.messages.contains { if case .error(let error) = $0.message { return error.code == .notJoined }; return false })
+        #expect(try await sfu.port.unroutableDatagrams.get() >= 400)
+        #expect(try await sfu.counterSnapshot.get().signalingErrors >= 4)
+        try await flood.close()
+        for client in [alice, bob] { await client.close() }
+        await sfu.shutdown()
+    }
+}

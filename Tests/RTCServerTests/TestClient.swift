@@ -1,0 +1,145 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import RTCServer
+import RTCTransport
+import Signaling
+
+/// A signaling connection in memory: what the server sends is collected.
+final class MemoryPeer: SignalingPeer, @unchecked Sendable {
+    let messages = NIOLockedValueBox<[ServerEnvelope]>([])
+    let closed = NIOLockedValueBox(false)
+    var onMessage: (@Sendable (ServerEnvelope) -> Void)?
+
+    func send(_ envelope: ServerEnvelope) {
+        // Through the wire form, as a real connection would.
+        let decoded = try! ServerEnvelope.decode(envelope.encoded())
+        messages.withLockedValue { $0.append(decoded) }
+        onMessage?(decoded)
+    }
+
+    func close() { closed.withLockedValue { $0 = true } }
+}
+
+func eventually(_ seconds: Double = 10, _ condition: () async throws -> Bool) async throws -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(nanoseconds: 10_000_000)
+    }
+    return try await condition()
+}
+
+/// A test participant built on RTCTransport alone (no codecs): signaling in memory, a publisher
+/// transport that sends synthetic RTP, a subscriber transport that counts what arrives by SSRC.
+final class TestClient: @unchecked Sendable {
+    let uid: String
+    let sfu: SFU
+    let group: EventLoopGroup
+    let peer = MemoryPeer()
+    private var requestID: UInt32 = 0
+    private(set) var publisher: MediaTransport?
+    let subscriber = NIOLockedValueBox<MediaTransport?>(nil)
+    /// RTP received on the subscriber transport, per SSRC, in arrival order.
+    let received = NIOLockedValueBox<[UInt32: [UInt16]]>([:])
+    /// The SSRC each subscribed track arrives with (from the subscriber offers: trackID → SSRC).
+    let subscribedSSRCs = NIOLockedValueBox<[String: UInt32]>([:])
+
+    init(uid: String, sfu: SFU, group: EventLoopGroup) {
+        self.uid = uid
+        self.sfu = sfu
+        self.group = group
+        peer.onMessage = { [weak self] envelope in
+            guard let self, case .offer(let offer) = envelope.message, offer.transport == .subscriber else { return }
+            Task { try await self.answerSubscriber(offer.sdp) }
+        }
+    }
+
+    func sendRaw(_ bytes: [UInt8]) { sfu.received(bytes, from: peer) }
+
+    @discardableResult
+    func send(_ message: ClientMessage) -> UInt32 {
+        requestID += 1
+        sfu.received(ClientEnvelope(message, requestID: requestID).encoded(), from: peer)
+        return requestID
+    }
+
+    var messages: [ServerEnvelope] { peer.messages.withLockedValue { $0 } }
+
+    func reply(to id: UInt32) async throws -> ServerMessage? {
+        _ = try await eventually { self.messages.contains { $0.requestID == id } }
+        return messages.first { $0.requestID == id }?.message
+    }
+
+    func join(channel: String, token: String, role: ParticipantRole = .broadcaster, autoSubscribe: Bool = true,
+              ignoreScreenShare: Bool? = nil) async throws -> ServerMessage? {
+        let id = send(.join(JoinRequest(token: token, channel: channel, uid: uid, role: role, autoSubscribe: autoSubscribe,
+                                        ignoreScreenShare: ignoreScreenShare)))
+        return try await reply(to: id)
+    }
+
+    /// Opens the publisher transport with `sections` (sendonly, with SSRCs) and waits for it to connect.
+    func publish(_ sections: [MediaSectionDescription]) async throws -> ServerMessage? {
+        let transport = try await MediaTransport.bind(.client(), group: group)
+        publisher = transport
+        let offer = SessionDescription.make(sessionID: 1, transport: transport.localParameters, iceLite: false, setup: "actpass",
+                                            sections: sections)
+        let id = send(.offer(SessionDescriptionMessage(transport: .publisher, sdp: offer.serialized)))
+        guard case .answer(let answer)? = try await reply(to: id) else { return try await reply(to: id) }
+        transport.start(remote: try SessionDescription(parsing: answer.sdp).transportParameters(offererRole: .client))
+        _ = try await eventually { try await transport.state.get() == .connected }
+        return .answer(answer)
+    }
+
+    private func answerSubscriber(_ sdp: String) async throws {
+        let offer = try SessionDescription(parsing: sdp)
+        for section in offer.sections {
+            if let ssrc = section.ssrc, let track = section.trackID { subscribedSSRCs.withLockedValue { $0[track] = ssrc } }
+        }
+        var transport = subscriber.withLockedValue { $0 }
+        let fresh = transport == nil
+        if transport == nil {
+            let made = try await MediaTransport.bind(.client(), group: group)
+            made.onRTP = { [weak self] datagram in
+                guard let self, let packet = try? RTPPacket(parsing: datagram) else { return }
+                self.received.withLockedValue { $0[packet.header.ssrc, default: []].append(packet.header.sequenceNumber) }
+            }
+            subscriber.withLockedValue { $0 = made }
+            transport = made
+        }
+        let answer = SessionDescription.make(sessionID: 2, transport: transport!.localParameters, iceLite: false, setup: "active",
+                                             sections: offer.sections.map {
+                                                 MediaSectionDescription(mid: $0.mid, kind: $0.kind, direction: $0.reversed,
+                                                                         payloadType: $0.payloadType)
+                                             })
+        send(.answer(SessionDescriptionMessage(transport: .subscriber, sdp: answer.serialized)))
+        if fresh { transport!.start(remote: try offer.transportParameters(offererRole: .server)) }
+    }
+
+    /// Sends `count` packets on `ssrc`, in batches, starting at `sequence`.
+    func sendRTP(ssrc: UInt32, payloadType: UInt8 = 96, count: Int, startingAt sequence: UInt16 = 0) {
+        guard let publisher else { return }
+        publisher.sendRTP(batch: (0..<count).map { index in
+            let number = sequence &+ UInt16(index)
+            return RTPPacket(header: RTPHeader(marker: true, payloadType: payloadType, sequenceNumber: number,
+                                               timestamp: UInt32(number) * 3000, ssrc: ssrc),
+                             payload: ByteBuffer(bytes: [UInt8](repeating: UInt8(truncatingIfNeeded: number), count: 200))).serialized
+        })
+    }
+
+    func receivedCount(ssrc: UInt32?) -> Int {
+        guard let ssrc else { return 0 }
+        return received.withLockedValue { $0[ssrc]?.count ?? 0 }
+    }
+
+    func close() async {
+        await publisher?.close()
+        await subscriber.withLockedValue { $0 }?.close()
+    }
+}
+
+func token(_ uid: String, channel: String = "room", secret: String = "test-secret", grants: TokenGrants = .all, ttl: Int64 = 3600,
+           now: Int64 = Int64(Date().timeIntervalSince1970)) -> String {
+    AccessToken(uid: uid, channel: channel, grants: grants, now: now, ttl: ttl).signed(secret: secret)
+}
