@@ -25,6 +25,8 @@ public final class SFU: @unchecked Sendable {
     private let serverSSRC: UInt32
     /// Seconds since 1970; replaceable in tests.
     var clock: @Sendable () -> Int64 = { Int64(time(nil)) }
+    /// Told the forwarding time of each packet, in nanoseconds (the metrics histogram).
+    var onForwardLatency: (@Sendable (Int64) -> Void)?
 
     public static func start(configuration: ServerConfiguration, group: EventLoopGroup) async throws -> SFU {
         let port = try await SharedMediaPort.bind(.server(host: configuration.host, port: configuration.mediaPort), group: group)
@@ -495,7 +497,9 @@ public final class SFU: @unchecked Sendable {
             counters.bytesOut += out.readableBytes
             session.sendRTP(out)
         }
-        counters.recordForward(microseconds: Double((NIODeadline.now() - start).nanoseconds) / 1000)
+        let elapsed = (NIODeadline.now() - start).nanoseconds
+        counters.recordForward(microseconds: Double(elapsed) / 1000)
+        onForwardLatency?(elapsed)
     }
 
     private func publisherRTCP(_ datagram: ByteBuffer, from publisher: Participant) {

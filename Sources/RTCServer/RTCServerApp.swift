@@ -1,0 +1,48 @@
+import Logging
+import NIOCore
+import NIOPosix
+import Signaling
+
+/// The whole server: signaling (WebSocket + HTTP) on one TCP port and the SFU on one UDP port.
+///
+/// Signaling uses SwiftNIO's own HTTP/1 and WebSocket handlers rather than Hummingbird: the
+/// server needs only `/rtc`, `/healthz` and `/metrics`, and the client side (which a screen-share
+/// process links, under a hard memory budget) can then share the same small NIO stack.
+public final class RTCServerApp: Sendable {
+    public let sfu: SFU
+    public let signalingChannel: Channel
+    private let metrics: ServerMetrics
+    public let logger: Logger
+
+    public static func start(configuration: ServerConfiguration, group: EventLoopGroup,
+                             logger: Logger = Logger(label: "rtc.server")) async throws -> RTCServerApp {
+        let sfu = try await SFU.start(configuration: configuration, group: group)
+        let metrics = ServerMetrics()
+        sfu.onForwardLatency = { metrics.forwardLatency.recordNanoseconds($0) }
+        let channel = try await bindSignaling(
+            host: configuration.host, port: configuration.signalingPort, group: group, sfu: sfu, logger: logger,
+            metrics: { sfu.counterSnapshot.map { metrics.scrape($0) } })
+        logger.info("server listening", metadata: [
+            "signaling": "\(channel.localAddress.map { "\($0)" } ?? "?")", "media": "\(sfu.mediaAddress.map { "\($0)" } ?? "?")",
+        ])
+        return RTCServerApp(sfu: sfu, signalingChannel: channel, metrics: metrics, logger: logger)
+    }
+
+    private init(sfu: SFU, signalingChannel: Channel, metrics: ServerMetrics, logger: Logger) {
+        self.sfu = sfu
+        self.signalingChannel = signalingChannel
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    /// The signaling (TCP) address; `ws://<it>/rtc` for clients.
+    public var signalingAddress: SocketAddress? { signalingChannel.localAddress }
+    public var mediaAddress: SocketAddress? { sfu.mediaAddress }
+
+    /// Graceful shutdown: every participant is told `serverShutdown`, then the ports close.
+    public func shutdown() async {
+        logger.info("shutting down")
+        await sfu.shutdown()
+        try? await signalingChannel.close()
+    }
+}

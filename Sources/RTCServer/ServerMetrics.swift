@@ -1,0 +1,65 @@
+import CoreMetrics
+
+import Prometheus
+
+/// The server's metrics through swift-metrics, backed by a Prometheus registry of its own (no
+/// global bootstrap, so an app embedding the server keeps its own metrics system).
+///
+/// Packet counters live in the SFU's plain counters on the packet path; each scrape adds what
+/// changed since the previous one to the swift-metrics counters, and sets the gauges.
+final class ServerMetrics: @unchecked Sendable {
+    let registry = PrometheusCollectorRegistry()
+    private let factory: PrometheusMetricsFactory
+    private let rooms, participants, tracks: CoreMetrics.Gauge
+    private let packetsIn, bytesIn, packetsOut, bytesOut, nacks, retransmissions, keyframeRequests, keyframeThrottled,
+                signalingErrors, dropped: CoreMetrics.Counter
+    /// Forwarding latency per packet (time on the event loop from receipt to the last send).
+    let forwardLatency: CoreMetrics.Timer
+    private var last = ServerCounters()
+
+    init() {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets["rtc_forward_latency_seconds"] =
+            [.microseconds(5), .microseconds(10), .microseconds(25), .microseconds(50), .microseconds(100),
+             .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(5)]
+        self.factory = factory
+        func counter(_ label: String) -> CoreMetrics.Counter { CoreMetrics.Counter(label: label, dimensions: [], factory: factory) }
+        func gauge(_ label: String) -> CoreMetrics.Gauge { CoreMetrics.Gauge(label: label, dimensions: [], factory: factory) }
+        rooms = gauge("rtc_rooms")
+        participants = gauge("rtc_participants")
+        tracks = gauge("rtc_tracks")
+        packetsIn = counter("rtc_packets_in_total")
+        bytesIn = counter("rtc_bytes_in_total")
+        packetsOut = counter("rtc_packets_out_total")
+        bytesOut = counter("rtc_bytes_out_total")
+        nacks = counter("rtc_nacks_total")
+        retransmissions = counter("rtc_retransmissions_total")
+        keyframeRequests = counter("rtc_keyframe_requests_total")
+        keyframeThrottled = counter("rtc_keyframe_requests_throttled_total")
+        signalingErrors = counter("rtc_signaling_errors_total")
+        dropped = counter("rtc_packets_dropped_total")
+        forwardLatency = CoreMetrics.Timer(label: "rtc_forward_latency_seconds", dimensions: [], factory: factory)
+    }
+
+    /// Brings the metrics up to `counters` and returns the Prometheus text exposition.
+    func scrape(_ counters: ServerCounters) -> String {
+        rooms.record(counters.rooms)
+        participants.record(counters.participants)
+        tracks.record(counters.tracks)
+        func add(_ counter: CoreMetrics.Counter, _ now: Int, _ before: Int) { if now > before { counter.increment(by: now - before) } }
+        add(packetsIn, counters.packetsIn, last.packetsIn)
+        add(bytesIn, counters.bytesIn, last.bytesIn)
+        add(packetsOut, counters.packetsOut, last.packetsOut)
+        add(bytesOut, counters.bytesOut, last.bytesOut)
+        add(nacks, counters.nacksReceived, last.nacksReceived)
+        add(retransmissions, counters.retransmissions, last.retransmissions)
+        add(keyframeRequests, counters.keyframeRequestsForwarded, last.keyframeRequestsForwarded)
+        add(keyframeThrottled, counters.keyframeRequestsThrottled, last.keyframeRequestsThrottled)
+        add(signalingErrors, counters.signalingErrors, last.signalingErrors)
+        add(dropped, counters.packetsDropped, last.packetsDropped)
+        last = counters
+        var text: [UInt8] = []
+        registry.emit(into: &text)
+        return String(decoding: text, as: UTF8.self)
+    }
+}

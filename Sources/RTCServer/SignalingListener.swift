@@ -1,0 +1,161 @@
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOWebSocket
+import Signaling
+
+/// One client's WebSocket: text frames in go to the SFU as signaling; envelopes out go as text frames.
+final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Sendable {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    private let sfu: SFU
+    private let logger: Logger
+    private var channel: Channel?
+
+    init(sfu: SFU, logger: Logger) {
+        self.sfu = sfu
+        self.logger = logger
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) { channel = context.channel }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch frame.opcode {
+        case .text, .binary:
+            var data = frame.unmaskedData
+            sfu.received(data.readBytes(length: data.readableBytes) ?? [], from: self)
+        case .ping:
+            let pong = WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)
+            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+        case .connectionClose:
+            var payload = context.channel.allocator.buffer(capacity: 2)
+            payload.write(webSocketErrorCode: .normalClosure)
+            let close = WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(close)).whenComplete { _ in channel.close(promise: nil) }
+        default:
+            break
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        sfu.disconnected(self)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("websocket error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    // SignalingPeer: called on the SFU's loop.
+    func send(_ envelope: ServerEnvelope) {
+        guard let channel else { return }
+        let bytes = envelope.encoded()
+        channel.eventLoop.execute {
+            let buffer = channel.allocator.buffer(bytes: bytes)
+            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: buffer), promise: nil)
+        }
+    }
+
+    func close() {
+        guard let channel else { return }
+        channel.eventLoop.execute {
+            var payload = channel.allocator.buffer(capacity: 2)
+            payload.write(webSocketErrorCode: .normalClosure)
+            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)).whenComplete { _ in
+                channel.close(promise: nil)
+            }
+        }
+    }
+}
+
+/// Plain HTTP: `GET /healthz` and `GET /metrics`; anything else is 404.
+final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let metrics: @Sendable () -> EventLoopFuture<String>
+    private var head: HTTPRequestHead?
+
+    init(metrics: @escaping @Sendable () -> EventLoopFuture<String>) { self.metrics = metrics }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head): self.head = head
+        case .body: break
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            switch (head.method, head.uri.split(separator: "?").first.map(String.init) ?? head.uri) {
+            case (.GET, "/healthz"):
+                respond(context, head, status: .ok, type: "text/plain", body: "ok\n")
+            case (.GET, "/metrics"):
+                let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                metrics().hop(to: context.eventLoop).whenComplete { result in
+                    let (handler, context) = loopBound.value
+                    switch result {
+                    case .success(let text):
+                        handler.respond(context, head, status: .ok, type: "text/plain; version=0.0.4", body: text)
+                    case .failure:
+                        handler.respond(context, head, status: .internalServerError, type: "text/plain", body: "metrics unavailable\n")
+                    }
+                }
+            default:
+                respond(context, head, status: .notFound, type: "text/plain", body: "not found\n")
+            }
+        }
+    }
+
+    private func respond(_ context: ChannelHandlerContext, _ request: HTTPRequestHead, status: HTTPResponseStatus, type: String,
+                         body: String) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: type)
+        headers.add(name: "Content-Length", value: String(body.utf8.count))
+        if !request.isKeepAlive { headers.add(name: "Connection", value: "close") }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: status, headers: headers))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: body)))), promise: nil)
+        if request.isKeepAlive {
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        } else {
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+}
+
+/// Largest WebSocket frame accepted: bigger frames close the connection (1009); inside it, the
+/// signaling limit (64 KiB) is answered with error 1003.
+let maxWebSocketFrame = 1 << 20
+
+/// Binds the signaling port: `/rtc` upgrades to a WebSocket, the rest is plain HTTP.
+func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: SFU, logger: Logger,
+                   metrics: @escaping @Sendable () -> EventLoopFuture<String>) async throws -> Channel {
+    try await ServerBootstrap(group: group)
+        .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+        .childChannelInitializer { channel in
+            let endpoints = HTTPEndpoints(metrics: metrics)
+            let upgrader = NIOWebSocketServerUpgrader(
+                maxFrameSize: maxWebSocketFrame,
+                shouldUpgrade: { channel, head in
+                    channel.eventLoop.makeSucceededFuture(head.uri.hasPrefix("/rtc") ? HTTPHeaders() : nil)
+                },
+                upgradePipelineHandler: { channel, _ in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(
+                            NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 256,
+                                                        maxAccumulatedFrameSize: maxWebSocketFrame))
+                        try channel.pipeline.syncOperations.addHandler(WebSocketPeer(sfu: sfu, logger: logger))
+                    }
+                })
+            return channel.pipeline.configureHTTPServerPipeline(
+                withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
+                    context.pipeline.removeHandler(endpoints, promise: nil)
+                })
+            ).flatMap { channel.pipeline.addHandler(endpoints) }
+        }
+        .bind(host: host, port: port).get()
+}

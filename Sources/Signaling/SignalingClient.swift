@@ -1,0 +1,254 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOWebSocket
+
+/// Why the signaling client could not do what it was asked.
+public struct SignalingClientError: Error, Sendable, Hashable, CustomStringConvertible {
+    public let reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { "signaling client: \(reason)" }
+}
+
+/// The client side of the signaling protocol over a WebSocket (`ws://host:port/rtc`).
+///
+/// Requests carry an id and ``request(_:)`` returns the reply with that id (a server `error`
+/// becomes a thrown ``SignalingError``). Everything else the server sends arrives on ``events``.
+/// After `join` it pings at the interval the server gave; if the connection drops, it reconnects
+/// and sends `resume` while the server's resume window lasts.
+public actor SignalingClient {
+    public let host: String
+    public let port: Int
+    public let path: String
+    private let group: EventLoopGroup
+    private var channel: Channel?
+    private var nextID: UInt32 = 0
+    private var pending: [UInt32: CheckedContinuation<ServerMessage, any Error>] = [:]
+    private var joined: (token: String, sid: String, pingInterval: Int, resumeWindow: Int)?
+    private var closing = false
+    private var pingTask: Task<Void, Never>?
+    private let eventsContinuation: AsyncStream<ServerMessage>.Continuation
+    /// Server messages that are not replies to a request: offers, participant updates, leave, ...
+    public nonisolated let events: AsyncStream<ServerMessage>
+    /// How many times the client reconnected and resumed.
+    public private(set) var resumes = 0
+
+    /// `url` is `ws://host:port/path`.
+    public init(url: String, group: EventLoopGroup) throws(SignalingClientError) {
+        guard url.hasPrefix("ws://") else {
+            throw SignalingClientError("only ws:// URLs are supported (TLS is not built in yet): \(url)")
+        }
+        let rest = url.dropFirst("ws://".count)
+        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
+        let authority = rest[..<slash]
+        let parts = authority.split(separator: ":")
+        guard parts.count == 2, let port = Int(parts[1]) else { throw SignalingClientError("expected ws://host:port/path, got \(url)") }
+        host = String(parts[0])
+        self.port = port
+        path = slash == rest.endIndex ? "/rtc" : String(rest[slash...])
+        self.group = group
+        (events, eventsContinuation) = AsyncStream.makeStream(of: ServerMessage.self)
+    }
+
+    /// Opens the WebSocket.
+    public func connect() async throws {
+        let inbound = try await Self.open(host: host, port: port, path: path, group: group)
+        channel = inbound.channel
+        let stream = inbound.messages
+        Task { await self.consume(stream) }
+    }
+
+    private static func open(host: String, port: Int, path: String, group: EventLoopGroup) async throws
+        -> (channel: Channel, messages: AsyncStream<[UInt8]>)
+    {
+        let (messages, continuation) = AsyncStream.makeStream(of: [UInt8].self)
+        let upgraded = group.next().makePromise(of: Void.self)
+        let channel = try await ClientBootstrap(group: group).channelInitializer { channel in
+            let request = UpgradeRequest(host: host, port: port, path: path, failed: upgraded)
+            let upgrader = NIOWebSocketClientUpgrader(maxFrameSize: 1 << 20, automaticErrorHandling: true) { channel, _ in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 256,
+                                                    maxAccumulatedFrameSize: 1 << 20))
+                    try channel.pipeline.syncOperations.addHandler(ClientFrameHandler(continuation: continuation))
+                    upgraded.succeed()
+                }
+            }
+            let configuration: NIOHTTPClientUpgradeSendableConfiguration = (upgraders: [upgrader], completionHandler: { context in
+                context.pipeline.removeHandler(request, promise: nil)
+            })
+            return channel.pipeline.addHTTPClientHandlers(withClientUpgrade: configuration).flatMap {
+                channel.pipeline.addHandler(request)
+            }
+        }.connect(host: host, port: port).get()
+        channel.closeFuture.whenComplete { _ in
+            continuation.finish()
+            upgraded.fail(SignalingClientError("the connection closed before the WebSocket upgrade"))
+        }
+        try await upgraded.futureResult.get()
+        return (channel, messages)
+    }
+
+    private func consume(_ stream: AsyncStream<[UInt8]>) async {
+        for await bytes in stream {
+            guard let envelope = try? ServerEnvelope.decode(bytes) else { continue }
+            if let id = envelope.requestID, let waiter = pending.removeValue(forKey: id) {
+                if case .error(let error) = envelope.message { waiter.resume(throwing: error) } else { waiter.resume(returning: envelope.message) }
+                continue
+            }
+            if case .leave = envelope.message { closing = true }
+            eventsContinuation.yield(envelope.message)
+        }
+        await connectionLost()
+    }
+
+    private func connectionLost() async {
+        channel = nil
+        for (_, waiter) in pending { waiter.resume(throwing: SignalingClientError("connection lost")) }
+        pending.removeAll()
+        guard !closing, let joined else {
+            eventsContinuation.finish()
+            return
+        }
+        // Reconnect and resume inside the window.
+        let deadline = ContinuousClock.now + .seconds(joined.resumeWindow)
+        while ContinuousClock.now < deadline && !closing {
+            do {
+                try await connect()
+                if case .resumed(let response) = try await request(.resume(ResumeRequest(token: joined.token, participantSid: joined.sid))) {
+                    self.joined = (joined.token, response.participant.sid, response.pingInterval, response.resumeWindow)
+                    resumes += 1
+                    return
+                }
+            } catch {
+                try? await Task.sleep(for: .milliseconds(250))
+            }
+        }
+        eventsContinuation.finish()
+    }
+
+    /// Sends a request and waits for the reply with its id.
+    public func request(_ message: ClientMessage) async throws -> ServerMessage {
+        guard let channel else { throw SignalingClientError("not connected") }
+        nextID &+= 1
+        let id = nextID
+        let bytes = ClientEnvelope(message, requestID: id).encoded()
+        let reply: ServerMessage = try await withCheckedThrowingContinuation { continuation in
+            pending[id] = continuation
+            Self.write(bytes, on: channel)
+        }
+        if case .join(let request) = message, case .joined(let response) = reply {
+            joined = (request.token, response.participant.sid, response.pingInterval, response.resumeWindow)
+            startPinging(every: response.pingInterval)
+        }
+        return reply
+    }
+
+    /// Sends a message without waiting for anything.
+    public func send(_ message: ClientMessage) throws {
+        guard let channel else { throw SignalingClientError("not connected") }
+        if case .leave = message { closing = true }
+        Self.write(ClientEnvelope(message).encoded(), on: channel)
+    }
+
+    /// Sends raw bytes as a text frame (tests of the server's handling of bad input).
+    public func sendRaw(_ bytes: [UInt8]) throws {
+        guard let channel else { throw SignalingClientError("not connected") }
+        Self.write(bytes, on: channel)
+    }
+
+    /// Drops the TCP connection without a leave (tests of resume).
+    public func dropConnection() async {
+        try? await channel?.close()
+    }
+
+    private static func write(_ bytes: [UInt8], on channel: Channel) {
+        channel.eventLoop.execute {
+            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: channel.allocator.buffer(bytes: bytes)),
+                                  promise: nil)
+        }
+    }
+
+    private func startPinging(every seconds: Int) {
+        pingTask?.cancel()
+        pingTask = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(max(1, seconds)))
+                guard let self else { return }
+                try? await self.send(.ping(timestamp: Int64(ContinuousClock.now.duration(to: .now).components.seconds)))
+            }
+        }
+    }
+
+    /// Leaves (if joined) and closes the connection.
+    public func close() async {
+        closing = true
+        pingTask?.cancel()
+        if joined != nil { try? send(.leave(reason: .clientRequest)) }
+        try? await channel?.close()
+        channel = nil
+        eventsContinuation.finish()
+    }
+}
+
+/// Sends the HTTP upgrade request once connected.
+private final class UpgradeRequest: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundOut = HTTPClientRequestPart
+    let host: String, port: Int, path: String
+    let failed: EventLoopPromise<Void>
+
+    init(host: String, port: Int, path: String, failed: EventLoopPromise<Void>) {
+        self.host = host
+        self.port = port
+        self.path = path
+        self.failed = failed
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Host", value: "\(host):\(port)")
+        headers.add(name: "Content-Length", value: "0")
+        context.write(wrapOutboundOut(.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        // A response that is not the upgrade: the server refused it.
+        if case .head(let head) = unwrapInboundIn(data) {
+            failed.fail(SignalingClientError("WebSocket upgrade refused: HTTP \(head.status.code)"))
+            context.close(promise: nil)
+        }
+    }
+}
+
+/// Hands text frames to the client in order; answers pings; closes on close.
+private final class ClientFrameHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+    let continuation: AsyncStream<[UInt8]>.Continuation
+
+    init(continuation: AsyncStream<[UInt8]>.Continuation) { self.continuation = continuation }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch frame.opcode {
+        case .text, .binary:
+            var data = frame.unmaskedData
+            continuation.yield(data.readBytes(length: data.readableBytes) ?? [])
+        case .ping:
+            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)),
+                                  promise: nil)
+        case .connectionClose:
+            context.close(promise: nil)
+        default:
+            break
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        continuation.finish()
+        context.fireChannelInactive()
+    }
+}

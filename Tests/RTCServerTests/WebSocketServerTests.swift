@@ -1,0 +1,165 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import RTCServer
+import RTCTransport
+import Signaling
+import Testing
+
+/// Sends a plain HTTP GET over TCP and returns the response text.
+func httpGet(_ address: SocketAddress, _ path: String) throws -> String {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    guard case .v4(let v4) = address else { return "" }
+    var target = v4.address
+    let connected = withUnsafePointer(to: &target) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else { return "" }
+    var timeout = timeval(tv_sec: 5, tv_usec: 0)  // never hang a test on a server that keeps the connection
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    let request = "GET \(path) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    _ = request.withCString { write(fd, $0, strlen($0)) }
+    var response = [UInt8]()
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = read(fd, &buffer, buffer.count)
+        if count <= 0 { break }
+        response += buffer[..<count]
+    }
+    return String(decoding: response, as: UTF8.self)
+}
+
+@Suite("Server over real sockets: WebSocket signaling, HTTP endpoints, resume", .serialized)
+struct WebSocketServerTests {
+    static let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+
+    func start() async throws -> (RTCServerApp, String) {
+        let app = try await RTCServerApp.start(
+            configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret", pingInterval: 1, resumeWindow: 5),
+            group: Self.group)
+        return (app, "ws://127.0.0.1:\(app.signalingAddress!.port!)/rtc")
+    }
+
+    @Test("two clients join over WebSocket; one publishes, the other receives its RTP")
+    func publishAndReceive() async throws {
+        let (app, url) = try await start()
+        let alice = try SignalingClient(url: url, group: Self.group)
+        let bob = try SignalingClient(url: url, group: Self.group)
+        try await alice.connect()
+        try await bob.connect()
+        guard case .joined = try await alice.request(.join(JoinRequest(token: token("alice"), channel: "room", uid: "alice"))),
+              case .joined = try await bob.request(.join(JoinRequest(token: token("bob"), channel: "room", uid: "bob")))
+        else { Issue.record("join failed"); return }
+        // Bob answers subscriber offers with a transport of his own.
+        let bobTransport = try await MediaTransport.bind(.client(), group: Self.group)
+        let received = NIOLockedValueBox(0)
+        bobTransport.onRTP = { _ in received.withLockedValue { $0 += 1 } }
+        let bobEvents = Task {
+            var started = false
+            for await event in bob.events {
+                guard case .offer(let offer) = event else { continue }
+                let description = try SessionDescription(parsing: offer.sdp)
+                let answer = SessionDescription.make(sessionID: 9, transport: bobTransport.localParameters, iceLite: false, setup: "active",
+                                                     sections: description.sections.map {
+                                                         MediaSectionDescription(mid: $0.mid, kind: $0.kind, direction: $0.reversed)
+                                                     })
+                try await bob.send(.answer(SessionDescriptionMessage(transport: .subscriber, sdp: answer.serialized)))
+                if !started {
+                    started = true
+                    bobTransport.start(remote: try description.transportParameters(offererRole: .server))
+                }
+            }
+        }
+        // Alice publishes.
+        let aliceTransport = try await MediaTransport.bind(.client(), group: Self.group)
+        let offer = SessionDescription.make(sessionID: 1, transport: aliceTransport.localParameters, iceLite: false, setup: "actpass",
+                                            sections: [MediaSectionDescription(mid: "0", kind: .video, direction: .sendonly, ssrc: 77)])
+        guard case .answer(let answer) = try await alice.request(.offer(SessionDescriptionMessage(transport: .publisher, sdp: offer.serialized)))
+        else { Issue.record("no answer"); return }
+        aliceTransport.start(remote: try SessionDescription(parsing: answer.sdp).transportParameters())
+        #expect(try await eventually { try await aliceTransport.state.get() == .connected })
+        #expect(try await eventually { try await bobTransport.state.get() == .connected })
+        try await Task.sleep(nanoseconds: 100_000_000)
+        aliceTransport.sendRTP(batch: (0..<30).map { sequence in
+            RTPPacket(header: RTPHeader(payloadType: 96, sequenceNumber: UInt16(sequence), timestamp: 0, ssrc: 77),
+                      payload: ByteBuffer(bytes: [1, 2, 3])).serialized
+        })
+        #expect(try await eventually { received.withLockedValue { $0 } == 30 })
+        // Health and metrics over HTTP on the same port.
+        let address = try #require(app.signalingAddress)
+        #expect(try httpGet(address, "/healthz").contains("200 OK"))
+        let metrics = try httpGet(address, "/metrics")
+        #expect(metrics.contains("rtc_participants 2") && metrics.contains("rtc_packets_in_total"))
+        #expect(metrics.contains("rtc_forward_latency_seconds_bucket"))
+        #expect(try httpGet(address, "/nope").contains("404"))
+        bobEvents.cancel()
+        await alice.close()
+        await bob.close()
+        await aliceTransport.close()
+        await bobTransport.close()
+        await app.shutdown()
+    }
+
+    @Test("bad messages over the WebSocket get error replies and the connection lives on")
+    func badInput() async throws {
+        let (app, url) = try await start()
+        let client = try SignalingClient(url: url, group: Self.group)
+        try await client.connect()
+        let errors = Task { () -> [Int] in
+            var codes: [Int] = []
+            for await event in client.events {
+                if case .error(let error) = event { codes.append(error.code.rawValue) }
+                if codes.count == 3 { break }
+            }
+            return codes
+        }
+        try await client.sendRaw(Array("{oops".utf8))
+        try await client.sendRaw(Array(#"{"v":"1.0","type":"hover","payload":{}}"#.utf8))
+        try await client.sendRaw([UInt8](repeating: 0x41, count: 100_000))
+        #expect(await errors.value.sorted() == [1001, 1002, 1003])
+        // Before join, a request is refused with notJoined; after join, it works.
+        await #expect(throws: SignalingError.self) { try await client.request(.mute(MuteRequest(trackSid: "x", muted: true))) }
+        guard case .joined = try await client.request(.join(JoinRequest(token: token("u"), channel: "room", uid: "u"))) else {
+            Issue.record("join failed after bad input")
+            return
+        }
+        await client.close()
+        await app.shutdown()
+    }
+
+    @Test("a dropped connection resumes inside the window, keeping the participant")
+    func resume() async throws {
+        let (app, url) = try await start()
+        let client = try SignalingClient(url: url, group: Self.group)
+        try await client.connect()
+        guard case .joined(let joined) = try await client.request(.join(JoinRequest(token: token("r"), channel: "room", uid: "r"))) else {
+            Issue.record("join failed")
+            return
+        }
+        await client.dropConnection()
+        #expect(try await eventually { await client.resumes == 1 })
+        let participants = try await app.sfu.participants(in: "room").get()
+        #expect(participants.map(\.sid) == [joined.participant.sid])
+        guard case .pong = try await client.request(.ping(timestamp: 3)) else { Issue.record("no pong after resume"); return }
+        await client.close()
+        #expect(try await eventually { try await app.sfu.participants(in: "room").get().isEmpty })
+        await app.shutdown()
+    }
+
+    @Test("shutdown tells every participant serverShutdown")
+    func shutdown() async throws {
+        let (app, url) = try await start()
+        let client = try SignalingClient(url: url, group: Self.group)
+        try await client.connect()
+        _ = try await client.request(.join(JoinRequest(token: token("s"), channel: "room", uid: "s")))
+        let leave = Task { () -> LeaveReason? in
+            for await event in client.events { if case .leave(let reason) = event { return reason } }
+            return nil
+        }
+        await app.shutdown()
+        #expect(await leave.value == .serverShutdown)
+        await client.close()
+    }
+}
