@@ -108,3 +108,63 @@ struct CLITests {
         }
     }
 }
+
+@Suite("rtc-cli server", .serialized)
+struct ServerCommandTests {
+    @Test("server --dev prints its addresses, a secret and a token, serves /healthz, and stops cleanly on SIGTERM")
+    func devServer() async throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: cliPath)
+        process.arguments = ["server", "--dev", "--port", "0", "--udp-port", "0"]
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        var text = ""
+        let deadline = Date().addingTimeInterval(15)
+        while !(text.contains("sample token") && text.hasSuffix("\n") && text.split(separator: "\n").count >= 4), Date() < deadline {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        let lines = text.split(separator: "\n").map(String.init)
+        let ws = try #require(lines.first { $0.hasPrefix("signaling: ws://127.0.0.1:") })
+        let port = try #require(Int(ws.split(separator: "/")[1].split(separator: ":")[1]))
+        #expect(lines.contains { $0.hasPrefix("dev secret: ") })
+        #expect(lines.last?.split(separator: ".").count == 3)  // the token
+        let response = try rawGet(port: port, path: "/healthz")
+        #expect(response.contains("200 OK") && response.hasSuffix("ok\n"))
+        process.terminate()  // SIGTERM
+        let stop = Date().addingTimeInterval(10)
+        while process.isRunning && Date() < stop { try await Task.sleep(nanoseconds: 20_000_000) }
+        #expect(!process.isRunning && process.terminationStatus == 0)
+        let log = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(log.contains("shutting down"))
+    }
+
+    func rawGet(port: Int, path: String) throws -> String {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { return "" }
+        let request = "GET \(path) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        _ = request.withCString { write(fd, $0, strlen($0)) }
+        var response = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(fd, &buffer, buffer.count)
+            if count <= 0 { break }
+            response += buffer[..<count]
+        }
+        return String(decoding: response, as: UTF8.self)
+    }
+}

@@ -1,0 +1,94 @@
+import ArgumentParser
+import Dispatch
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import RTCServer
+import Signaling
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs the signaling server and SFU until SIGTERM or SIGINT.
+struct ServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "server", abstract: "Run the signaling server (WebSocket /rtc, /healthz, /metrics) and the SFU (one UDP port).")
+
+    @Option(help: "Address to listen on.") var host: String = "127.0.0.1"
+    @Option(help: "TCP port for WebSocket signaling and HTTP.") var port: Int = 7880
+    @Option(name: .customLong("udp-port"), help: "UDP port for all media.") var udpPort: Int = 7882
+    @Option(help: "HS256 secret tokens are signed with.") var secret: String?
+    @Flag(help: "Development mode: make up a secret and print it with a sample token.") var dev = false
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String = "info"
+
+    func validate() throws {
+        guard secret != nil || dev else { throw ValidationError("give --secret, or --dev for a generated one") }
+        guard (0...65535).contains(port), (0...65535).contains(udpPort) else { throw ValidationError("ports must be 0...65535") }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level \(logLevel) is not a level") }
+    }
+
+    func run() async throws {
+        var logger = Logger(label: "rtc.server")
+        logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        let secret = self.secret ?? Self.randomSecret()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        let app = try await RTCServerApp.start(
+            configuration: ServerConfiguration(host: host, signalingPort: port, mediaPort: udpPort, secret: secret),
+            group: group, logger: logger)
+        print("signaling: ws://\(host):\(app.signalingAddress?.port ?? port)/rtc  media: udp \(host):\(app.mediaAddress?.port ?? udpPort)")
+        if dev {
+            let now = Int64(time(nil))
+            print("dev secret: \(secret)")
+            print("sample token (channel demo, uid 1001, 24 h):")
+            print(AccessToken(uid: "1001", channel: "demo", now: now, ttl: 86400).signed(secret: secret))
+        }
+        fflush(nil)  // operators and scripts read these lines while the server runs
+        await Self.waitForTermination()
+        await app.shutdown()
+        try await group.shutdownGracefully()
+    }
+
+    static func randomSecret() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<32).map { _ in String(UInt8.random(in: 0...15, using: &generator), radix: 16) }.joined()
+    }
+
+    /// Returns on SIGTERM or SIGINT.
+    static func waitForTermination() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let queue = DispatchQueue(label: "rtc.signals")
+            let once = OnceFlag()
+            var sources: [DispatchSourceSignal] = []
+            for number in [SIGTERM, SIGINT] {
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+                source.setEventHandler {
+                    if once.claim() { continuation.resume() }
+                }
+                source.resume()
+                sources.append(source)
+            }
+            SignalSources.keep(sources)
+        }
+    }
+}
+
+/// Keeps signal sources alive for the life of the process.
+enum SignalSources {
+    nonisolated(unsafe) static var kept: [DispatchSourceSignal] = []
+    static func keep(_ sources: [DispatchSourceSignal]) { kept += sources }
+}
+
+/// True for the first caller only.
+final class OnceFlag: Sendable {
+    private let done = NIOLockedValueBox(false)
+    func claim() -> Bool {
+        done.withLockedValue { done in
+            defer { done = true }
+            return !done
+        }
+    }
+}
