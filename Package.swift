@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "ScreenShareUser", targets: ["ScreenShareUser"]),
         .library(name: "RTCServer", targets: ["RTCServer"]),
         .executable(name: "rtc-cli", targets: ["rtc-cli"]),
+        .executable(name: "rtc-relay", targets: ["rtc-relay"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -67,12 +68,15 @@ let package = Package(
         .executableTarget(
             name: "rtc-cli",
             dependencies: [
-                "RTCCore", "RTCTransport", "Signaling", "ScreenShareUser", "RTCServer",
+                "RTCCore", "RTCTransport", "Signaling", "ScreenShareUser", "RTCServer", "rtc-relay",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+
+        // The floor of `rtc-cli bench sfu`: a minimal recvmmsg/sendmmsg relay in C.
+        .executableTarget(name: "rtc-relay", path: "Benchmarks/relay"),
 
         // MARK: Fuzzing: one libFuzzer entry point per parser of untrusted bytes (see Fuzz/README.md)
         .target(
