@@ -36,6 +36,10 @@ final class Participant: @unchecked Sendable {
     var disconnectedAt: Int64?
 
     var publisher: MediaSession?
+    /// The header extension id of the transport-wide sequence number in the publisher's offer.
+    var transportWideSequenceID: UInt8?
+    /// Arrivals of the publisher's packets, for transport-wide CC feedback.
+    var transportFeedback = TransportFeedbackBuilder()
     var tracks: [PublishedTrack] = []
     let subscriberCredentials = ICECredentials.random()
     var subscriber: MediaSession?

@@ -21,6 +21,7 @@ public final class SFU: @unchecked Sendable {
     private var byPeer: [ObjectIdentifier: Participant] = [:]
     private var counters = ServerCounters()
     private var housekeeping: RepeatedTask?
+    private var feedbackTask: RepeatedTask?
     private var nextID = 0
     private let serverSSRC: UInt32
     /// Seconds since 1970; replaceable in tests.
@@ -32,6 +33,9 @@ public final class SFU: @unchecked Sendable {
         let port = try await SharedMediaPort.bind(.server(host: configuration.host, port: configuration.mediaPort), group: group)
         let sfu = SFU(configuration: configuration, port: port)
         sfu.housekeeping = sfu.loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in sfu.tick() }
+        sfu.feedbackTask = sfu.loop.scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .milliseconds(100)) { _ in
+            sfu.sendTransportFeedback()
+        }
         return sfu
     }
 
@@ -266,6 +270,7 @@ public final class SFU: @unchecked Sendable {
     public func shutdown() async {
         try? await loop.submit {
             self.housekeeping?.cancel()
+            self.feedbackTask?.cancel()
             for participant in self.rooms.values.flatMap(\.participants.values) {
                 participant.send(.leave(reason: .serverShutdown))
                 let peer = participant.peer
@@ -325,6 +330,8 @@ public final class SFU: @unchecked Sendable {
             remote = try offer.transportParameters(offererRole: .client)
         } catch { return fail(.negotiationFailed, "bad offer: \(error)") }
         let sending = offer.sections.filter { $0.direction == .sendonly || $0.direction == .sendrecv }
+        participant.transportWideSequenceID = offer.media.lazy.flatMap(\.extensionMaps)
+            .first { $0.uri == RTPExtensionURI.transportWideSequence }?.id
         if !sending.isEmpty, let reason = mayPublish(participant, kind: .video, source: .camera),
            participant.role == .audience {
             return fail(.permissionDenied, reason)
@@ -482,6 +489,10 @@ public final class SFU: @unchecked Sendable {
             return
         }
         if track.info.ssrc == nil { track.info.ssrc = ssrc }
+        if let id = publisher.transportWideSequenceID, let data = packet.header.extensionData(id: id),
+           let sequence = try? TransportSequenceNumber(parsing: data) {
+            publisher.transportFeedback.record(sequence: sequence.value, arrivalUs: Int64(start.uptimeNanoseconds / 1000))
+        }
         if track.statistics == nil { track.statistics = ReceptionStatistics(ssrc: ssrc, clockRate: track.clockRate) }
         track.statistics?.record(sequenceNumber: packet.header.sequenceNumber, rtpTimestamp: packet.header.timestamp,
                                  arrivalUs: Int64(start.uptimeNanoseconds / 1000))
@@ -555,6 +566,17 @@ public final class SFU: @unchecked Sendable {
             .receiverReport(ReceiverReport(ssrc: serverSSRC)),
             .pictureLossIndication(PictureLossIndication(senderSSRC: serverSSRC, mediaSSRC: ssrc)),
         ]))
+    }
+
+    /// Transport-wide CC feedback to every publisher that sends the sequence number, every 100 ms.
+    private func sendTransportFeedback() {
+        for participant in rooms.values.flatMap(\.participants.values) where participant.transportFeedback.hasPending {
+            guard let session = participant.publisher,
+                  let feedback = participant.transportFeedback.makeFeedback(
+                      senderSSRC: serverSSRC, mediaSSRC: participant.tracks.first?.info.ssrc ?? 0)
+            else { continue }
+            session.sendRTCP(RTCPPacket.serializeCompound([.receiverReport(ReceiverReport(ssrc: serverSSRC)), .transportFeedback(feedback)]))
+        }
     }
 
     /// Receiver reports to every publisher, once a second.

@@ -81,6 +81,20 @@ struct SFUTests {
         clients[0].send(.leave(reason: .clientRequest))
         #expect(try await eventually { clients[1].messages.contains { $0.message == .participantLeft(uid: "alice", reason: .clientRequest) } })
         #expect(try await sfu.participants(in: "room").get().map(\.uid) == ["bob", "carol"])
+        // Publishers get transport-wide CC feedback covering what they sent, and receiver reports.
+        #expect(try await eventually {
+            let feedback = clients[1].publisherRTCP.withLockedValue { $0 }.compactMap { packet -> TransportFeedback? in
+                if case .transportFeedback(let feedback) = packet { return feedback }
+                return nil
+            }
+            return feedback.flatMap(\.packets).filter { $0.status != .notReceived }.count >= 70
+        })
+        #expect(try await eventually {
+            clients[1].publisherRTCP.withLockedValue { $0 }.contains { packet in
+                if case .receiverReport(let report) = packet { return report.reports.contains { $0.ssrc == 0x101 } }
+                return false
+            }
+        })
         let counters = try await sfu.counterSnapshot.get()
         #expect(counters.packetsIn >= 170 && counters.packetsOut >= 300 && counters.keyframeRequestsForwarded > 0)
         for client in clients { await client.close() }

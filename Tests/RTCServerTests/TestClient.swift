@@ -82,6 +82,10 @@ final class TestClient: @unchecked Sendable {
     /// Opens the publisher transport with `sections` (sendonly, with SSRCs) and waits for it to connect.
     func publish(_ sections: [MediaSectionDescription]) async throws -> ServerMessage? {
         let transport = try await MediaTransport.bind(.client(), group: group)
+        transport.onRTCP = { [weak self] datagram in
+            guard let self, let packets = try? RTCPPacket.parseCompound(datagram) else { return }
+            self.publisherRTCP.withLockedValue { $0 += packets }
+        }
         publisher = transport
         let offer = SessionDescription.make(sessionID: 1, transport: transport.localParameters, iceLite: false, setup: "actpass",
                                             sections: sections)
@@ -117,13 +121,21 @@ final class TestClient: @unchecked Sendable {
         if fresh { transport!.start(remote: try offer.transportParameters(offererRole: .server)) }
     }
 
+    /// The next transport-wide sequence number (header extension id 3, as SDPCodecs offers it).
+    private var transportSequence: UInt16 = 0
+    /// RTCP the publisher transport received (receiver reports, transport-wide feedback, PLIs).
+    let publisherRTCP = NIOLockedValueBox<[RTCPPacket]>([])
+
     /// Sends `count` packets on `ssrc`, in batches, starting at `sequence`.
     func sendRTP(ssrc: UInt32, payloadType: UInt8 = 96, count: Int, startingAt sequence: UInt16 = 0) {
         guard let publisher else { return }
         publisher.sendRTP(batch: (0..<count).map { index in
             let number = sequence &+ UInt16(index)
-            return RTPPacket(header: RTPHeader(marker: true, payloadType: payloadType, sequenceNumber: number,
-                                               timestamp: UInt32(number) * 3000, ssrc: ssrc),
+            transportSequence &+= 1
+            var header = RTPHeader(marker: true, payloadType: payloadType, sequenceNumber: number,
+                                   timestamp: UInt32(number) * 3000, ssrc: ssrc)
+            header.setExtension(id: 3, data: TransportSequenceNumber(transportSequence).data)
+            return RTPPacket(header: header,
                              payload: ByteBuffer(bytes: [UInt8](repeating: UInt8(truncatingIfNeeded: number), count: 200))).serialized
         })
     }

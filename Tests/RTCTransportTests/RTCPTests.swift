@@ -170,3 +170,30 @@ struct ReceptionStatisticsTests {
         #expect(abs(rtt - 0.030) < 0.001, "rtt \(rtt)")
     }
 }
+
+@Suite("Transport-wide CC feedback builder")
+struct TransportFeedbackBuilderTests {
+    @Test("arrivals become deltas in 250 µs ticks from a 64 ms reference; gaps are lost; a wrap is followed")
+    func build() throws {
+        var builder = TransportFeedbackBuilder()
+        // 65534, 65535, (0 lost), 1, arriving 1 ms apart from t = 1 000 000 µs.
+        builder.record(sequence: 65534, arrivalUs: 1_000_000)
+        builder.record(sequence: 65535, arrivalUs: 1_001_000)
+        builder.record(sequence: 1, arrivalUs: 1_003_000)
+        let made = builder.makeFeedback(senderSSRC: 1, mediaSSRC: 2)
+        let feedback = try #require(made)
+        #expect(feedback.baseSequenceNumber == 65534 && feedback.packets.count == 4)
+        #expect(feedback.referenceTime == 1_000_000 / 64_000)
+        let firstDelta = (1_000_000 - Int64(feedback.referenceTime) * 64_000) / 250
+        #expect(feedback.packets == [.received(delta: Int16(firstDelta)), .received(delta: 4), .lost, .received(delta: 8)])
+        // The packet round trips through RTCP.
+        #expect(try RTCPPacket.parseCompound(RTCPPacket.serializeCompound([.transportFeedback(feedback)])) == [.transportFeedback(feedback)])
+        // The next feedback starts after the last one; a late packet from before is ignored.
+        builder.record(sequence: 0, arrivalUs: 1_004_000)
+        builder.record(sequence: 2, arrivalUs: 1_005_000)
+        let madeNext = builder.makeFeedback(senderSSRC: 1, mediaSSRC: 2)
+        let next = try #require(madeNext)
+        #expect(next.baseSequenceNumber == 2 && next.packets.count == 1 && next.feedbackPacketCount == 1)
+        #expect(builder.makeFeedback(senderSSRC: 1, mediaSSRC: 2) == nil)
+    }
+}
