@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 import Signaling
 
 /// The whole server: signaling (WebSocket + HTTP) on one TCP port and the SFU on one UDP port.
@@ -16,11 +17,17 @@ public final class RTCServerApp: Sendable {
 
     public static func start(configuration: ServerConfiguration, group: EventLoopGroup,
                              logger: Logger = Logger(label: "rtc.server")) async throws -> RTCServerApp {
+        var tls: NIOSSLContext?
+        if let certificatePath = configuration.tlsCertificatePath, let keyPath = configuration.tlsKeyPath {
+            let chain = try NIOSSLCertificate.fromPEMFile(certificatePath).map { NIOSSLCertificateSource.certificate($0) }
+            let key = try NIOSSLPrivateKey(file: keyPath, format: .pem)
+            tls = try NIOSSLContext(configuration: .makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key)))
+        }
         let sfu = try await SFU.start(configuration: configuration, group: group)
         let metrics = ServerMetrics()
         sfu.onForwardLatency = { metrics.forwardLatency.recordNanoseconds($0) }
         let channel = try await bindSignaling(
-            host: configuration.host, port: configuration.signalingPort, group: group, sfu: sfu, logger: logger,
+            host: configuration.host, port: configuration.signalingPort, group: group, sfu: sfu, logger: logger, tls: tls,
             metrics: { sfu.counterSnapshot.map { metrics.scrape($0) } })
         logger.info("server listening", metadata: [
             "signaling": "\(channel.localAddress.map { "\($0)" } ?? "?")", "media": "\(sfu.mediaAddress.map { "\($0)" } ?? "?")",

@@ -22,10 +22,16 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var tokenWarning: Int
     /// Longest a PLI/FIR is held back after the previous one for the same track (ms).
     public var keyframeRequestInterval: Int
+    /// PEM certificate chain and private key files: when set, signaling is `wss://` and `https://`.
+    public var tlsCertificatePath: String?
+    public var tlsKeyPath: String?
 
     public init(host: String = "127.0.0.1", signalingPort: Int = 7880, mediaPort: Int = 7882, secret: String,
                 protocolVersion: ProtocolVersion = .current, pingInterval: Int = 5, pingTimeout: Int = 15, resumeWindow: Int = 20,
-                tokenWarning: Int = 30, keyframeRequestInterval: Int = 500) {
+                tokenWarning: Int = 30, keyframeRequestInterval: Int = 500, tlsCertificatePath: String? = nil,
+                tlsKeyPath: String? = nil) {
+        self.tlsCertificatePath = tlsCertificatePath
+        self.tlsKeyPath = tlsKeyPath
         self.host = host
         self.signalingPort = signalingPort
         self.mediaPort = mediaPort

@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import NIOWebSocket
 import Signaling
 
@@ -132,7 +133,7 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
 let maxWebSocketFrame = 1 << 20
 
 /// Binds the signaling port: `/rtc` upgrades to a WebSocket, the rest is plain HTTP.
-func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: SFU, logger: Logger,
+func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: SFU, logger: Logger, tls: NIOSSLContext?,
                    metrics: @escaping @Sendable () -> EventLoopFuture<String>) async throws -> Channel {
     try await ServerBootstrap(group: group)
         .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -151,11 +152,17 @@ func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: SFU, log
                         try channel.pipeline.syncOperations.addHandler(WebSocketPeer(sfu: sfu, logger: logger))
                     }
                 })
-            return channel.pipeline.configureHTTPServerPipeline(
-                withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
-                    context.pipeline.removeHandler(endpoints, promise: nil)
-                })
-            ).flatMap { channel.pipeline.addHandler(endpoints) }
+            let http: @Sendable () -> EventLoopFuture<Void> = {
+                channel.pipeline.configureHTTPServerPipeline(
+                    withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
+                        context.pipeline.removeHandler(endpoints, promise: nil)
+                    })
+                ).flatMap { channel.pipeline.addHandler(endpoints) }
+            }
+            guard let tls else { return http() }
+            return channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+            }.flatMap { _ in http() }
         }
         .bind(host: host, port: port).get()
 }

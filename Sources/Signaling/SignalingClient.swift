@@ -1,6 +1,7 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import NIOWebSocket
 
 /// Why the signaling client could not do what it was asked.
@@ -10,7 +11,8 @@ public struct SignalingClientError: Error, Sendable, Hashable, CustomStringConve
     public var description: String { "signaling client: \(reason)" }
 }
 
-/// The client side of the signaling protocol over a WebSocket (`ws://host:port/rtc`).
+/// The client side of the signaling protocol over a WebSocket (`ws://host:port/rtc`, or
+/// `wss://` over TLS).
 ///
 /// Requests carry an id and ``request(_:)`` returns the reply with that id (a server `error`
 /// becomes a thrown ``SignalingError``). Everything else the server sends arrives on ``events``.
@@ -21,6 +23,8 @@ public actor SignalingClient {
     public let port: Int
     public let path: String
     private let group: EventLoopGroup
+    /// TLS for `wss://`, nil for `ws://`.
+    private let tls: NIOSSLContext?
     private var channel: Channel?
     private var nextID: UInt32 = 0
     private var pending: [UInt32: CheckedContinuation<ServerMessage, any Error>] = [:]
@@ -33,16 +37,21 @@ public actor SignalingClient {
     /// How many times the client reconnected and resumed.
     public private(set) var resumes = 0
 
-    /// `url` is `ws://host:port/path`.
-    public init(url: String, group: EventLoopGroup) throws(SignalingClientError) {
-        guard url.hasPrefix("ws://") else {
-            throw SignalingClientError("only ws:// URLs are supported (TLS is not built in yet): \(url)")
+    /// `url` is `ws://host:port/path` or `wss://host:port/path`; `tls` configures the latter
+    /// (default: the system's trust roots and hostname verification).
+    public init(url: String, group: EventLoopGroup, tls: TLSConfiguration = .makeClientConfiguration()) throws(SignalingClientError) {
+        let secure = url.hasPrefix("wss://")
+        guard secure || url.hasPrefix("ws://") else { throw SignalingClientError("expected a ws:// or wss:// URL, got \(url)") }
+        do {
+            self.tls = secure ? try NIOSSLContext(configuration: tls) : nil
+        } catch {
+            throw SignalingClientError("TLS setup failed: \(error)")
         }
-        let rest = url.dropFirst("ws://".count)
+        let rest = url.dropFirst(secure ? "wss://".count : "ws://".count)
         let slash = rest.firstIndex(of: "/") ?? rest.endIndex
         let authority = rest[..<slash]
         let parts = authority.split(separator: ":")
-        guard parts.count == 2, let port = Int(parts[1]) else { throw SignalingClientError("expected ws://host:port/path, got \(url)") }
+        guard parts.count == 2, let port = Int(parts[1]) else { throw SignalingClientError("expected ws(s)://host:port/path, got \(url)") }
         host = String(parts[0])
         self.port = port
         path = slash == rest.endIndex ? "/rtc" : String(rest[slash...])
@@ -52,13 +61,13 @@ public actor SignalingClient {
 
     /// Opens the WebSocket.
     public func connect() async throws {
-        let inbound = try await Self.open(host: host, port: port, path: path, group: group)
+        let inbound = try await Self.open(host: host, port: port, path: path, group: group, tls: tls)
         channel = inbound.channel
         let stream = inbound.messages
         Task { await self.consume(stream) }
     }
 
-    private static func open(host: String, port: Int, path: String, group: EventLoopGroup) async throws
+    private static func open(host: String, port: Int, path: String, group: EventLoopGroup, tls: NIOSSLContext?) async throws
         -> (channel: Channel, messages: AsyncStream<[UInt8]>)
     {
         let (messages, continuation) = AsyncStream.makeStream(of: [UInt8].self)
@@ -77,9 +86,17 @@ public actor SignalingClient {
             let configuration: NIOHTTPClientUpgradeSendableConfiguration = (upgraders: [upgrader], completionHandler: { context in
                 context.pipeline.removeHandler(request, promise: nil)
             })
-            return channel.pipeline.addHTTPClientHandlers(withClientUpgrade: configuration).flatMap {
-                channel.pipeline.addHandler(request)
+            let http: @Sendable () -> EventLoopFuture<Void> = {
+                channel.pipeline.addHTTPClientHandlers(withClientUpgrade: configuration).flatMap {
+                    channel.pipeline.addHandler(request)
+                }
             }
+            guard let tls else { return http() }
+            return channel.eventLoop.makeCompletedFuture {
+                // SNI and hostname verification take a name; an IP literal is checked against the peer address.
+                let isIP = host.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" }
+                try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: isIP ? nil : host))
+            }.flatMap { _ in http() }
         }.connect(host: host, port: port).get()
         channel.closeFuture.whenComplete { _ in
             continuation.finish()

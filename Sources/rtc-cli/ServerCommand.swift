@@ -21,6 +21,8 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("udp-port"), help: "UDP port for all media.") var udpPort: Int = 7882
     @Option(help: "HS256 secret tokens are signed with.") var secret: String?
     @Flag(help: "Development mode: make up a secret and print it with a sample token.") var dev = false
+    @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: serve wss:// and https://.") var tlsCertificate: String?
+    @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert.") var tlsKey: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
@@ -28,6 +30,7 @@ struct ServerCommand: AsyncParsableCommand {
         guard secret != nil || dev else { throw ValidationError("give --secret, or --dev for a generated one") }
         guard (0...65535).contains(port), (0...65535).contains(udpPort) else { throw ValidationError("ports must be 0...65535") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level \(logLevel) is not a level") }
+        guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
     }
 
     func run() async throws {
@@ -36,9 +39,11 @@ struct ServerCommand: AsyncParsableCommand {
         let secret = self.secret ?? Self.randomSecret()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
         let app = try await RTCServerApp.start(
-            configuration: ServerConfiguration(host: host, signalingPort: port, mediaPort: udpPort, secret: secret),
+            configuration: ServerConfiguration(host: host, signalingPort: port, mediaPort: udpPort, secret: secret,
+                                               tlsCertificatePath: tlsCertificate, tlsKeyPath: tlsKey),
             group: group, logger: logger)
-        print("signaling: ws://\(host):\(app.signalingAddress?.port ?? port)/rtc  media: udp \(host):\(app.mediaAddress?.port ?? udpPort)")
+        let scheme = tlsCertificate == nil ? "ws" : "wss"
+        print("signaling: \(scheme)://\(host):\(app.signalingAddress?.port ?? port)/rtc  media: udp \(host):\(app.mediaAddress?.port ?? udpPort)")
         if dev {
             let now = Int64(time(nil))
             print("dev secret: \(secret)")

@@ -163,3 +163,50 @@ struct WebSocketServerTests {
         await client.close()
     }
 }
+
+import NIOSSL
+
+@Suite("Signaling over TLS (wss://)", .serialized)
+struct SecureSignalingTests {
+    /// A self-signed P-256 certificate for localhost and 127.0.0.1, made with the openssl tool.
+    func makeCertificate() throws -> (certificate: String, key: String) {
+        let dir = NSTemporaryDirectory() + "rtc-tls-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                             "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "1", "-subj", "/CN=localhost",
+                             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        return (dir + "/cert.pem", dir + "/key.pem")
+    }
+
+    @Test("a client joins over wss:// when it trusts the server's certificate, and is refused when it does not")
+    func wss() async throws {
+        let (certificate, key) = try makeCertificate()
+        let app = try await RTCServerApp.start(
+            configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret", tlsCertificatePath: certificate,
+                                               tlsKeyPath: key),
+            group: WebSocketServerTests.group)
+        let url = "wss://localhost:\(app.signalingAddress!.port!)/rtc"
+        var trusting = TLSConfiguration.makeClientConfiguration()
+        trusting.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(certificate))
+        let client = try SignalingClient(url: url, group: WebSocketServerTests.group, tls: trusting)
+        try await client.connect()
+        guard case .joined = try await client.request(.join(JoinRequest(token: token("tls"), channel: "room", uid: "tls"))) else {
+            Issue.record("join over wss failed")
+            return
+        }
+        await client.close()
+        // Default trust roots do not include a self-signed certificate: the handshake fails, cleanly.
+        let untrusting = try SignalingClient(url: url, group: WebSocketServerTests.group)
+        await #expect(throws: (any Error).self) { try await untrusting.connect() }
+        // And a plain ws:// client cannot talk to a TLS port.
+        let plain = try SignalingClient(url: "ws://127.0.0.1:\(app.signalingAddress!.port!)/rtc", group: WebSocketServerTests.group)
+        await #expect(throws: (any Error).self) { try await plain.connect() }
+        await app.shutdown()
+    }
+}
