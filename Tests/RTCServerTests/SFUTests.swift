@@ -222,3 +222,74 @@ struct SFUTests {
         await sfu.shutdown()
     }
 }
+
+@Suite("SFU: RTCP termination and token lifetime", .serialized)
+struct SFURTCPTests {
+    @Test("NACKs are answered from the packet cache; PLIs go upstream at most once per 500 ms per track")
+    func nackAndPLI() async throws {
+        let sfu = try await SFU.start(configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret"),
+                                      group: SFUTests.group)
+        let publisher = TestClient(uid: "pub", sfu: sfu, group: SFUTests.group)
+        let viewer = TestClient(uid: "view", sfu: sfu, group: SFUTests.group)
+        _ = try await publisher.join(channel: "room", token: token("pub"))
+        _ = try await viewer.join(channel: "room", token: token("view"))
+        _ = try await publisher.publish([SFUTests.video(0xB0)])
+        #expect(try await eventually { viewer.subscribedSSRCs.withLockedValue { $0.count } == 1 })
+        #expect(try await eventually { try await viewer.subscriber.withLockedValue { $0 }?.state.get() == .connected })
+        let ssrc = try #require(viewer.subscribedSSRCs.withLockedValue { $0.values.first })
+        try await Task.sleep(nanoseconds: 600_000_000)  // past the keyframe request made on subscribing
+        publisher.sendRTP(ssrc: 0xB0, count: 20)
+        #expect(try await eventually { viewer.receivedCount(ssrc: ssrc) == 20 })
+        let sequences = viewer.received.withLockedValue { $0[ssrc] ?? [] }
+        let before = try await sfu.counterSnapshot.get()
+        let transport = try #require(viewer.subscriber.withLockedValue { $0 })
+        transport.sendRTCP(RTCPPacket.serializeCompound([
+            .receiverReport(ReceiverReport(ssrc: 1)),
+            .nack(GenericNACK(senderSSRC: 1, mediaSSRC: ssrc, lost: [sequences[3], sequences[4], sequences[10]])),
+        ]))
+        for _ in 0..<5 {
+            transport.sendRTCP(RTCPPacket.serializeCompound([
+                .receiverReport(ReceiverReport(ssrc: 1)), .pictureLossIndication(PictureLossIndication(senderSSRC: 1, mediaSSRC: ssrc)),
+            ]))
+        }
+        #expect(try await eventually { try await sfu.counterSnapshot.get().retransmissions - before.retransmissions == 3 })
+        let after = try await sfu.counterSnapshot.get()
+        #expect(after.nacksReceived - before.nacksReceived == 1)
+        #expect(after.keyframeRequestsForwarded - before.keyframeRequestsForwarded == 1)
+        #expect(after.keyframeRequestsThrottled - before.keyframeRequestsThrottled == 4)
+        #expect(try await eventually {
+            publisher.publisherRTCP.withLockedValue { $0 }.contains { packet in
+                if case .pictureLossIndication(let pli) = packet { return pli.mediaSSRC == 0xB0 }
+                return false
+            }
+        })
+        await publisher.close()
+        await viewer.close()
+        await sfu.shutdown()
+    }
+
+    @Test("tokenWillExpire comes before expiry, refreshToken renews without leaving, and expiry removes the participant")
+    func tokenLifetime() async throws {
+        // Warn 58 s before expiry: a 60 s token is warned at the first housekeeping tick.
+        let sfu = try await SFU.start(configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret",
+                                                                         tokenWarning: 58),
+                                      group: SFUTests.group)
+        let client = TestClient(uid: "t", sfu: sfu, group: SFUTests.group)
+        _ = try await client.join(channel: "room", token: token("t", ttl: 60))
+        #expect(try await eventually(5) { client.messages.contains { if case .tokenWillExpire = $0.message { return true }; return false } })
+        let id = client.send(.refreshToken(token: token("t", ttl: 3600)))
+        guard case .tokenRefreshed(let expiry)? = try await client.reply(to: id) else { Issue.record("no refresh"); return }
+        #expect(expiry > Int64(Date().timeIntervalSince1970) + 3000)
+        #expect(try await sfu.participants(in: "room").get().map(\.uid) == ["t"])
+        // A refresh with a token for someone else is refused.
+        let bad = client.send(.refreshToken(token: token("other")))
+        guard case .error(let error)? = try await client.reply(to: bad) else { Issue.record("accepted"); return }
+        #expect(error.code == .tokenWrongUID)
+        // A short token expires: the participant is told and removed.
+        let short = TestClient(uid: "short", sfu: sfu, group: SFUTests.group)
+        _ = try await short.join(channel: "room", token: token("short", ttl: 2))
+        #expect(try await eventually(6) { short.messages.contains { $0.message == .leave(reason: .tokenExpired) } })
+        #expect(try await sfu.participants(in: "room").get().map(\.uid) == ["t"])
+        await sfu.shutdown()
+    }
+}
