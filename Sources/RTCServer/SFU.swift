@@ -499,6 +499,7 @@ public final class SFU: @unchecked Sendable {
         track.cache.insert(packet)
         guard !track.info.muted else { return }
         let original = packet.header
+        var wrote = false
         for subscription in track.subscriptions {
             guard let session = subscription.subscriber.subscriber else { continue }
             packet.header = original
@@ -506,8 +507,11 @@ public final class SFU: @unchecked Sendable {
             let out = packet.serialized
             counters.packetsOut += 1
             counters.bytesOut += out.readableBytes
-            session.sendRTP(out)
+            session.sendRTPOnLoop(out, flush: false)
+            wrote = true
         }
+        // One flush for all subscribers: NIO hands the datagrams to the kernel with one sendmmsg.
+        if wrote { port.flush() }
         let elapsed = (NIODeadline.now() - start).nanoseconds
         counters.recordForward(microseconds: Double(elapsed) / 1000)
         onForwardLatency?(elapsed)

@@ -199,6 +199,13 @@ public final class MediaSession: @unchecked Sendable {
         write(protected, to: address, flush: flush)
     }
 
+    /// On the event loop: protects and writes one RTP packet, flushing only when asked, so that a
+    /// caller fanning a packet out to many sessions of one port can flush once for all of them.
+    public func sendRTPOnLoop(_ packet: ByteBuffer, flush: Bool) {
+        eventLoop.preconditionInEventLoop()
+        sendOnLoop(packet, rtcp: false, flush: flush)
+    }
+
     /// Protects and sends several RTP packets (a video frame's), flushing once: NIO hands the
     /// pending datagrams to the kernel together (sendmmsg).
     public func sendRTP(batch packets: [ByteBuffer]) {
@@ -464,6 +471,9 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     }
 
     public var localAddress: SocketAddress? { channel.localAddress }
+
+    /// Hands every pending datagram to the kernel together (sendmmsg). On the event loop.
+    public func flush() { channel.flush() }
 
     /// Datagrams that matched no session.
     public var unroutableDatagrams: EventLoopFuture<Int> { channel.eventLoop.submit { self._unroutable } }
