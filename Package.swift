@@ -57,7 +57,10 @@ let package = Package(
             ]),
         .target(
             name: "RTCCore",
-            dependencies: ["RTCTransport", "Signaling", "CVPX", "COpus", "CYUV", "CAPM"]),
+            dependencies: [
+                "RTCTransport", "Signaling", "CVPX", "COpus", "CYUV", "CAPM", .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]),
         .target(name: "ScreenShareUser", dependencies: ["RTCCore"]),
         .target(
             name: "RTCServer",
@@ -104,6 +107,12 @@ let package = Package(
             ],
             exclude: ["Fixtures"]),
         .testTarget(name: "CLITests", dependencies: ["rtc-cli"]),
+        .testTarget(
+            name: "EngineTests",
+            dependencies: [
+                "RTCCore", "RTCServer", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]),
         .testTarget(
             name: "InteropTests",
             dependencies: [

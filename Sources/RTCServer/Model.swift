@@ -21,14 +21,18 @@ final class Room: @unchecked Sendable {  // confined to the SFU event loop, as a
 final class Participant: @unchecked Sendable {
     let uid: String
     let sid: String
-    let role: ParticipantRole
+    var role: ParticipantRole
     let kind: ParticipantKind
     unowned let room: Room
     var peer: SignalingPeer?
     var grants: TokenGrants
     var tokenExpiresAt: Int64
     var tokenWarned = false
-    var autoSubscribe: Bool
+    /// The kinds of track this participant subscribes to automatically.
+    var autoSubscribe: Set<TrackKind>
+    /// Packets forwarded to this participant by publisher uid, from subscriptions that ended
+    /// (live ones count in their `Subscription`).
+    var forwardedHistory: [String: Int] = [:]
     var ignoreScreenShare: Bool?
     var version = 1
     var lastSeen: Int64
@@ -51,7 +55,7 @@ final class Participant: @unchecked Sendable {
     var subscriberNeedsOffer = false
 
     init(uid: String, sid: String, role: ParticipantRole, room: Room, peer: SignalingPeer, grants: TokenGrants,
-         tokenExpiresAt: Int64, autoSubscribe: Bool, ignoreScreenShare: Bool?, now: Int64) {
+         tokenExpiresAt: Int64, autoSubscribe: Set<TrackKind>, ignoreScreenShare: Bool?, now: Int64) {
         self.uid = uid
         self.sid = sid
         self.role = role
@@ -116,6 +120,8 @@ final class Subscription: @unchecked Sendable {
     unowned let subscriber: Participant
     let mid: String
     var rewriter: StreamRewriter
+    /// RTP packets forwarded (the per-pair counter tests and operators read).
+    var packetsForwarded = 0
 
     init(track: PublishedTrack, subscriber: Participant, mid: String) {
         self.track = track

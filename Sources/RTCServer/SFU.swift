@@ -66,6 +66,19 @@ public final class SFU: @unchecked Sendable {
         loop.submit { self.rooms[channel]?.participants.values.map(\.info).sorted { $0.uid < $1.uid } ?? [] }
     }
 
+    /// RTP packets forwarded to `uid` in `channel`, by publisher uid (empty for an unknown uid).
+    /// The server-side proof that a muted or filtered stream never reaches a participant.
+    public func packetsForwarded(to uid: String, in channel: String) -> EventLoopFuture<[String: Int]> {
+        loop.submit {
+            guard let participant = self.rooms[channel]?.participants[uid] else { return [:] }
+            var counts = participant.forwardedHistory
+            for subscription in participant.subscriptions {
+                counts[subscription.track.owner.uid, default: 0] += subscription.packetsForwarded
+            }
+            return counts
+        }
+    }
+
     private func makeID(_ prefix: String) -> String {
         nextID += 1
         return "\(prefix)_\(nextID)"
@@ -128,6 +141,11 @@ public final class SFU: @unchecked Sendable {
             track.info.muted = request.muted
             participantChanged(participant)
         case .updateSubscription(let update): updateSubscription(update, participant: participant, fail: fail)
+        case .setRole(let role):
+            guard role != participant.role else { return }
+            participant.role = role
+            if role == .audience { for track in participant.tracks { unpublish(track) } }
+            participantChanged(participant)
         case .leave:
             remove(participant, reason: .clientRequest)
             peer.close()
@@ -173,14 +191,18 @@ public final class SFU: @unchecked Sendable {
         guard room.participants[request.uid] == nil else { return fail(.uidInUse, "\(request.uid) is already in \(request.channel)") }
         rooms[request.channel] = room
         let participant = Participant(uid: request.uid, sid: makeID("PA"), role: request.role, room: room, peer: peer,
-                                      grants: claims.grants, tokenExpiresAt: claims.expiresAt, autoSubscribe: request.autoSubscribe,
+                                      grants: claims.grants, tokenExpiresAt: claims.expiresAt,
+                                      autoSubscribe: Set([request.autoSubscribeAudio ?? request.autoSubscribe ? TrackKind.audio : nil,
+                                                          request.autoSubscribeVideo ?? request.autoSubscribe ? TrackKind.video : nil]
+                                                         .compactMap { $0 }),
                                       ignoreScreenShare: request.ignoreScreenShare, now: clock())
         room.participants[request.uid] = participant
         byPeer[ObjectIdentifier(peer)] = participant
         participant.send(.joined(joinResponse(for: participant)), requestID: requestID)
         for other in room.participants.values where other.sees(participant) { other.send(.participantUpdate([participant.info])) }
-        if participant.autoSubscribe && participant.grants.subscribe {
+        if !participant.autoSubscribe.isEmpty && participant.grants.subscribe {
             let tracks = room.participants.values.filter { participant.sees($0) }.flatMap(\.tracks)
+                .filter { participant.autoSubscribe.contains($0.info.kind) }
             subscribe(participant, to: tracks)
         }
     }
@@ -305,7 +327,7 @@ public final class SFU: @unchecked Sendable {
         participant.tracks.append(track)
         participantChanged(participant)
         for other in participant.room.participants.values
-        where other.autoSubscribe && other.grants.subscribe && other.sees(participant) {
+        where other.autoSubscribe.contains(kind) && other.grants.subscribe && other.sees(participant) {
             subscribe(other, to: [track])
         }
         return track
@@ -380,6 +402,12 @@ public final class SFU: @unchecked Sendable {
         guard participant.grants.subscribe else { return fail(.permissionDenied, "the token does not grant subscribe") }
         let all = participant.room.participants.values.flatMap(\.tracks)
         var tracks: [PublishedTrack] = []
+        if let kind = update.kind {
+            // Every track of the kind, now and later.
+            if update.subscribe { participant.autoSubscribe.insert(kind) } else { participant.autoSubscribe.remove(kind) }
+            tracks = participant.room.participants.values.filter { participant.sees($0) }.flatMap(\.tracks)
+                .filter { $0.info.kind == kind }
+        }
         for sid in update.trackSids {
             guard let track = all.first(where: { $0.info.sid == sid }), track.owner !== participant else {
                 return fail(.trackNotFound, "no track \(sid)")
@@ -418,6 +446,7 @@ public final class SFU: @unchecked Sendable {
 
     private func unsubscribe(_ subscription: Subscription) {
         let participant = subscription.subscriber
+        participant.forwardedHistory[subscription.track.owner.uid, default: 0] += subscription.packetsForwarded
         participant.subscriptions.removeAll { $0 === subscription }
         subscription.track.subscriptions.removeAll { $0 === subscription }
         if let index = participant.subscriberSections.firstIndex(where: { $0.mid == subscription.mid }) {
@@ -504,6 +533,7 @@ public final class SFU: @unchecked Sendable {
             guard let session = subscription.subscriber.subscriber else { continue }
             packet.header = original
             subscription.rewriter.rewrite(&packet.header)
+            subscription.packetsForwarded += 1
             let out = packet.serialized
             counters.packetsOut += 1
             counters.bytesOut += out.readableBytes

@@ -48,7 +48,7 @@ public struct SignalingError: Error, Codable, Sendable, Hashable, CustomStringCo
     public var description: String { "signaling error \(code.rawValue): \(reason)" }
 }
 
-/// A message on the wire: `{"v":"1.0","id":7,"type":"join","payload":{...}}`. `id` matches a reply to
+/// A message on the wire: `{"v":"1.1","id":7,"type":"join","payload":{...}}`. `id` matches a reply to
 /// its request. Unknown fields are ignored; an unknown `type` is reported, not fatal.
 public struct Envelope<Message: SignalingMessage>: Sendable, Hashable {
     public var version: ProtocolVersion
@@ -155,6 +155,7 @@ public protocol SignalingMessage: Sendable, Hashable {
 private struct Reason: Codable { var reason: LeaveReason }
 private struct Timestamp: Codable { var timestamp: Int64 }
 private struct TrackSid: Codable { var trackSid: String }
+private struct Role: Codable { var role: ParticipantRole }
 private struct Token: Codable { var token: String }
 private struct Expiry: Codable { var expiresAt: Int64 }
 private struct Participants: Codable { var participants: [ParticipantInfo] }
@@ -162,7 +163,7 @@ private struct Departure: Codable { var uid: String; var reason: LeaveReason }
 
 extension ClientMessage: SignalingMessage {
     public static let types: Set<String> = ["join", "offer", "answer", "publishTrack", "unpublishTrack", "mute",
-                                            "updateSubscription", "leave", "ping", "refreshToken", "resume"]
+                                            "updateSubscription", "setRole", "leave", "ping", "refreshToken", "resume"]
 
     public var type: String {
         switch self {
@@ -173,6 +174,7 @@ extension ClientMessage: SignalingMessage {
         case .unpublishTrack: "unpublishTrack"
         case .mute: "mute"
         case .updateSubscription: "updateSubscription"
+        case .setRole: "setRole"
         case .leave: "leave"
         case .ping: "ping"
         case .refreshToken: "refreshToken"
@@ -189,6 +191,7 @@ extension ClientMessage: SignalingMessage {
         case "unpublishTrack": self = .unpublishTrack(trackSid: try TrackSid(from: decoder).trackSid)
         case "mute": self = .mute(try MuteRequest(from: decoder))
         case "updateSubscription": self = .updateSubscription(try SubscriptionUpdate(from: decoder))
+        case "setRole": self = .setRole(try Role(from: decoder).role)
         case "leave": self = .leave(reason: try Reason(from: decoder).reason)
         case "ping": self = .ping(timestamp: try Timestamp(from: decoder).timestamp)
         case "refreshToken": self = .refreshToken(token: try Token(from: decoder).token)
@@ -205,6 +208,7 @@ extension ClientMessage: SignalingMessage {
         case .unpublishTrack(let sid): try TrackSid(trackSid: sid).encode(to: encoder)
         case .mute(let value): try value.encode(to: encoder)
         case .updateSubscription(let value): try value.encode(to: encoder)
+        case .setRole(let role): try Role(role: role).encode(to: encoder)
         case .leave(let reason): try Reason(reason: reason).encode(to: encoder)
         case .ping(let timestamp): try Timestamp(timestamp: timestamp).encode(to: encoder)
         case .refreshToken(let token): try Token(token: token).encode(to: encoder)

@@ -91,18 +91,24 @@ public struct JoinRequest: Codable, Sendable, Hashable {
     public var role: ParticipantRole
     /// Subscribe to every published track automatically.
     public var autoSubscribe: Bool
+    /// Per-kind overrides of `autoSubscribe` (protocol 1.1; absent means `autoSubscribe`).
+    public var autoSubscribeAudio: Bool?
+    public var autoSubscribeVideo: Bool?
     /// Leave `*_sub` users out of auto-subscription and of the participant list (on by default for
     /// a screen share's owner; optional for everyone).
     public var ignoreScreenShare: Bool?
     public var sdk: SDKInfo
 
     public init(token: String, channel: String, uid: String, role: ParticipantRole = .broadcaster, autoSubscribe: Bool = true,
+                autoSubscribeAudio: Bool? = nil, autoSubscribeVideo: Bool? = nil,
                 ignoreScreenShare: Bool? = nil, sdk: SDKInfo = SDKInfo()) {
         self.token = token
         self.channel = channel
         self.uid = uid
         self.role = role
         self.autoSubscribe = autoSubscribe
+        self.autoSubscribeAudio = autoSubscribeAudio
+        self.autoSubscribeVideo = autoSubscribeVideo
         self.ignoreScreenShare = ignoreScreenShare
         self.sdk = sdk
     }
@@ -179,13 +185,18 @@ public struct MuteRequest: Codable, Sendable, Hashable {
     }
 }
 
+/// Subscribes to or unsubscribes from tracks. With `kind`, it applies to every track of that kind
+/// the participant sees, now and later: auto-subscription of the kind is switched with it
+/// (`muteAllRemoteVideoStreams` and friends; protocol 1.1).
 public struct SubscriptionUpdate: Codable, Sendable, Hashable {
     public var trackSids: [String]
     public var subscribe: Bool
+    public var kind: TrackKind?
 
-    public init(trackSids: [String], subscribe: Bool) {
+    public init(trackSids: [String], subscribe: Bool, kind: TrackKind? = nil) {
         self.trackSids = trackSids
         self.subscribe = subscribe
+        self.kind = kind
     }
 }
 
@@ -208,6 +219,8 @@ public enum ClientMessage: Sendable, Hashable {
     case unpublishTrack(trackSid: String)
     case mute(MuteRequest)
     case updateSubscription(SubscriptionUpdate)
+    /// Switches between broadcaster and audience (protocol 1.1); an audience member's tracks are unpublished.
+    case setRole(ParticipantRole)
     case leave(reason: LeaveReason)
     case ping(timestamp: Int64)
     case refreshToken(token: String)

@@ -129,6 +129,12 @@ public final class OpusEncoder {
         guard status == OPUS_OK else { throw CodecError(.invalidConfiguration, "Opus bitrate: \(opusError(status))") }
     }
 
+    /// The loss rate to protect against with in-band FEC (0...100 %), as receivers report it.
+    public func setPacketLoss(percent: Int) throws(CodecError) {
+        let status = rtc_opus_set_packet_loss_perc(encoder, Int32(max(0, min(100, percent))))
+        guard status == OPUS_OK else { throw CodecError(.invalidConfiguration, "Opus packet loss: \(opusError(status))") }
+    }
+
     /// Encodes exactly one frame of interleaved samples (``OpusEncoderConfiguration/samplesPerFrame``
     /// per channel) into one packet.
     public func encode(_ frame: AudioFrame) throws(CodecError) -> [UInt8] {

@@ -1,0 +1,258 @@
+import Signaling
+
+/// How the channel is used: everyone talks (`communication`), or broadcasters talk to an audience
+/// (`liveBroadcasting`, where audience members are invisible to others).
+public enum ChannelProfile: String, Sendable, Hashable, CaseIterable {
+    case communication, liveBroadcasting
+}
+
+/// What a client does in the channel.
+public enum ClientRole: String, Sendable, Hashable, CaseIterable {
+    case broadcaster, audience
+
+    var participantRole: ParticipantRole { self == .broadcaster ? .broadcaster : .audience }
+}
+
+/// How the encoded picture follows the rotation of pushed frames.
+public enum VideoOrientationMode: String, Sendable, Hashable, CaseIterable {
+    /// Frames are encoded as pushed; their rotation travels in the video-orientation (CVO) extension
+    /// and the receiver rotates for display.
+    case adaptive
+    /// Frames are rotated upright before encoding and fit a landscape (or portrait) size; CVO says 0.
+    case fixedLandscape, fixedPortrait
+}
+
+/// What gives first when the network or the CPU cannot carry the configured video.
+public enum DegradationPreference: String, Sendable, Hashable, CaseIterable {
+    /// Keep the frame rate, lower quality (and resolution) first.
+    case maintainFramerate
+    /// Keep the resolution, drop frames first: the screen-content choice.
+    case maintainResolution
+    case balanced
+}
+
+/// What the video shows, which tunes the encoder.
+public enum VideoContentHint: String, Sendable, Hashable, CaseIterable {
+    /// Camera-like motion.
+    case motion
+    /// Text and fine detail (screen content).
+    case detail
+}
+
+/// The video a local track is encoded as.
+public struct VideoEncoderConfiguration: Sendable, Hashable {
+    /// The largest picture: frames are fit inside it keeping their aspect ratio (never stretched).
+    public var dimensions: VideoSize
+    public var frameRate: Int
+    public var bitrateKbps: Int
+    public var orientationMode: VideoOrientationMode
+    public var degradationPreference: DegradationPreference
+    public var contentHint: VideoContentHint
+
+    public init(dimensions: VideoSize = VideoSize(width: 640, height: 360), frameRate: Int = 15, bitrateKbps: Int = 800,
+                orientationMode: VideoOrientationMode = .adaptive, degradationPreference: DegradationPreference = .balanced,
+                contentHint: VideoContentHint = .motion) {
+        self.dimensions = dimensions
+        self.frameRate = frameRate
+        self.bitrateKbps = bitrateKbps
+        self.orientationMode = orientationMode
+        self.degradationPreference = degradationPreference
+        self.contentHint = contentHint
+    }
+
+    /// Checks ranges; the error says which setting is wrong.
+    public func validate() throws(RTCEngineError) {
+        guard (16...3840).contains(dimensions.width), (16...3840).contains(dimensions.height) else {
+            throw RTCEngineError(.invalidArgument, "video dimensions \(dimensions) are out of range 16...3840")
+        }
+        guard (1...60).contains(frameRate) else { throw RTCEngineError(.invalidArgument, "frame rate \(frameRate) is out of range 1...60") }
+        guard (30...20_000).contains(bitrateKbps) else {
+            throw RTCEngineError(.invalidArgument, "bitrate \(bitrateKbps) kbps is out of range 30...20000")
+        }
+    }
+}
+
+/// Settings of one engine.
+public struct RTCEngineConfiguration: Sendable {
+    /// `ws://host:port/rtc` or `wss://...`.
+    public var serverURL: String
+    public var appID: String
+    public var logLevel: LogLevel
+    public var channelProfile: ChannelProfile
+    public var clientRole: ClientRole
+    /// Keep screen-share users (`*_sub`) out of auto-subscription and of `userJoined`. Nil: the
+    /// server's default, which is on for the owner of a share and off for everyone else.
+    public var ignoreScreenShareUsers: Bool?
+
+    public enum LogLevel: Int, Sendable, Hashable, Comparable, CaseIterable {
+        case none = 0, error, warning, info, debug
+        public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+    }
+
+    public init(serverURL: String, appID: String = "", logLevel: LogLevel = .warning, channelProfile: ChannelProfile = .communication,
+                clientRole: ClientRole = .broadcaster, ignoreScreenShareUsers: Bool? = nil) {
+        self.serverURL = serverURL
+        self.appID = appID
+        self.logLevel = logLevel
+        self.channelProfile = channelProfile
+        self.clientRole = clientRole
+        self.ignoreScreenShareUsers = ignoreScreenShareUsers
+    }
+}
+
+/// Per-join choices.
+public struct JoinOptions: Sendable, Hashable {
+    public var autoSubscribeAudio: Bool
+    public var autoSubscribeVideo: Bool
+    public var publishAudio: Bool
+    public var publishVideo: Bool
+    /// The source local tracks are announced as.
+    public var videoSource: TrackSource
+    public var audioSource: TrackSource
+
+    public init(autoSubscribeAudio: Bool = true, autoSubscribeVideo: Bool = true, publishAudio: Bool = true, publishVideo: Bool = true,
+                videoSource: TrackSource = .camera, audioSource: TrackSource = .microphone) {
+        self.autoSubscribeAudio = autoSubscribeAudio
+        self.autoSubscribeVideo = autoSubscribeVideo
+        self.publishAudio = publishAudio
+        self.publishVideo = publishVideo
+        self.videoSource = videoSource
+        self.audioSource = audioSource
+    }
+}
+
+/// The engine's connection to the channel.
+public enum ConnectionState: String, Sendable, Hashable {
+    case disconnected, connecting, connected, reconnecting, failed
+}
+
+/// Why the connection state changed.
+public enum ConnectionChangedReason: String, Sendable, Hashable {
+    case joining, joinSuccess, joinFailed, interrupted, resumed, leaveChannel, invalidToken, tokenExpired, bannedByServer
+    case serverShutdown, ownerLeft, duplicateIdentity, settingsChanged
+}
+
+/// Why a remote user went away.
+public enum UserOfflineReason: String, Sendable, Hashable {
+    /// It left.
+    case quit
+    /// It stopped answering (killed, lost network) and did not come back within the keepalive window.
+    case dropped
+    /// It switched to audience in a live-broadcasting channel.
+    case becameAudience
+    /// A screen share whose owner left.
+    case ownerLeft
+
+    init(_ reason: LeaveReason) {
+        switch reason {
+        case .clientRequest: self = .quit
+        case .ownerLeft: self = .ownerLeft
+        case .timeout, .serverShutdown, .duplicateIdentity, .tokenExpired, .kicked: self = .dropped
+        }
+    }
+}
+
+/// A remote track as the engine reports it.
+public struct RemoteTrackInfo: Sendable, Hashable {
+    public var uid: String
+    public var trackSid: String
+    public var kind: TrackKind
+    public var source: TrackSource
+}
+
+/// Everything the engine tells the app.
+public enum RTCEngineEvent: Sendable {
+    case joinedChannel(channel: String, uid: String, elapsedMs: Int)
+    case leftChannel
+    case userJoined(uid: String)
+    case userOffline(uid: String, reason: UserOfflineReason)
+    case remoteTrackPublished(RemoteTrackInfo)
+    case remoteTrackUnpublished(RemoteTrackInfo)
+    case remoteTrackMuted(RemoteTrackInfo, muted: Bool)
+    case firstRemoteVideoFrameDecoded(uid: String, source: TrackSource, size: VideoSize, elapsedMs: Int)
+    case connectionStateChanged(ConnectionState, reason: ConnectionChangedReason)
+    case tokenPrivilegeWillExpire(expiresAt: Int64)
+    case rtcStats(RTCStats)
+    case error(RTCEngineError)
+}
+
+/// What went wrong, for the app.
+public struct RTCEngineError: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Code: String, Sendable, Hashable {
+        case invalidArgument, invalidState, joinFailed, tokenRejected, notPublishing, transportFailed, codec
+    }
+
+    public let code: Code
+    public let reason: String
+
+    public init(_ code: Code, _ reason: String) {
+        self.code = code
+        self.reason = reason
+    }
+
+    public var description: String { "\(code.rawValue): \(reason)" }
+}
+
+/// An optional delegate; every method has an empty default, so implement only what you need.
+/// Called from the engine's event task, in order.
+public protocol RTCEngineDelegate: AnyObject, Sendable {
+    func rtcEngine(_ engine: RTCEngine, didJoinChannel channel: String, uid: String, elapsedMs: Int)
+    func rtcEngine(_ engine: RTCEngine, didJoinedOfUid uid: String)
+    func rtcEngine(_ engine: RTCEngine, didOfflineOfUid uid: String, reason: UserOfflineReason)
+    func rtcEngine(_ engine: RTCEngine, firstRemoteVideoFrameOfUid uid: String, size: VideoSize, elapsedMs: Int)
+    func rtcEngine(_ engine: RTCEngine, connectionChangedTo state: ConnectionState, reason: ConnectionChangedReason)
+    func rtcEngine(_ engine: RTCEngine, tokenPrivilegeWillExpire expiresAt: Int64)
+    func rtcEngine(_ engine: RTCEngine, reportRtcStats stats: RTCStats)
+    /// Every event, including those above.
+    func rtcEngine(_ engine: RTCEngine, didEmit event: RTCEngineEvent)
+}
+
+extension RTCEngineDelegate {
+    public func rtcEngine(_ engine: RTCEngine, didJoinChannel channel: String, uid: String, elapsedMs: Int) {}
+    public func rtcEngine(_ engine: RTCEngine, didJoinedOfUid uid: String) {}
+    public func rtcEngine(_ engine: RTCEngine, didOfflineOfUid uid: String, reason: UserOfflineReason) {}
+    public func rtcEngine(_ engine: RTCEngine, firstRemoteVideoFrameOfUid uid: String, size: VideoSize, elapsedMs: Int) {}
+    public func rtcEngine(_ engine: RTCEngine, connectionChangedTo state: ConnectionState, reason: ConnectionChangedReason) {}
+    public func rtcEngine(_ engine: RTCEngine, tokenPrivilegeWillExpire expiresAt: Int64) {}
+    public func rtcEngine(_ engine: RTCEngine, reportRtcStats stats: RTCStats) {}
+    public func rtcEngine(_ engine: RTCEngine, didEmit event: RTCEngineEvent) {}
+}
+
+/// Statistics of one local track over the last period.
+public struct LocalTrackStats: Sendable, Hashable {
+    public var kind: TrackKind
+    public var source: TrackSource
+    public var bitrateKbps: Double
+    public var framesPerSecond: Double
+    public var packetsSent: Int
+    public var framesDropped: Int
+    /// Fraction lost on the way to the server, from its receiver reports (0...1).
+    public var lossFraction: Double
+    public var roundTripTimeMs: Double?
+    public var width: Int
+    public var height: Int
+}
+
+/// Statistics of one remote track over the last period.
+public struct RemoteTrackStats: Sendable, Hashable {
+    public var uid: String
+    public var kind: TrackKind
+    public var source: TrackSource
+    public var bitrateKbps: Double
+    public var framesPerSecond: Double
+    public var packetsReceived: Int
+    public var packetsLost: Int
+    public var lossFraction: Double
+    public var jitterMs: Double
+    public var roundTripTimeMs: Double?
+    public var framesDecoded: Int
+    public var width: Int
+    public var height: Int
+}
+
+/// The `rtcStats` report, every 2 s.
+public struct RTCStats: Sendable, Hashable {
+    public var durationMs: Int
+    public var local: [LocalTrackStats]
+    public var remote: [RemoteTrackStats]
+}

@@ -1,0 +1,239 @@
+import NIOCore
+import RTCTransport
+import Signaling
+import Synchronization
+
+/// What both kinds of local track share: an SSRC, a sequence and the counters for sender reports
+/// and stats. Encoding threads write the counters, the RTCP timer reads them.
+final class SenderState: Sendable {
+    struct Counters {
+        var packetsSent = 0
+        var bytesSent = 0
+        var payloadBytesSent = 0
+        var framesEncoded = 0
+        var framesDropped = 0
+        var lastRTPTimestamp: UInt32 = 0
+        /// Monotonic time of the capture `lastRTPTimestamp` stands for.
+        var lastCaptureMonoUs: Int64?
+        var width = 0
+        var height = 0
+        var lossFraction = 0.0
+        var roundTripTimeMs: Double?
+    }
+
+    let ssrc: UInt32
+    let clockRate: Int
+    let counters = Mutex(Counters())
+
+    init(ssrc: UInt32, clockRate: Int) {
+        self.ssrc = ssrc
+        self.clockRate = clockRate
+    }
+
+    /// The sender report for now, or nil before the first packet.
+    func senderReport(nowMonoUs: Int64, wallUs: Int64) -> SenderReport? {
+        counters.withLock { counters in
+            guard let capture = counters.lastCaptureMonoUs else { return nil }
+            let elapsed = nowMonoUs - capture
+            let rtp = counters.lastRTPTimestamp &+ UInt32(truncatingIfNeeded: elapsed * Int64(clockRate) / 1_000_000)
+            return SenderReport(ssrc: ssrc, ntpTimestamp: NTPTime.timestamp(unixMicroseconds: UInt64(max(0, wallUs))), rtpTimestamp: rtp,
+                                packetCount: UInt32(truncatingIfNeeded: counters.packetsSent),
+                                octetCount: UInt32(truncatingIfNeeded: counters.payloadBytesSent))
+        }
+    }
+
+    /// Takes in a receiver report block about this stream.
+    func received(_ report: ReceptionReport, arrivalWallUs: Int64) {
+        let arrival = NTPTime.compact(NTPTime.timestamp(unixMicroseconds: UInt64(max(0, arrivalWallUs))))
+        counters.withLock { counters in
+            counters.lossFraction = Double(report.fractionLost) / 256
+            if let rtt = report.roundTripTime(arrivalNTP: arrival) { counters.roundTripTimeMs = rtt * 1000 }
+        }
+    }
+}
+
+/// Hands out transport-wide sequence numbers across the tracks of one transport.
+final class TransportSequencer: Sendable {
+    private let next = Mutex<UInt16>(UInt16.random(in: 0...UInt16.max))
+    func take() -> UInt16 { next.withLock { value in defer { value &+= 1 }; return value } }
+}
+
+/// A local video track: frames pushed from any thread are rate-limited, oriented, scaled and VP8
+/// encoded on a thread of the track's own, then packetized into RTP with the transport-wide
+/// sequence, abs-send-time and video-orientation (CVO) extensions.
+final class LocalVideoSender: @unchecked Sendable {
+    let state: SenderState
+    let source: TrackSource
+    let mid: String
+    private let thread: MediaThread
+    private let send: @Sendable ([ByteBuffer]) -> Void
+    private let sequencer: TransportSequencer
+    /// Mutable state below is confined to `thread`.
+    private var configuration: VideoEncoderConfiguration
+    private var encoder: VP8Encoder?
+    private let converter = FrameConverter()
+    private var packetizer = VP8Packetizer(initialPictureID: UInt16.random(in: 0...0x7FFF))
+    private var sequenceNumber = UInt16.random(in: 0...UInt16.max)
+    private let rtpBase = UInt32.random(in: 0...UInt32.max)
+    private var limiter: FrameRateLimiter
+    /// Capture timestamp → local monotonic time offset, fixed at the first frame.
+    private var clockOffsetUs: Int64?
+    private var firstCaptureUs: Int64?
+    private let control = Mutex(Control())
+    var onError: (@Sendable (RTCEngineError) -> Void)?
+
+    private struct Control {
+        var muted = false
+        var keyframeRequested = false
+        var pendingConfiguration: VideoEncoderConfiguration?
+        var pendingBitrateKbps: Int?
+    }
+
+    init(ssrc: UInt32, mid: String, source: TrackSource, configuration: VideoEncoderConfiguration, sequencer: TransportSequencer,
+         send: @escaping @Sendable ([ByteBuffer]) -> Void) {
+        state = SenderState(ssrc: ssrc, clockRate: 90000)
+        self.mid = mid
+        self.source = source
+        self.configuration = configuration
+        self.sequencer = sequencer
+        self.send = send
+        limiter = FrameRateLimiter(maxFramesPerSecond: Double(configuration.frameRate))
+        thread = MediaThread(name: "video-send-\(ssrc)")
+    }
+
+    var muted: Bool {
+        get { control.withLock { $0.muted } }
+        set { control.withLock { $0.muted = newValue } }
+    }
+
+    /// The next encoded frame is a keyframe (PLI, FIR, a new subscriber).
+    func requestKeyframe() { control.withLock { $0.keyframeRequested = true } }
+
+    func reconfigure(_ configuration: VideoEncoderConfiguration) { control.withLock { $0.pendingConfiguration = configuration } }
+
+    /// A new target from bandwidth estimation.
+    func setTargetBitrate(kbps: Int) { control.withLock { $0.pendingBitrateKbps = kbps } }
+
+    /// Queues a frame; a frame that would wait behind two others is dropped (counted).
+    func push(_ frame: VideoFrame) {
+        guard !muted else { return }
+        let queued = thread.execute(ifBacklogBelow: 2) { [self] in encode(frame) }
+        if !queued { state.counters.withLock { $0.framesDropped += 1 } }
+    }
+
+    func stop() { thread.stop() }
+
+    // MARK: On the track's thread
+
+    private func encode(_ pushed: VideoFrame) {
+        let changed = control.withLock { control in
+            defer { control.pendingConfiguration = nil }
+            return control.pendingConfiguration
+        }
+        if let changed, changed != configuration {
+            configuration = changed
+            limiter.setMaxFramesPerSecond(Double(changed.frameRate))
+            encoder = nil
+        }
+        guard limiter.admit(timestampUs: pushed.timestampUs) else { return }
+        let control = self.control.withLock { control -> Control in
+            defer { control.keyframeRequested = false; control.pendingBitrateKbps = nil }
+            return control
+        }
+        do {
+            var frame = pushed
+            var rotation = frame.rotation
+            var bounds = configuration.dimensions
+            switch configuration.orientationMode {
+            case .adaptive:
+                // Bounds follow the frame's own orientation; its rotation travels in CVO.
+                let portrait = frame.height > frame.width
+                if portrait != (bounds.height > bounds.width) { bounds = VideoSize(width: bounds.height, height: bounds.width) }
+            case .fixedLandscape, .fixedPortrait:
+                if rotation != .none { frame = try converter.rotate(frame, by: rotation) }
+                rotation = .none
+                let portrait = configuration.orientationMode == .fixedPortrait
+                let long = max(bounds.width, bounds.height), short = min(bounds.width, bounds.height)
+                bounds = portrait ? VideoSize(width: short, height: long) : VideoSize(width: long, height: short)
+            }
+            let fitted = try converter.fitI420(frame, into: bounds)
+            if encoder == nil || encoder!.configuration.width != fitted.width || encoder!.configuration.height != fitted.height {
+                encoder = try VP8Encoder(configuration: encoderConfiguration(width: fitted.width, height: fitted.height))
+                state.counters.withLock {
+                    $0.width = fitted.width
+                    $0.height = fitted.height
+                }
+            }
+            guard let encoder else { return }
+            if let kbps = control.pendingBitrateKbps { try encoder.setBitrate(kbps: kbps) }
+            if control.keyframeRequested { encoder.requestKeyframe() }
+            let captureMono = monotonicCapture(of: pushed.timestampUs)
+            let rtpTimestamp = rtpBase &+ UInt32(truncatingIfNeeded: (pushed.timestampUs - firstCaptureUs!) * 90 / 1000)
+            for encoded in try encoder.encode(fitted) {
+                packetizeAndSend(encoded, rtpTimestamp: rtpTimestamp, rotation: rotation, captureMonoUs: captureMono)
+            }
+        } catch {
+            onError?(RTCEngineError(.codec, "video track \(mid): \(error)"))
+        }
+    }
+
+    private func encoderConfiguration(width: Int, height: Int) -> VP8EncoderConfiguration {
+        var settings = VP8EncoderConfiguration(width: width, height: height, bitrateKbps: configuration.bitrateKbps,
+                                               frameRate: Double(configuration.frameRate))
+        settings.contentType = configuration.contentHint == .detail ? .screen : .camera
+        // Keeping the resolution means dropping frames when the rate cannot be met.
+        settings.allowFrameDropping = configuration.degradationPreference != .maintainFramerate
+        settings.keyframeInterval = max(configuration.frameRate * 10, 30)
+        return settings
+    }
+
+    private func monotonicCapture(of timestampUs: Int64) -> Int64 {
+        if clockOffsetUs == nil {
+            clockOffsetUs = MediaClock.monotonicUs() - timestampUs
+            firstCaptureUs = timestampUs
+        }
+        return timestampUs + clockOffsetUs!
+    }
+
+    private func packetizeAndSend(_ encoded: EncodedVideoFrame, rtpTimestamp: UInt32, rotation: VideoRotation, captureMonoUs: Int64) {
+        let payloads = packetizer.packetize(ByteBuffer(bytes: encoded.data))
+        var packets: [ByteBuffer] = []
+        packets.reserveCapacity(payloads.count)
+        var bytes = 0
+        let sendTime = AbsSendTime(microseconds: UInt64(MediaClock.wallUs()))
+        for (index, payload) in payloads.enumerated() {
+            let last = index == payloads.count - 1
+            var extensions = [
+                RTPHeaderExtension(id: SDPExtensionID.absSendTime, data: sendTime.data),
+                RTPHeaderExtension(id: SDPExtensionID.transportWideSequence, data: TransportSequenceNumber(sequencer.take()).data),
+            ]
+            // CVO on the last packet of every frame (as libwebrtc does), so a receiver always has it.
+            if last { extensions.append(RTPHeaderExtension(id: SDPExtensionID.videoOrientation, data: VideoOrientation(rotation: rotation.rawValue).data)) }
+            let header = RTPHeader(marker: last, payloadType: SDPCodecs.vp8PayloadType, sequenceNumber: sequenceNumber,
+                                   timestamp: rtpTimestamp, ssrc: state.ssrc, extensions: extensions)
+            sequenceNumber &+= 1
+            let packet = RTPPacket(header: header, payload: payload).serialized
+            bytes += packet.readableBytes
+            packets.append(packet)
+        }
+        let payloadBytes = payloads.reduce(0) { $0 + $1.readableBytes }
+        state.counters.withLock { counters in
+            counters.packetsSent += packets.count
+            counters.bytesSent += bytes
+            counters.payloadBytesSent += payloadBytes
+            counters.framesEncoded += 1
+            counters.lastRTPTimestamp = rtpTimestamp
+            counters.lastCaptureMonoUs = captureMonoUs
+        }
+        send(packets)
+    }
+}
+
+/// The header extension ids of ``SDPCodecs/extensions``, by name.
+enum SDPExtensionID {
+    static let audioLevel: UInt8 = 1
+    static let absSendTime: UInt8 = 2
+    static let transportWideSequence: UInt8 = 3
+    static let mid: UInt8 = 4
+    static let videoOrientation: UInt8 = 5
+}

@@ -1,0 +1,187 @@
+import NIOCore
+import RTCTransport
+import Signaling
+import Synchronization
+
+/// A decoded video frame from a remote track. `frame.rotation` carries the sender's CVO rotation:
+/// rotate by it for display.
+public struct RemoteVideoFrame: Sendable {
+    public var uid: String
+    public var trackSid: String
+    public var source: TrackSource
+    public var frame: VideoFrame
+    /// The RTP timestamp (90 kHz) the frame arrived with.
+    public var rtpTimestamp: UInt32
+}
+
+/// An encoded frame from a remote track, whole, in decode order (for recording without re-encoding).
+public struct RemoteEncodedVideoFrame: Sendable {
+    public var uid: String
+    public var trackSid: String
+    public var source: TrackSource
+    public var data: [UInt8]
+    public var isKeyframe: Bool
+    public var rtpTimestamp: UInt32
+    public var width: Int?
+    public var height: Int?
+}
+
+/// 20 ms of played-out audio from one remote track (48 kHz stereo).
+public struct RemoteAudioFrame: Sendable {
+    public var uid: String
+    public var trackSid: String
+    public var source: TrackSource
+    public var frame: AudioFrame
+}
+
+/// Reception counters of one remote stream, written on the network loop, read by stats and RTCP.
+final class ReceiverState: Sendable {
+    struct Counters {
+        var statistics: ReceptionStatistics
+        var bytesReceived = 0
+        var framesDecoded = 0
+        var width = 0
+        var height = 0
+    }
+
+    let ssrc: UInt32
+    let counters: Mutex<Counters>
+
+    init(ssrc: UInt32, clockRate: Int) {
+        self.ssrc = ssrc
+        counters = Mutex(Counters(statistics: ReceptionStatistics(ssrc: ssrc, clockRate: clockRate)))
+    }
+
+    func record(_ packet: RTPPacket, bytes: Int, arrivalUs: Int64) {
+        counters.withLock { counters in
+            counters.statistics.record(sequenceNumber: packet.header.sequenceNumber, rtpTimestamp: packet.header.timestamp,
+                                       arrivalUs: arrivalUs)
+            counters.bytesReceived += bytes
+        }
+    }
+
+    func report(nowUs: Int64) -> ReceptionReport? {
+        counters.withLock { counters in
+            guard counters.statistics.packetsReceived > 0 else { return nil }
+            return counters.statistics.makeReport(nowUs: nowUs)
+        }
+    }
+}
+
+/// Callbacks a receiver reports through; set once by the engine before packets flow.
+struct ReceiverOutputs: Sendable {
+    var video: @Sendable (RemoteVideoFrame) -> Void = { _ in }
+    var encodedVideo: @Sendable (RemoteEncodedVideoFrame) -> Void = { _ in }
+    var firstFrame: @Sendable (RemoteTrackInfo, VideoSize) -> Void = { _, _ in }
+    var requestKeyframe: @Sendable (UInt32) -> Void = { _ in }
+}
+
+/// One remote video track: packets from the network loop go to a thread of the track's own,
+/// through the ``VideoJitterBuffer`` into the VP8 decoder.
+final class RemoteVideoReceiver: @unchecked Sendable {
+    let info: RemoteTrackInfo
+    let state: ReceiverState
+    private let outputs: ReceiverOutputs
+    private var thread: MediaThread!
+    // Confined to `thread`:
+    private var jitter = VideoJitterBuffer()
+    private var decoder: VP8Decoder?
+    private var rotation: VideoRotation = .none
+    private var decodedAny = false
+
+    init(info: RemoteTrackInfo, ssrc: UInt32, outputs: ReceiverOutputs) {
+        self.info = info
+        state = ReceiverState(ssrc: ssrc, clockRate: 90000)
+        self.outputs = outputs
+        thread = MediaThread(name: "video-recv-\(ssrc)", tickIntervalUs: 20_000) { [unowned self] in
+            self.apply(self.jitter.tick(nowUs: MediaClock.monotonicUs()))
+        }
+    }
+
+    /// On the network loop.
+    func receive(_ packet: RTPPacket, bytes: Int, arrivalUs: Int64) {
+        state.record(packet, bytes: bytes, arrivalUs: arrivalUs)
+        thread.execute { [self] in
+            if let data = packet.header.extensionData(id: SDPExtensionID.videoOrientation),
+               let orientation = try? VideoOrientation(parsing: data) {
+                rotation = VideoRotation(rawValue: orientation.rotation) ?? .none
+            }
+            apply(jitter.insert(packet, nowUs: MediaClock.monotonicUs()))
+        }
+    }
+
+    func stop() { thread.stop() }
+
+    private func apply(_ output: VideoJitterBuffer.Output) {
+        if output.requestKeyframe { outputs.requestKeyframe(state.ssrc) }
+        for frame in output.frames { decode(frame) }
+    }
+
+    private func decode(_ assembled: AssembledVP8Frame) {
+        let bytes = Array(assembled.data.readableBytesView)
+        outputs.encodedVideo(RemoteEncodedVideoFrame(uid: info.uid, trackSid: info.trackSid, source: info.source, data: bytes,
+                                                     isKeyframe: assembled.isKeyframe, rtpTimestamp: assembled.rtpTimestamp,
+                                                     width: assembled.width, height: assembled.height))
+        do {
+            if decoder == nil { decoder = try VP8Decoder() }
+            guard var frame = try decoder?.decode(bytes, timestampUs: Int64(assembled.rtpTimestamp)) else { return }
+            frame.rotation = rotation
+            state.counters.withLock {
+                $0.framesDecoded += 1
+                $0.width = frame.width
+                $0.height = frame.height
+            }
+            if !decodedAny {
+                decodedAny = true
+                outputs.firstFrame(info, VideoSize(width: frame.width, height: frame.height))
+            }
+            outputs.video(RemoteVideoFrame(uid: info.uid, trackSid: info.trackSid, source: info.source, frame: frame,
+                                           rtpTimestamp: assembled.rtpTimestamp))
+        } catch {
+            apply(jitter.decoderFailed(nowUs: MediaClock.monotonicUs()))
+        }
+    }
+}
+
+/// One remote audio track: packets from the network loop wait in an ``AudioJitterBuffer``; the
+/// engine's playout thread pulls 20 ms at a time and decodes here (with FEC and concealment).
+final class RemoteAudioReceiver: @unchecked Sendable {
+    let info: RemoteTrackInfo
+    let state: ReceiverState
+    private let jitter = Mutex(AudioJitterBuffer())
+    // Confined to the playout thread:
+    private var decoder: OpusDecoder?
+
+    init(info: RemoteTrackInfo, ssrc: UInt32) {
+        self.info = info
+        state = ReceiverState(ssrc: ssrc, clockRate: 48000)
+    }
+
+    /// On the network loop.
+    func receive(_ packet: RTPPacket, bytes: Int, arrivalUs: Int64) {
+        state.record(packet, bytes: bytes, arrivalUs: arrivalUs)
+        let payload = Array(packet.payload.readableBytesView)
+        jitter.withLock { $0.insert(sequenceNumber: packet.header.sequenceNumber, payload: payload) }
+    }
+
+    /// The next 20 ms (48 kHz stereo), on the playout thread; nil while nothing is playing.
+    func pull() -> AudioFrame? {
+        let decision = jitter.withLock { $0.pop() }
+        let samplesPerChannel = LocalAudioSender.samplesPerPacket
+        do {
+            if decoder == nil { decoder = try OpusDecoder(sampleRate: 48000, channels: 2) }
+            guard let decoder else { return nil }
+            let frame: AudioFrame
+            switch decision {
+            case .silence: return nil
+            case .decode(let packet): frame = try decoder.decode(packet)
+            case .recover(let next): frame = try decoder.decodeFEC(from: next, samplesPerChannel: samplesPerChannel)
+            case .conceal: frame = try decoder.concealLoss(samplesPerChannel: samplesPerChannel)
+            }
+            state.counters.withLock { $0.framesDecoded += 1 }
+            return frame
+        } catch {
+            return try? decoder?.concealLoss(samplesPerChannel: samplesPerChannel)
+        }
+    }
+}

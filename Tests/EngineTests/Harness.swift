@@ -1,0 +1,115 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import RTCCore
+import RTCServer
+import Signaling
+
+/// An embedded server on loopback with ephemeral ports, and helpers to make engines join it.
+final class TestServer: @unchecked Sendable {
+    static let secret = "engine-test-secret"
+    let app: RTCServerApp
+    let url: String
+
+    init(pingInterval: Int = 5, pingTimeout: Int = 15, resumeWindow: Int = 20) async throws {
+        var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: Self.secret)
+        configuration.pingInterval = pingInterval
+        configuration.pingTimeout = pingTimeout
+        configuration.resumeWindow = resumeWindow
+        app = try await RTCServerApp.start(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton)
+        url = "ws://127.0.0.1:\(app.signalingAddress!.port!)/rtc"
+    }
+
+    func token(_ uid: String, channel: String, ttl: Int64 = 3600) -> String {
+        AccessToken(uid: uid, channel: channel, grants: .all, now: Int64(Date().timeIntervalSince1970), ttl: ttl).signed(secret: Self.secret)
+    }
+
+    func engine(role: ClientRole = .broadcaster, profile: ChannelProfile = .communication, ignoreScreenShare: Bool? = nil) -> RTCEngine {
+        RTCEngine(configuration: RTCEngineConfiguration(serverURL: url, channelProfile: profile, clientRole: role,
+                                                        ignoreScreenShareUsers: ignoreScreenShare))
+    }
+
+    func forwarded(to uid: String, in channel: String) async throws -> [String: Int] {
+        try await app.sfu.packetsForwarded(to: uid, in: channel).get()
+    }
+
+    func shutdown() async { await app.shutdown() }
+}
+
+/// Collects an engine's events for assertions.
+final class EventLog: @unchecked Sendable {
+    private let events = NIOLockedValueBox<[RTCEngineEvent]>([])
+    private var task: Task<Void, Never>?
+
+    init(_ engine: RTCEngine) {
+        let stream = engine.events
+        task = Task { [events] in
+            for await event in stream { events.withLockedValue { $0.append(event) } }
+        }
+    }
+
+    var all: [RTCEngineEvent] { events.withLockedValue { $0 } }
+
+    func first<T>(_ match: (RTCEngineEvent) -> T?) -> T? { all.lazy.compactMap(match).first }
+
+    /// Waits up to `seconds` for an event that `match` picks.
+    func wait<T>(_ seconds: Double = 10, _ match: @escaping (RTCEngineEvent) -> T?) async -> T? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let found = first(match) { return found }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return first(match)
+    }
+
+    deinit { task?.cancel() }
+}
+
+func eventually(_ seconds: Double = 10, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return try await condition()
+}
+
+/// Pushes a synthetic pattern into an engine at `fps` from a task until cancelled.
+func pushPattern(_ engine: RTCEngine, kind: PatternKind = .camera, size: VideoSize = VideoSize(width: 320, height: 240), fps: Int = 15)
+    -> Task<Void, Never>
+{
+    Task.detached {
+        guard let generator = try? PatternGenerator(kind: kind, size: size, frameRate: FrameRate(fps)) else { return }
+        var index = 0
+        let start = MediaClock.monotonicUs()
+        while !Task.isCancelled {
+            var frame = generator.frame(at: index)
+            frame.timestampUs = start + Int64(index) * 1_000_000 / Int64(fps)
+            engine.pushVideoFrame(frame)
+            index += 1
+            let due = start + Int64(index) * 1_000_000 / Int64(fps)
+            let wait = due - MediaClock.monotonicUs()
+            if wait > 0 { try? await Task.sleep(for: .microseconds(wait)) }
+        }
+    }
+}
+
+/// Pushes a sine tone (44.1 kHz mono, 10 ms blocks) into an engine until cancelled.
+func pushTone(_ engine: RTCEngine, frequency: Double = 440, sampleRate: Int = 44100) -> Task<Void, Never> {
+    Task.detached {
+        var index = 0
+        let block = sampleRate / 100
+        let start = MediaClock.monotonicUs()
+        while !Task.isCancelled {
+            let samples = (0..<block).map { offset in
+                Int16(12000 * sin(2 * Double.pi * frequency * Double(index * block + offset) / Double(sampleRate)))
+            }
+            engine.pushAudioFrame(AudioFrame(samples: .int16(samples), sampleRate: sampleRate, channels: 1,
+                                             timestampUs: start + Int64(index) * 10_000))
+            index += 1
+            let wait = start + Int64(index) * 10_000 - MediaClock.monotonicUs()
+            if wait > 0 { try? await Task.sleep(for: .microseconds(wait)) }
+        }
+    }
+}
