@@ -32,7 +32,7 @@ final class Participant: @unchecked Sendable {
     var autoSubscribe: Set<TrackKind>
     /// Packets forwarded to this participant by publisher uid, from subscriptions that ended
     /// (live ones count in their `Subscription`).
-    var forwardedHistory: [String: Int] = [:]
+    var forwardedHistory: [ForwardedStream: Int] = [:]
     var ignoreScreenShare: Bool?
     var version = 1
     var lastSeen: Int64
@@ -130,6 +130,19 @@ final class Subscription: @unchecked Sendable {
         var random = SystemRandomNumberGenerator()
         rewriter = StreamRewriter(outputSSRC: UInt32.random(in: 1...UInt32.max, using: &random))
     }
+}
+
+/// A publisher's media of one kind, as a key of per-subscriber forwarding counts.
+public struct ForwardedStream: Sendable, Hashable, CustomStringConvertible {
+    public var uid: String
+    public var kind: TrackKind
+
+    public init(uid: String, kind: TrackKind) {
+        self.uid = uid
+        self.kind = kind
+    }
+
+    public var description: String { "\(uid)/\(kind.rawValue)" }
 }
 
 /// Counters the server exports as Prometheus metrics.

@@ -66,14 +66,15 @@ public final class SFU: @unchecked Sendable {
         loop.submit { self.rooms[channel]?.participants.values.map(\.info).sorted { $0.uid < $1.uid } ?? [] }
     }
 
-    /// RTP packets forwarded to `uid` in `channel`, by publisher uid (empty for an unknown uid).
-    /// The server-side proof that a muted or filtered stream never reaches a participant.
-    public func packetsForwarded(to uid: String, in channel: String) -> EventLoopFuture<[String: Int]> {
+    /// RTP packets forwarded to `uid` in `channel`, by publisher uid and kind (empty for an unknown
+    /// uid). The server-side proof that a muted or filtered stream never reaches a participant.
+    public func packetsForwarded(to uid: String, in channel: String) -> EventLoopFuture<[ForwardedStream: Int]> {
         loop.submit {
             guard let participant = self.rooms[channel]?.participants[uid] else { return [:] }
             var counts = participant.forwardedHistory
             for subscription in participant.subscriptions {
-                counts[subscription.track.owner.uid, default: 0] += subscription.packetsForwarded
+                counts[ForwardedStream(uid: subscription.track.owner.uid, kind: subscription.track.info.kind), default: 0]
+                    += subscription.packetsForwarded
             }
             return counts
         }
@@ -446,7 +447,8 @@ public final class SFU: @unchecked Sendable {
 
     private func unsubscribe(_ subscription: Subscription) {
         let participant = subscription.subscriber
-        participant.forwardedHistory[subscription.track.owner.uid, default: 0] += subscription.packetsForwarded
+        participant.forwardedHistory[ForwardedStream(uid: subscription.track.owner.uid, kind: subscription.track.info.kind), default: 0]
+            += subscription.packetsForwarded
         participant.subscriptions.removeAll { $0 === subscription }
         subscription.track.subscriptions.removeAll { $0 === subscription }
         if let index = participant.subscriberSections.firstIndex(where: { $0.mid == subscription.mid }) {

@@ -30,8 +30,10 @@ final class TestServer: @unchecked Sendable {
                                                         ignoreScreenShareUsers: ignoreScreenShare))
     }
 
-    func forwarded(to uid: String, in channel: String) async throws -> [String: Int] {
+    /// Packets the server forwarded to `uid`, from `publisher` (of `kind`, or all kinds).
+    func forwarded(to uid: String, from publisher: String, kind: TrackKind? = nil, in channel: String) async throws -> Int {
         try await app.sfu.packetsForwarded(to: uid, in: channel).get()
+            .filter { $0.key.uid == publisher && (kind == nil || $0.key.kind == kind) }.values.reduce(0, +)
     }
 
     func shutdown() async { await app.shutdown() }

@@ -83,6 +83,8 @@ public struct RTCEngineConfiguration: Sendable {
     /// Keep screen-share users (`*_sub`) out of auto-subscription and of `userJoined`. Nil: the
     /// server's default, which is on for the owner of a share and off for everyone else.
     public var ignoreScreenShareUsers: Bool?
+    /// Seconds between `rtcStats` events.
+    public var statsIntervalSeconds: Int = 2
 
     public enum LogLevel: Int, Sendable, Hashable, Comparable, CaseIterable {
         case none = 0, error, warning, info, debug

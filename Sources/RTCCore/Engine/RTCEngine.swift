@@ -697,7 +697,7 @@ public final class RTCEngine: @unchecked Sendable {
         sender?.feedFarEnd(mixed)
     }
 
-    /// Once a second on the event loop: sender reports, receiver reports; every other second, stats.
+    /// Once a second on the event loop: sender reports, receiver reports, and stats at their interval.
     private func rtcpTick(_ session: Session) {
         let (publisher, subscriber, senders, receivers) = lock.withLock { () -> (MediaTransport?, MediaTransport?, [SenderState], [ReceiverState]) in
             session.ticks += 1
@@ -716,7 +716,7 @@ public final class RTCEngine: @unchecked Sendable {
         if let subscriber, !blocks.isEmpty {
             subscriber.sendRTCP(RTCPPacket.serializeCompound([.receiverReport(ReceiverReport(ssrc: session.rtcpSSRC, reports: blocks))]))
         }
-        if session.ticks % 2 == 0 {
+        if session.ticks % max(1, configuration.statsIntervalSeconds) == 0 {
             let rtt = subscriber?.stats
             if let rtt {
                 rtt.whenSuccess { [weak self] stats in self?.emitStats(session, subscriberRTT: stats.roundTripTime) }

@@ -1,0 +1,131 @@
+import RTCCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where a bot's video comes from.
+enum BotVideoSource {
+    case none
+    case pattern(PatternKind)
+    case file(String)
+
+    init(parsing text: String) {
+        switch text {
+        case "none": self = .none
+        case "pattern", "camera": self = .pattern(.camera)
+        case "screen": self = .pattern(.screen)
+        default: self = .file(text)
+        }
+    }
+}
+
+/// Where a bot's audio comes from.
+enum BotAudioSource {
+    case none
+    case tone(Double)
+    case file(String)
+
+    init(parsing text: String) {
+        switch text {
+        case "none": self = .none
+        case "tone": self = .tone(440)
+        default: self = .file(text)
+        }
+    }
+}
+
+/// Feeds an engine from a synthetic pattern or a Y4M file (looping) at the source's frame rate,
+/// paced on a thread of its own with capture timestamps from the monotonic clock.
+final class VideoPump: @unchecked Sendable {
+    private var thread: MediaThread?
+    private let next: () throws -> VideoFrame?
+    private let engine: RTCEngine
+    private(set) var framesPushed = 0
+
+    /// Checks the source now (a missing or bad file is an error here, not later).
+    init(_ source: BotVideoSource, size: VideoSize, fps: Int, engine: RTCEngine) throws {
+        self.engine = engine
+        switch source {
+        case .none:
+            next = { nil }
+        case .pattern(let kind):
+            let generator = try reporting { try PatternGenerator(kind: kind, size: size, frameRate: FrameRate(fps)) }
+            var index = 0
+            next = {
+                defer { index += 1 }
+                return generator.frame(at: index)
+            }
+        case .file(let path):
+            var reader = try reporting { try Y4MReader(path: path) }
+            next = {
+                if let frame = try reader.readFrame() { return frame }
+                reader = try Y4MReader(path: path)  // loop
+                return try reader.readFrame()
+            }
+        }
+        let interval: Int64
+        if case .file(let path) = source {
+            interval = try reporting { try Y4MReader(path: path) }.header.frameRate.frameDurationUs
+        } else {
+            interval = 1_000_000 / Int64(max(1, fps))
+        }
+        guard case .none = source else {
+            thread = MediaThread(name: "video-source", tickIntervalUs: interval) { [unowned self] in self.tick() }
+            return
+        }
+    }
+
+    private func tick() {
+        guard var frame = try? next() else { return }
+        frame.timestampUs = MediaClock.monotonicUs()
+        engine.pushVideoFrame(frame)
+        framesPushed += 1
+    }
+
+    func stop() { thread?.stop() }
+}
+
+/// Feeds an engine a tone or a WAV file (looping) in 10 ms blocks, paced on a thread of its own.
+final class AudioPump: @unchecked Sendable {
+    private var thread: MediaThread?
+    private let next: () throws -> AudioFrame?
+    private let engine: RTCEngine
+
+    init(_ source: BotAudioSource, engine: RTCEngine) throws {
+        self.engine = engine
+        switch source {
+        case .none:
+            next = { nil }
+        case .tone(let frequency):
+            var index = 0
+            next = {
+                defer { index += 1 }
+                let samples = (0..<480).map { offset -> Int16 in
+                    Int16(10000 * sin(2 * Double.pi * frequency * Double(index * 480 + offset) / 48000))
+                }
+                return AudioFrame(samples: .int16(samples), sampleRate: 48000, channels: 1)
+            }
+        case .file(let path):
+            var reader = try reporting { try WAVReader(path: path) }
+            let block = reader.format.sampleRate / 100
+            next = {
+                if let frame = try reader.read(samplesPerChannel: block), frame.samplesPerChannel > 0 { return frame }
+                reader = try WAVReader(path: path)  // loop
+                return try reader.read(samplesPerChannel: block)
+            }
+        }
+        guard case .none = source else {
+            thread = MediaThread(name: "audio-source", tickIntervalUs: 10_000) { [unowned self] in self.tick() }
+            return
+        }
+    }
+
+    private func tick() {
+        guard var frame = try? next() else { return }
+        frame.timestampUs = MediaClock.monotonicUs()
+        engine.pushAudioFrame(frame)
+    }
+
+    func stop() { thread?.stop() }
+}

@@ -1,0 +1,157 @@
+import ArgumentParser
+import NIOConcurrencyHelpers
+import RTCCore
+import Signaling
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A headless bot: joins a channel, publishes a pattern, a file or a tone, records what it
+/// receives and prints live stats once a second.
+struct JoinCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "join",
+        abstract: "Join a channel as a headless bot: publish, record, print live stats.")
+
+    @Option(help: "Signaling URL.") var server: String = "ws://127.0.0.1:7880/rtc"
+    @Option(help: "Channel name.") var channel: String
+    @Option(help: "User id.") var uid: String
+    @Option(help: "Access token (or give --secret to mint one).") var token: String?
+    @Option(help: "Server secret to mint a token with (development only).") var secret: String?
+    @Option(help: "broadcaster or audience.") var role: String = "broadcaster"
+    @Option(help: "pattern, screen, FILE.y4m or none.") var video: String = "pattern"
+    @Option(help: "tone, FILE.wav or none.") var audio: String = "tone"
+    @Option(help: "Largest encoded size (frames are fit inside, never stretched).") var size: VideoSize = VideoSize(width: 640, height: 360)
+    @Option(help: "Frames per second (the pattern's rate and the encoder's cap).") var fps: Int = 15
+    @Option(help: "Video bitrate, kbps.") var bitrate: Int = 800
+    @Option(help: "Folder for one IVF and one WAV per remote user and track.") var record: String?
+    @Option(help: "Seconds to stay; without it, until SIGINT or SIGTERM.") var duration: Double?
+    @Flag(name: .customLong("no-subscribe"), help: "Receive nothing (auto-subscribe off).") var noSubscribe = false
+    @Flag(help: "Print no stats lines.") var quiet = false
+
+    func validate() throws {
+        guard token != nil || secret != nil else { throw ValidationError("give --token, or --secret to mint one") }
+        guard ["broadcaster", "audience"].contains(role) else { throw ValidationError("--role is broadcaster or audience, not \(role)") }
+        guard (1...60).contains(fps) else { throw ValidationError("--fps must be 1...60") }
+        if let duration, !(duration > 0) { throw ValidationError("--duration must be positive") }
+        guard server.hasPrefix("ws://") || server.hasPrefix("wss://") else { throw ValidationError("--server must be a ws:// or wss:// URL") }
+    }
+
+    func run() async throws {
+        let token = self.token ?? AccessToken(uid: uid, channel: channel, now: Int64(time(nil)), ttl: 86400).signed(secret: secret!)
+        let videoSource = BotVideoSource(parsing: video), audioSource = BotAudioSource(parsing: audio)
+        let bot = try await Bot.start(server: server, channel: channel, uid: uid, token: token,
+                                      role: role == "audience" ? .audience : .broadcaster, video: videoSource, audio: audioSource,
+                                      settings: VideoEncoderConfiguration(dimensions: size, frameRate: fps, bitrateKbps: bitrate),
+                                      subscribe: !noSubscribe, record: record, printStats: !quiet)
+        if let duration {
+            try? await Task.sleep(for: .milliseconds(Int(duration * 1000)))
+        } else {
+            await ServerCommand.waitForTermination()
+        }
+        let files = await bot.stop()
+        for file in files { print("recorded \(file.path) (\(file.units) \(file.path.hasSuffix(".ivf") ? "frames" : "20 ms blocks"))") }
+    }
+}
+
+/// One engine with its sources and recorder: what `join` and `demo` run.
+final class Bot: Sendable {
+    let uid: String
+    let engine: RTCEngine
+    private let videoPump: VideoPump?
+    private let audioPump: AudioPump?
+    let recorder: ChannelRecorder?
+    private let statsTask: Task<Void, Never>
+    /// The newest `rtcStats`, and a log of joins, departures, first frames and state changes.
+    let latestStats: NIOLockedValueBox<RTCStats?>
+    let log: NIOLockedValueBox<[String]>
+
+    static func start(server: String, channel: String, uid: String, token: String, role: ClientRole, video: BotVideoSource,
+                      audio: BotAudioSource, settings: VideoEncoderConfiguration, subscribe: Bool, record: String?,
+                      printStats: Bool, source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone)) async throws -> Bot {
+        var configuration = RTCEngineConfiguration(serverURL: server, clientRole: role)
+        configuration.statsIntervalSeconds = 1
+        let engine = RTCEngine(configuration: configuration)
+        do { try engine.setVideoEncoderConfiguration(settings) } catch { throw CLIError("\(error)") }
+        if case .none = video {} else { try await engine.enableVideo() }
+        if case .none = audio {} else { try await engine.enableAudio() }
+        // Files and tones are not microphones: no echo cancellation or noise suppression on them.
+        engine.setAudioProcessing(enabled: false)
+        var recorder: ChannelRecorder?
+        if let record {
+            try makeDirectories(record)
+            recorder = ChannelRecorder(directory: record)
+            recorder?.attach(to: engine)
+        }
+        let events = engine.events
+        let latest = NIOLockedValueBox<RTCStats?>(nil), log = NIOLockedValueBox<[String]>([])
+        let statsTask = Task {
+            for await event in events {
+                switch event {
+                case .rtcStats(let stats):
+                    latest.withLockedValue { $0 = stats }
+                    if printStats { print(Bot.format(stats, uid: uid)); fflush(nil) }
+                case .userJoined(let other): log.withLockedValue { $0.append("\(uid): \(other) joined") }
+                case .userOffline(let other, let reason): log.withLockedValue { $0.append("\(uid): \(other) offline (\(reason.rawValue))") }
+                case .firstRemoteVideoFrameDecoded(let other, let source, let size, let elapsed):
+                    log.withLockedValue { $0.append("\(uid): first frame of \(other)/\(source.rawValue) \(size) after \(elapsed) ms") }
+                case .connectionStateChanged(let state, let reason):
+                    log.withLockedValue { $0.append("\(uid): \(state.rawValue) (\(reason.rawValue))") }
+                    if printStats { print("\(uid): connection \(state.rawValue) (\(reason.rawValue))"); fflush(nil) }
+                case .error(let error):
+                    if printStats { print("\(uid): error \(error)"); fflush(nil) }
+                default: break
+                }
+            }
+        }
+        do {
+            try await engine.join(token: token, channel: channel, uid: uid,
+                                  options: JoinOptions(autoSubscribeAudio: subscribe, autoSubscribeVideo: subscribe,
+                                                       videoSource: source.video, audioSource: source.audio))
+        } catch {
+            statsTask.cancel()
+            throw CLIError("join failed: \(error)")
+        }
+        let videoPump = try VideoPump(video, size: settings.dimensions, fps: settings.frameRate, engine: engine)
+        let audioPump = try AudioPump(audio, engine: engine)
+        return Bot(uid: uid, engine: engine, videoPump: videoPump, audioPump: audioPump, recorder: recorder, statsTask: statsTask,
+                   latest: latest, log: log)
+    }
+
+    private init(uid: String, engine: RTCEngine, videoPump: VideoPump?, audioPump: AudioPump?, recorder: ChannelRecorder?,
+                 statsTask: Task<Void, Never>, latest: NIOLockedValueBox<RTCStats?>, log: NIOLockedValueBox<[String]>) {
+        self.uid = uid
+        self.engine = engine
+        self.videoPump = videoPump
+        self.audioPump = audioPump
+        self.recorder = recorder
+        self.statsTask = statsTask
+        latestStats = latest
+        self.log = log
+    }
+
+    /// Stops the sources, leaves, and closes the recordings.
+    func stop() async -> [ChannelRecorder.File] {
+        videoPump?.stop()
+        audioPump?.stop()
+        await engine.leave()
+        statsTask.cancel()
+        return recorder?.finish() ?? []
+    }
+
+    static func format(_ stats: RTCStats, uid: String) -> String {
+        var parts = ["[\(uid) \(String(format2: Double(stats.durationMs) / 1000))s]"]
+        for track in stats.local {
+            parts.append("send \(track.kind.rawValue) \(Int(track.bitrateKbps)) kbps \(Int(track.framesPerSecond.rounded())) fps"
+                + (track.kind == .video ? " \(track.width)x\(track.height)" : "")
+                + " loss \(Int(track.lossFraction * 100))%" + (track.roundTripTimeMs.map { " rtt \(Int($0)) ms" } ?? ""))
+        }
+        for track in stats.remote {
+            parts.append("recv \(track.uid)/\(track.source.rawValue) \(Int(track.bitrateKbps)) kbps \(Int(track.framesPerSecond.rounded())) fps"
+                + (track.kind == .video ? " \(track.width)x\(track.height)" : "")
+                + " lost \(track.packetsLost) jitter \(String(format2: track.jitterMs)) ms")
+        }
+        return parts.joined(separator: " | ")
+    }
+}
