@@ -28,7 +28,7 @@ build: deps
 	swift build -c release --product rtc-cli
 
 demo: build
-	.build/release/rtc-cli demo --dir out/demo
+	.build/release/rtc-cli demo --out out/demo
 
 test: deps
 	swift test

@@ -110,7 +110,7 @@ let package = Package(
         .testTarget(
             name: "EngineTests",
             dependencies: [
-                "RTCCore", "RTCServer", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCCore", "RTCServer", "rtc-cli", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         .testTarget(

@@ -2,36 +2,87 @@
 import Glibc
 #endif
 import ArgumentParser
+import Logging
+import NIOPosix
 import RTCCore
+import RTCServer
+import Signaling
 
-/// Until the end-to-end demo exists: the codec round trip on synthetic media.
-struct DemoCommand: ParsableCommand {
+/// The product in one command: an embedded server, host `1001`, its screen share `1001_sub` and
+/// viewer `2001` in channel `ScreenShare`, all on loopback; a summary table and the viewer's recordings.
+struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Run the media round trip on a synthetic screen clip and tone, and print where the files went.")
+        abstract: "Run server, host 1001, its screen share 1001_sub and viewer 2001; print a summary and where the recordings are.")
 
-    @Option(help: "Output folder.") var dir: String = "out/demo"
-    @Option(help: "Frames in the clip.") var frames: Int = 90
+    @Option(help: "Seconds the share runs.") var duration: Double = 10
+    @Option(help: "Folder for the viewer's recordings.") var out: String = "out/demo"
 
-    func run() throws {
-        try makeDirectories(dir)
-        let clip = "\(dir)/screen.y4m", ivf = "\(dir)/screen.ivf", decoded = "\(dir)/screen-decoded.y4m"
-        let wav = "\(dir)/tone.wav", ogg = "\(dir)/tone.ogg", back = "\(dir)/tone-decoded.wav"
-        print("1. synthetic screen clip");
-        try PatternCommand.parse(["--output", clip, "--size", "1280x720", "--frames", "\(frames)", "--kind", "screen",
-                                  "--fps", "30"]).run()
-        print("2. VP8 encode (screen content, 1500 kbps)")
-        try EncodeCommand.parse(["--input", clip, "--output", ivf, "--screen", "--bitrate", "1500"]).run()
-        print("3. VP8 decode")
-        try DecodeCommand.parse(["--input", ivf, "--output", decoded]).run()
-        let psnr = try reporting { try clipPSNR(clip, decoded) }
-        print("   PSNR over the clip as a viewer sees it (a dropped frame shows the previous picture): \(String(format2: psnr)) dB")
-        print("4. a 2 s tone, Opus encode and decode")
-        try reporting { try writeTone(path: wav, seconds: 2) }
-        try EncodeAudioCommand.parse(["--input", wav, "--output", ogg]).run()
-        try DecodeAudioCommand.parse(["--input", ogg, "--output", back]).run()
-        print("done: \(clip), \(ivf), \(decoded), \(wav), \(ogg), \(back)")
-        print("try: ffprobe \(ivf); ffplay \(decoded)")
+    func validate() throws {
+        guard duration >= 2 else { throw ValidationError("--duration must be at least 2 seconds") }
+    }
+
+    func run() async throws {
+        try makeDirectories(out)
+        let secret = ServerCommand.randomSecret()
+        let app = try await RTCServerApp.start(configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: secret),
+                                               group: MultiThreadedEventLoopGroup.singleton, logger: Logger(label: "rtc.demo") { _ in SwiftLogNoOpLogHandler() })
+        let url = "ws://127.0.0.1:\(app.signalingAddress?.port ?? 0)/rtc"
+        let channel = "ScreenShare"
+        func token(_ uid: String) -> String { AccessToken(uid: uid, channel: channel, now: Int64(time(nil)), ttl: 3600).signed(secret: secret) }
+        print("server: \(url), media udp \(app.mediaAddress?.port ?? 0)")
+        let viewer = try await Bot.start(server: url, channel: channel, uid: "2001", token: token("2001"), role: .broadcaster, video: .none,
+                                         audio: .none, settings: VideoEncoderConfiguration(), subscribe: true, record: out, printStats: false)
+        let host = try await Bot.start(server: url, channel: channel, uid: "1001", token: token("1001"), role: .broadcaster,
+                                       video: .pattern(.camera), audio: .tone(440),
+                                       settings: VideoEncoderConfiguration(dimensions: VideoSize(width: 640, height: 360), frameRate: 15, bitrateKbps: 600),
+                                       subscribe: true, record: nil, printStats: false)
+        // Until ScreenShareSession lands, a bot with the screen-share uid and settings stands in for it:
+        // broadcaster, screen source, 1280x720 screen content at 15 fps, subscribed to nothing.
+        let share = try await Bot.start(server: url, channel: channel, uid: "1001_sub", token: token("1001_sub"), role: .broadcaster,
+                                        video: .pattern(.screen), audio: .none,
+                                        settings: VideoEncoderConfiguration(dimensions: VideoSize(width: 1280, height: 720), frameRate: 15,
+                                                                            bitrateKbps: 1500, degradationPreference: .maintainResolution,
+                                                                            contentHint: .detail),
+                                        subscribe: false, record: nil, printStats: false, source: (.screen, .screenAudio))
+        print("joined: 2001 (viewer, recording), 1001 (camera + tone), 1001_sub (screen share); running \(duration) s")
+        try? await Task.sleep(for: .milliseconds(Int(duration * 1000)))
+        let viewerStats = viewer.latestStats.withLockedValue { $0 }
+        let hostStats = host.latestStats.withLockedValue { $0 }, shareStats = share.latestStats.withLockedValue { $0 }
+        let toHost = try await app.sfu.packetsForwarded(to: "1001", in: channel).get()
+        let toShare = try await app.sfu.packetsForwarded(to: "1001_sub", in: channel).get()
+        _ = await share.stop()
+        _ = await host.stop()
+        let files = await viewer.stop()
+        await app.shutdown()
+
+        print("")
+        print("participant  track              sent kbps   fps  size")
+        for (uid, stats) in [("1001", hostStats), ("1001_sub", shareStats)] {
+            for track in stats?.local ?? [] {
+                print("\(uid.padding(12)) \((track.source.rawValue).padding(18)) \(String(Int(track.bitrateKbps)).padding(11)) "
+                    + "\(String(Int(track.framesPerSecond.rounded())).padding(4)) \(track.kind == .video ? "\(track.width)x\(track.height)" : "-")")
+            }
+        }
+        print("")
+        print("viewer 2001 receives   kbps   fps  size       lost  jitter ms")
+        for track in viewerStats?.remote ?? [] {
+            print("\((track.uid + "/" + track.source.rawValue).padding(22)) \(String(Int(track.bitrateKbps)).padding(6)) "
+                + "\(String(Int(track.framesPerSecond.rounded())).padding(4)) \((track.kind == .video ? "\(track.width)x\(track.height)" : "-").padding(10)) "
+                + "\(String(track.packetsLost).padding(5)) \(String(format2: track.jitterMs))")
+        }
+        print("")
+        let fromShare = toHost.filter { $0.key.uid == "1001_sub" }.values.reduce(0, +)
+        print("packets the server forwarded to 1001 from its own share 1001_sub: \(fromShare)")
+        print("packets the server forwarded to 1001_sub (it subscribes to nothing): \(toShare.values.reduce(0, +))")
+        print("")
+        for line in viewer.log.withLockedValue({ $0 }) + host.log.withLockedValue({ $0 }) where line.contains("first frame") || line.contains("joined") {
+            print("event  \(line)")
+        }
+        print("")
+        print("recordings (viewer 2001):")
+        for file in files { print("  \(file.path)  \(file.units) \(file.path.hasSuffix(".ivf") ? "frames" : "20 ms blocks")") }
+        print("try: ffprobe \(files.first?.path ?? out); ffplay \(files.first(where: { $0.path.hasSuffix(".ivf") })?.path ?? out)")
     }
 }
 

@@ -6,7 +6,7 @@ import Testing
 
 @Suite("RTCEngine end to end", .serialized)
 struct EngineMediaTests {
-    @Test("a publisher's video and audio arrive decoded at a subscriber")
+    @Test("a publisher's video and audio arrive decoded at a subscriber, with events both ways")
     func videoAndAudioFlow() async throws {
         let server = try await TestServer()
         let host = server.engine(), viewer = server.engine()
@@ -23,12 +23,297 @@ struct EngineMediaTests {
         defer { video.cancel(); tone.cancel() }
         #expect(await viewerEvents.wait { if case .userJoined(let uid) = $0 { uid } else { nil } } == "1001")
         #expect(await hostEvents.wait { if case .userJoined(let uid) = $0 { uid } else { nil } } == "2001")
+        #expect(await viewerEvents.wait { if case .joinedChannel(let channel, let uid, _) = $0 { "\(channel)/\(uid)" } else { nil } } == "room/2001")
+        let published = await viewerEvents.wait(5) { event -> [TrackKind]? in
+            let kinds = viewerEvents.all.compactMap { if case .remoteTrackPublished(let info) = $0 { info.kind } else { nil } }
+            return kinds.count >= 2 ? kinds.sorted { $0.rawValue < $1.rawValue } : nil
+        }
+        #expect(published == [.audio, .video])
         let first = await viewerEvents.wait { if case .firstRemoteVideoFrameDecoded(let uid, _, let size, _) = $0 { (uid, size) } else { nil } }
         #expect(first?.0 == "1001")
         #expect(first?.1 == VideoSize(width: 320, height: 240))
         #expect(await eventually { frames.withLockedValue { $0.count } >= 20 && audio.withLockedValue { $0 } >= 50 })
+        // Stats every 2 s: the viewer sees both tracks with rates, the host its own sending.
+        let stats = await viewerEvents.wait(5) { event -> RTCStats? in
+            if case .rtcStats(let stats) = event, stats.remote.count == 2, stats.remote.allSatisfy({ $0.bitrateKbps > 0 }) { stats } else { nil }
+        }
+        let remoteVideo = try #require(stats?.remote.first { $0.kind == .video })
+        #expect(remoteVideo.framesPerSecond > 5)
+        #expect(remoteVideo.width == 320)
+        let hostStats = await hostEvents.wait(5) { event -> RTCStats? in
+            if case .rtcStats(let stats) = event, stats.local.count == 2, stats.local.allSatisfy({ $0.bitrateKbps > 0 }) { stats } else { nil }
+        }
+        #expect(hostStats?.local.first { $0.kind == .video }?.roundTripTimeMs != nil, "RTT from the server's receiver reports")
         await viewer.leave()
         await host.leave()
+        await server.shutdown()
+    }
+
+    @Test("a Y4M clip arrives with ≥ 95% of its frames and ≥ 30 dB PSNR (ffmpeg's psnr filter on the recording)")
+    func clipQuality() async throws {
+        let dir = temporaryDirectory("clip")
+        let source = "\(dir)/source.y4m", frameCount = 60
+        let generator = try PatternGenerator(kind: .camera, size: VideoSize(width: 640, height: 360), frameRate: FrameRate(15))
+        let writer = try Y4MWriter(path: source, header: Y4MHeader(width: 640, height: 360, frameRate: FrameRate(15)))
+        for index in 0..<frameCount { try writer.write(generator.frame(at: index)) }
+        try writer.finish()
+
+        let server = try await TestServer()
+        let host = server.engine(), viewer = server.engine()
+        let viewerEvents = EventLog(viewer)
+        let recorder = ChannelRecorder(directory: dir)
+        recorder.attach(to: viewer)
+        try viewer.setVideoEncoderConfiguration(VideoEncoderConfiguration())
+        try host.setVideoEncoderConfiguration(VideoEncoderConfiguration(dimensions: VideoSize(width: 640, height: 360), frameRate: 15,
+                                                                        bitrateKbps: 1200, degradationPreference: .maintainFramerate))
+        try await host.enableVideo()
+        try await viewer.join(token: server.token("2001", channel: "clip"), channel: "clip", uid: "2001")
+        try await host.join(token: server.token("1001", channel: "clip"), channel: "clip", uid: "1001")
+        // Push only once the viewer's receiving transport is up, so frame 0 reaches it.
+        #expect(await viewerEvents.wait { if case .remoteTrackPublished(let info) = $0, info.kind == .video { true } else { nil } } == true)
+        #expect(await eventually { await viewer.subscriberTransportState() == .connected })
+        let reader = try Y4MReader(path: source)
+        let start = MediaClock.monotonicUs()
+        var index = 0
+        while var frame = try reader.readFrame() {
+            frame.timestampUs = start + Int64(index) * 66_667
+            host.pushVideoFrame(frame)
+            index += 1
+            let wait = start + Int64(index) * 66_667 - MediaClock.monotonicUs()
+            if wait > 0 { try await Task.sleep(for: .microseconds(wait)) }
+        }
+        try await Task.sleep(for: .milliseconds(600))
+        await host.leave()
+        await viewer.leave()
+        await server.shutdown()
+        let files = recorder.finish()
+        let ivf = try #require(files.first { $0.path.hasSuffix(".ivf") }?.path)
+
+        let probe = try runTool(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
+                                 "stream=codec_name,width,height,nb_read_frames", "-of", "default=noprint_wrappers=1", ivf])
+        #expect(probe.status == 0, "\(probe.err)")
+        #expect(probe.out.contains("codec_name=vp8") && probe.out.contains("width=640") && probe.out.contains("height=360"))
+        let decoded = probe.out.split(separator: "\n").first { $0.hasPrefix("nb_read_frames=") }.flatMap { Int($0.dropFirst(15)) } ?? 0
+        #expect(Double(decoded) >= 0.95 * Double(frameCount), "ffmpeg decoded \(decoded) of \(frameCount) frames")
+        let psnr = try runTool(["ffmpeg", "-hide_banner", "-nostats", "-i", ivf, "-i", source, "-lavfi", "[0:v][1:v]psnr", "-f", "null", "-"])
+        #expect(psnr.status == 0, "\(psnr.err)")
+        let average = psnr.err.range(of: "average:").map { psnr.err[$0.upperBound...].prefix { $0 == "." || $0.isNumber } }.flatMap { Double($0) }
+        let value = try #require(average, "no PSNR in ffmpeg's output: \(psnr.err.suffix(400))")
+        #expect(value >= 30, "PSNR \(value) dB")
+    }
+
+    @Test("a 440 Hz tone pushed at 44.1 kHz mono plays out at 48 kHz with its frequency intact")
+    func toneFrequency() async throws {
+        let server = try await TestServer()
+        let host = server.engine(), viewer = server.engine()
+        try await host.enableAudio()
+        host.setAudioProcessing(enabled: false)
+        let played = NIOLockedValueBox<[Int16]>([])
+        viewer.setRemoteAudioSink { frame in played.withLockedValue { $0 += frame.frame.int16Samples } }
+        try await viewer.join(token: server.token("2001", channel: "tone"), channel: "tone", uid: "2001")
+        try await host.join(token: server.token("1001", channel: "tone"), channel: "tone", uid: "1001")
+        let tone = pushTone(host, frequency: 440, sampleRate: 44100)
+        #expect(await eventually { played.withLockedValue { $0.count } >= 48000 * 2 * 2 })
+        tone.cancel()
+        await host.leave()
+        await viewer.leave()
+        await server.shutdown()
+        let samples = played.withLockedValue { $0 }
+        // One second, skipping the first half second (start of playout).
+        let window = Array(samples[48000..<(48000 + 96000)])
+        let frequency = dominantFrequency(window, channels: 2, sampleRate: 48000)
+        #expect(abs(frequency - 440) < 2, "measured \(frequency) Hz")
+        let peak = window.map { abs(Int($0)) }.max() ?? 0
+        #expect(peak > 6000, "the tone kept its level (peak \(peak))")
+    }
+
+    @Test("muting a local track stops its media at the server and tells the others; unmuting resumes it")
+    func localMute() async throws {
+        let server = try await TestServer()
+        let host = server.engine(), viewer = server.engine()
+        let viewerEvents = EventLog(viewer)
+        try await host.enableVideo()
+        try await host.enableAudio()
+        try await viewer.join(token: server.token("2001", channel: "mute"), channel: "mute", uid: "2001")
+        try await host.join(token: server.token("1001", channel: "mute"), channel: "mute", uid: "1001")
+        let video = pushPattern(host), tone = pushTone(host)
+        defer { video.cancel(); tone.cancel() }
+        #expect(await eventually { try await server.forwarded(to: "2001", from: "1001", kind: .video, in: "mute") > 20 })
+        try await host.muteLocalVideoStream(true)
+        let muted = await viewerEvents.wait { if case .remoteTrackMuted(let info, let muted) = $0, info.kind == .video { muted } else { nil } }
+        #expect(muted == true)
+        try await Task.sleep(for: .milliseconds(300))
+        let videoBefore = try await server.forwarded(to: "2001", from: "1001", kind: .video, in: "mute")
+        let audioBefore = try await server.forwarded(to: "2001", from: "1001", kind: .audio, in: "mute")
+        try await Task.sleep(for: .seconds(1))
+        let count1 = try await server.forwarded(to: "2001", from: "1001", kind: .video, in: "mute")
+        #expect(count1 == videoBefore, "no video while muted")
+        let count2 = try await server.forwarded(to: "2001", from: "1001", kind: .audio, in: "mute")
+        #expect(count2 > audioBefore + 20, "audio goes on")
+        try await host.muteLocalVideoStream(false)
+        #expect(await viewerEvents.wait {
+            if case .remoteTrackMuted(let info, let muted) = $0, info.kind == .video, !muted { true } else { nil }
+        } == true)
+        #expect(await eventually { try await server.forwarded(to: "2001", from: "1001", kind: .video, in: "mute") > videoBefore + 10 })
+        await host.leave()
+        await viewer.leave()
+        await server.shutdown()
+    }
+
+    @Test("muteAllRemoteVideoStreams stops inbound video at the server, for present and later publishers; audio is untouched")
+    func muteAllRemote() async throws {
+        let server = try await TestServer()
+        let host = server.engine(), viewer = server.engine(), late = server.engine()
+        try await host.enableVideo()
+        try await host.enableAudio()
+        try await late.enableVideo()
+        try await viewer.join(token: server.token("2001", channel: "all"), channel: "all", uid: "2001")
+        try await host.join(token: server.token("1001", channel: "all"), channel: "all", uid: "1001")
+        let video = pushPattern(host), tone = pushTone(host)
+        defer { video.cancel(); tone.cancel() }
+        #expect(await eventually { try await server.forwarded(to: "2001", from: "1001", kind: .video, in: "all") > 20 })
+        try await viewer.muteAllRemoteVideoStreams(true)
+        try await Task.sleep(for: .milliseconds(300))
+        let videoBefore = try await server.forwarded(to: "2001", from: "1001", kind: .video, in: "all")
+        let audioBefore = try await server.forwarded(to: "2001", from: "1001", kind: .audio, in: "all")
+        try await late.join(token: server.token("3001", channel: "all"), channel: "all", uid: "3001")
+        let lateVideo = pushPattern(late)
+        defer { lateVideo.cancel() }
+        try await Task.sleep(for: .seconds(1))
+        let count3 = try await server.forwarded(to: "2001", from: "1001", kind: .video, in: "all")
+        #expect(count3 == videoBefore)
+        let count4 = try await server.forwarded(to: "2001", from: "3001", kind: .video, in: "all")
+        #expect(count4 == 0, "a later publisher is not subscribed either")
+        let count5 = try await server.forwarded(to: "2001", from: "1001", kind: .audio, in: "all")
+        #expect(count5 > audioBefore + 20)
+        try await viewer.muteAllRemoteVideoStreams(false)
+        #expect(await eventually {
+            let fromHost = try await server.forwarded(to: "2001", from: "1001", kind: .video, in: "all")
+            let fromLate = try await server.forwarded(to: "2001", from: "3001", kind: .video, in: "all")
+            return fromHost > videoBefore + 10 && fromLate > 10
+        })
+        // One user's video, by uid.
+        try await viewer.muteRemoteVideoStream(uid: "3001", muted: true)
+        try await Task.sleep(for: .milliseconds(300))
+        let lateBefore = try await server.forwarded(to: "2001", from: "3001", kind: .video, in: "all")
+        let hostBefore = try await server.forwarded(to: "2001", from: "1001", kind: .video, in: "all")
+        try await Task.sleep(for: .seconds(1))
+        let count6 = try await server.forwarded(to: "2001", from: "3001", kind: .video, in: "all")
+        #expect(count6 == lateBefore)
+        let count7 = try await server.forwarded(to: "2001", from: "1001", kind: .video, in: "all")
+        #expect(count7 > hostBefore + 5)
+        await late.leave()
+        await host.leave()
+        await viewer.leave()
+        await server.shutdown()
+    }
+
+    @Test("leaving raises userOffline(quit) on the others")
+    func leaveIsQuit() async throws {
+        let server = try await TestServer()
+        let host = server.engine(), viewer = server.engine()
+        let viewerEvents = EventLog(viewer)
+        try await viewer.join(token: server.token("2001", channel: "quit"), channel: "quit", uid: "2001")
+        try await host.join(token: server.token("1001", channel: "quit"), channel: "quit", uid: "1001")
+        #expect(await viewerEvents.wait { if case .userJoined(let uid) = $0 { uid } else { nil } } == "1001")
+        await host.leave()
+        let offline = await viewerEvents.wait { if case .userOffline(let uid, let reason) = $0 { (uid, reason) } else { nil } }
+        #expect(offline?.0 == "1001")
+        #expect(offline?.1 == .quit)
+        #expect(viewer.remoteUsers.isEmpty)
+        await viewer.leave()
+        await server.shutdown()
+    }
+
+    @Test("killing a client process raises userOffline(dropped) within the keepalive window")
+    func killedProcessIsDropped() async throws {
+        let resumeWindow = 2
+        let server = try await TestServer(pingInterval: 1, pingTimeout: 3, resumeWindow: resumeWindow)
+        let viewer = server.engine()
+        let viewerEvents = EventLog(viewer)
+        try await viewer.join(token: server.token("2001", channel: "kill"), channel: "kill", uid: "2001")
+        let bot = Process()
+        bot.executableURL = URL(fileURLWithPath: cliPath)
+        bot.arguments = ["join", "--server", server.url, "--channel", "kill", "--uid", "3001", "--token", server.token("3001", channel: "kill"),
+                         "--quiet", "--size", "160x120"]
+        bot.standardOutput = FileHandle.nullDevice
+        bot.standardError = FileHandle.nullDevice
+        try bot.run()
+        defer { if bot.isRunning { kill(bot.processIdentifier, SIGKILL) } }
+        #expect(await viewerEvents.wait(20) { if case .userJoined(let uid) = $0 { uid } else { nil } } == "3001")
+        kill(bot.processIdentifier, SIGKILL)
+        let killedAt = Date()
+        let offline = await viewerEvents.wait(Double(resumeWindow + 5)) {
+            if case .userOffline(let uid, let reason) = $0 { (uid, reason) } else { nil }
+        }
+        let elapsed = Date().timeIntervalSince(killedAt)
+        #expect(offline?.0 == "3001")
+        #expect(offline?.1 == .dropped)
+        // The socket closes with the process; the server holds the seat for the resume window, then drops it.
+        #expect(elapsed <= Double(resumeWindow) + 1.5, "dropped after \(elapsed) s")
+        await viewer.leave()
+        await server.shutdown()
+    }
+
+    @Test("live broadcasting: the audience is invisible, and a broadcaster turning audience is userOffline(becameAudience)")
+    func liveBroadcastingRoles() async throws {
+        let server = try await TestServer()
+        let host = server.engine(profile: .liveBroadcasting), audience = server.engine(role: .audience, profile: .liveBroadcasting)
+        let hostEvents = EventLog(host), audienceEvents = EventLog(audience)
+        try await host.enableVideo()
+        try await host.join(token: server.token("1001", channel: "live"), channel: "live", uid: "1001")
+        try await audience.join(token: server.token("2001", channel: "live"), channel: "live", uid: "2001")
+        let video = pushPattern(host)
+        defer { video.cancel() }
+        #expect(await audienceEvents.wait { if case .userJoined(let uid) = $0 { uid } else { nil } } == "1001")
+        #expect(await audienceEvents.wait { if case .firstRemoteVideoFrameDecoded(let uid, _, _, _) = $0 { uid } else { nil } } == "1001")
+        try await host.setClientRole(.audience)
+        let offline = await audienceEvents.wait { if case .userOffline(let uid, let reason) = $0 { (uid, reason) } else { nil } }
+        #expect(offline?.0 == "1001")
+        #expect(offline?.1 == .becameAudience)
+        #expect(!hostEvents.all.contains { if case .userJoined = $0 { true } else { false } }, "the audience never shows up as a user")
+        await audience.leave()
+        await host.leave()
+        await server.shutdown()
+    }
+
+    @Test("tokenPrivilegeWillExpire comes before expiry, and renewToken keeps the session")
+    func tokenRenewal() async throws {
+        let server = try await TestServer()
+        let engine = server.engine()
+        let events = EventLog(engine)
+        // The server warns 30 s ahead: a 32 s token is warned about within about 2 s.
+        try await engine.join(token: server.token("1001", channel: "token", ttl: 32), channel: "token", uid: "1001")
+        let expiresAt = await events.wait(6) { if case .tokenPrivilegeWillExpire(let at) = $0 { at } else { nil } }
+        #expect(expiresAt != nil)
+        try await engine.renewToken(server.token("1001", channel: "token"))
+        await #expect(throws: RTCEngineError.self) { try await engine.renewToken(server.token("1001", channel: "elsewhere")) }
+        #expect(engine.connectionState == .connected)
+        await engine.leave()
+        await server.shutdown()
+    }
+
+    @Test("bad input gets typed errors: a second join, a malformed URL, a bad token, pushes while not joined")
+    func badInput() async throws {
+        let server = try await TestServer()
+        let engine = server.engine()
+        let frame = try PatternGenerator(kind: .camera, size: VideoSize(width: 64, height: 64)).frame(at: 0)
+        #expect(!engine.pushVideoFrame(frame))
+        #expect(!engine.pushAudioFrame(AudioFrame(samples: .int16([1, 2, 3]), sampleRate: 48000, channels: 2)))
+        #expect(throws: RTCEngineError.self) { try engine.setVideoEncoderConfiguration(VideoEncoderConfiguration(frameRate: 0)) }
+        await #expect(throws: RTCEngineError.self) {
+            try await RTCEngine(configuration: RTCEngineConfiguration(serverURL: "http://nowhere")).join(token: "t", channel: "c", uid: "u")
+        }
+        let events = EventLog(engine)
+        await #expect(throws: RTCEngineError.self) { try await engine.join(token: "not-a-jwt", channel: "bad", uid: "1001") }
+        let failure = await events.wait { event -> ConnectionChangedReason? in
+            if case .connectionStateChanged(let state, let reason) = event, state == .failed { reason } else { nil }
+        }
+        #expect(failure == .invalidToken)
+        try await engine.join(token: server.token("1001", channel: "bad"), channel: "bad", uid: "1001")
+        await #expect(throws: RTCEngineError.self) { try await engine.join(token: server.token("1001", channel: "bad"), channel: "bad", uid: "1001") }
+        await #expect(throws: RTCEngineError.self) { try await engine.muteLocalVideoStream(true) }
+        await engine.leave()
         await server.shutdown()
     }
 }

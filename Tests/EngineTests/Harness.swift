@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
@@ -68,13 +69,14 @@ final class EventLog: @unchecked Sendable {
     deinit { task?.cancel() }
 }
 
-func eventually(_ seconds: Double = 10, _ condition: () async throws -> Bool) async rethrows -> Bool {
+/// Polls `condition` until it holds or `seconds` pass; a throwing check counts as not yet.
+func eventually(_ seconds: Double = 10, _ condition: () async throws -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
-        if try await condition() { return true }
+        if (try? await condition()) == true { return true }
         try? await Task.sleep(for: .milliseconds(20))
     }
-    return try await condition()
+    return (try? await condition()) == true
 }
 
 /// Pushes a synthetic pattern into an engine at `fps` from a task until cancelled.
@@ -114,4 +116,55 @@ func pushTone(_ engine: RTCEngine, frequency: Double = 440, sampleRate: Int = 44
             if wait > 0 { try? await Task.sleep(for: .microseconds(wait)) }
         }
     }
+}
+
+/// Runs a program (looked up on PATH) to completion; returns status, stdout and stderr.
+func runTool(_ arguments: [String], timeout: Double = 120) throws -> (status: Int32, out: String, err: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = arguments
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let collected = NIOLockedValueBox<(Data, Data)>((Data(), Data()))
+    let group = DispatchGroup()
+    for (index, pipe) in [out, err].enumerated() {
+        group.enter()
+        DispatchQueue.global().async {
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            collected.withLockedValue { if index == 0 { $0.0 = data } else { $0.1 = data } }
+            group.leave()
+        }
+    }
+    if group.wait(timeout: .now() + timeout) == .timedOut { process.terminate() }
+    while process.isRunning { usleep(10_000) }
+    let (o, e) = collected.withLockedValue { $0 }
+    return (process.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+}
+
+/// The built `rtc-cli`, next to the test bundle.
+let cliPath: String = {
+    var url = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    for _ in 0..<4 where !FileManager.default.fileExists(atPath: url.appendingPathComponent("rtc-cli").path) {
+        url = url.deletingLastPathComponent()
+    }
+    return url.appendingPathComponent("rtc-cli").path
+}()
+
+func temporaryDirectory(_ name: String) -> String {
+    let path = NSTemporaryDirectory() + "engine-\(name)-" + UUID().uuidString
+    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}
+
+/// The dominant frequency of a 16-bit interleaved signal's first channel, by counting rising zero
+/// crossings over whole periods (exact for a clean tone).
+func dominantFrequency(_ samples: [Int16], channels: Int, sampleRate: Int) -> Double {
+    let mono = stride(from: 0, to: samples.count, by: channels).map { Double(samples[$0]) }
+    var crossings: [Int] = []
+    for index in 1..<mono.count where mono[index - 1] < 0 && mono[index] >= 0 { crossings.append(index) }
+    guard crossings.count >= 2 else { return 0 }
+    let periods = Double(crossings.count - 1)
+    return periods * Double(sampleRate) / Double(crossings.last! - crossings.first!)
 }

@@ -99,6 +99,18 @@ public final class RTCEngine: @unchecked Sendable {
         lock.withLock { session.map { Array($0.remoteUsers.keys).sorted() } ?? [] }
     }
 
+    /// The state of the transport remote media arrives on (nil before the server offered one).
+    public func subscriberTransportState() async -> MediaTransportState? {
+        guard let transport = lock.withLock({ session?.subscriber }) else { return nil }
+        return try? await transport.state.get()
+    }
+
+    /// The state of the transport local media leaves on (nil when not publishing).
+    public func publisherTransportState() async -> MediaTransportState? {
+        guard let transport = lock.withLock({ session?.publisher }) else { return nil }
+        return try? await transport.state.get()
+    }
+
     /// Publish video at the next join (and now, when joined as a broadcaster).
     public func enableVideo() async throws { try await setEnabled(video: true) }
     public func disableVideo() async throws { try await setEnabled(video: false) }
