@@ -72,7 +72,7 @@ public actor SignalingClient {
     {
         let (messages, continuation) = AsyncStream.makeStream(of: [UInt8].self)
         let upgraded = group.next().makePromise(of: Void.self)
-        let channel = try await ClientBootstrap(group: group).channelInitializer { channel in
+        let connecting = ClientBootstrap(group: group).channelInitializer { channel in
             let request = UpgradeRequest(host: host, port: port, path: path, failed: upgraded)
             let upgrader = NIOWebSocketClientUpgrader(maxFrameSize: 1 << 20, automaticErrorHandling: true) { channel, _ in
                 channel.eventLoop.makeCompletedFuture {
@@ -97,7 +97,16 @@ public actor SignalingClient {
                 let isIP = host.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" }
                 try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: isIP ? nil : host))
             }.flatMap { _ in http() }
-        }.connect(host: host, port: port).get()
+        }.connect(host: host, port: port)
+        let channel: Channel
+        do {
+            channel = try await connecting.get()
+        } catch {
+            // Nobody will complete the upgrade now: settle its promise (and the stream) here.
+            upgraded.fail(error)
+            continuation.finish()
+            throw SignalingClientError("cannot connect to \(host):\(port): \(error)")
+        }
         channel.closeFuture.whenComplete { _ in
             continuation.finish()
             upgraded.fail(SignalingClientError("the connection closed before the WebSocket upgrade"))

@@ -168,3 +168,51 @@ struct ServerCommandTests {
         return String(decoding: response, as: UTF8.self)
     }
 }
+
+@Suite("rtc-cli join and demo", .serialized)
+struct BotCommandTests {
+    let dir: String = {
+        let path = NSTemporaryDirectory() + "rtc-cli-bots-" + UUID().uuidString
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }()
+
+    @Test("demo: server, host, its _sub share and a viewer; a summary table and recordings ffprobe can read")
+    func demo() throws {
+        let out = "\(dir)/demo"
+        let result = try cli(["demo", "--duration", "4", "--out", out])
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.out.contains("viewer 2001 receives"), "\(result.out)")
+        #expect(result.out.contains("1001_sub/screen"))
+        #expect(result.out.contains("packets the server forwarded to 1001 from its own share 1001_sub: 0"))
+        for (file, codec) in [("1001-camera.ivf", "vp8"), ("1001_sub-screen.ivf", "vp8"), ("1001-microphone.wav", "pcm_s16le")] {
+            let probe = Process()
+            probe.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            probe.arguments = ["ffprobe", "-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames",
+                               "-of", "default=noprint_wrappers=1", "\(out)/\(file)"]
+            let pipe = Pipe()
+            probe.standardOutput = pipe
+            try probe.run()
+            let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            probe.waitUntilExit()
+            #expect(probe.terminationStatus == 0, "ffprobe \(file)")
+            #expect(text.contains("codec_name=\(codec)"), "\(file): \(text)")
+            let frames = text.split(separator: "\n").first { $0.hasPrefix("nb_read_frames=") }.flatMap { Int($0.dropFirst(15)) } ?? 0
+            #expect(frames > 20, "\(file) has \(frames) frames")
+        }
+    }
+
+    @Test("join rejects bad flags with one clear line")
+    func joinBadFlags() throws {
+        for (arguments, message) in [
+            (["join", "--channel", "c", "--uid", "u"], "--token"),
+            (["join", "--channel", "c", "--uid", "u", "--secret", "s", "--role", "king"], "--role"),
+            (["join", "--channel", "c", "--uid", "u", "--secret", "s", "--server", "http://x"], "ws://"),
+            (["join", "--channel", "c", "--uid", "u", "--secret", "s", "--server", "ws://127.0.0.1:1/rtc", "--duration", "1"], "join failed"),
+        ] {
+            let result = try cli(arguments)
+            #expect(result.status != 0)
+            #expect(result.err.contains(message), "\(arguments): \(result.err)")
+        }
+    }
+}

@@ -1,0 +1,233 @@
+import Foundation
+import NIOCore
+import RTCCore
+import RTCTransport
+import Testing
+
+@Suite("Engine components")
+struct EngineComponentTests {
+    static func tone(_ frequency: Double, rate: Int, channels: Int, seconds: Double) -> [Int16] {
+        let frames = Int(Double(rate) * seconds)
+        var samples: [Int16] = []
+        samples.reserveCapacity(frames * channels)
+        for index in 0..<frames {
+            let value = Int16(10000 * sin(2 * Double.pi * frequency * Double(index) / Double(rate)))
+            for _ in 0..<channels { samples.append(value) }
+        }
+        return samples
+    }
+
+    static func frequency(_ samples: [Int16], channels: Int, rate: Int) -> Double {
+        var crossings: [Int] = []
+        var previous = samples[0]
+        for index in 1..<(samples.count / channels) {
+            let value = samples[index * channels]
+            if previous < 0 && value >= 0 { crossings.append(index) }
+            previous = value
+        }
+        return Double(crossings.count - 1) * Double(rate) / Double(crossings.last! - crossings.first!)
+    }
+
+    @Test("the resampler keeps a tone's frequency and the stream's length, for every common rate and layout",
+          arguments: [(8000, 1), (16000, 1), (22050, 2), (32000, 2), (44100, 1), (44100, 2), (48000, 1), (96000, 2), (48000, 6)])
+    func resampler(rate: Int, channels: Int) throws {
+        var resampler = try AudioResampler(inputRate: rate, inputChannels: channels, outputRate: 48000, outputChannels: 2)
+        let input = Self.tone(440, rate: rate, channels: channels, seconds: 1)
+        var output: [Int16] = []
+        // Odd block sizes: state must carry across calls.
+        var offset = 0, block = 7 * channels
+        while offset < input.count {
+            let end = min(input.count, offset + block)
+            output += resampler.process(Array(input[offset..<end]))
+            offset = end
+            block = (block / channels % 613 + 97) * channels
+        }
+        // The interpolator holds back two input samples (its look-ahead) until more arrive.
+        #expect(abs(output.count / 2 - 48000) <= 3 * 48000 / rate + 1, "\(output.count / 2) frames out of 1 s")
+        #expect(abs(Self.frequency(output, channels: 2, rate: 48000) - 440) < 1)
+        let peak = output.map { abs(Int($0)) }.max() ?? 0
+        #expect((9500...10100).contains(peak), "level kept (peak \(peak))")
+    }
+
+    @Test("the resampler refuses rates and layouts it cannot do")
+    func resamplerBadInput() {
+        #expect(throws: CodecError.self) { try AudioResampler(inputRate: 0, inputChannels: 1) }
+        #expect(throws: CodecError.self) { try AudioResampler(inputRate: 48000, inputChannels: 9) }
+        #expect(throws: CodecError.self) { try AudioResampler(inputRate: 48000, inputChannels: 2, outputChannels: 3) }
+    }
+
+    @Test("the frame-rate limiter keeps an even cadence at the cap",
+          arguments: [(60.0, 5.0, 5), (30, 15, 15), (30, 30, 30), (24, 15, 15), (10, 15, 10), (60, 30, 30)])
+    func limiter(source: Double, cap: Double, expected: Int) {
+        var limiter = FrameRateLimiter(maxFramesPerSecond: cap)
+        var admitted: [Int64] = []
+        for index in 0..<Int(source * 10) {
+            let timestamp = Int64(Double(index) * 1_000_000 / source)
+            if limiter.admit(timestampUs: timestamp) { admitted.append(timestamp) }
+        }
+        // Ten seconds of input.
+        #expect(abs(admitted.count - expected * 10) <= 1, "\(admitted.count) frames admitted")
+        let gaps = zip(admitted.dropFirst(), admitted).map { $0 - $1 }
+        let interval = 1_000_000 / min(cap, source)
+        #expect(gaps.allSatisfy { Double($0) <= interval * 1.5 }, "no bursts or long holes")
+    }
+
+    @Test("after a pause the limiter starts a new cadence instead of a burst")
+    func limiterPause() {
+        var limiter = FrameRateLimiter(maxFramesPerSecond: 10)
+        let v1 = limiter.admit(timestampUs: 0)
+        #expect(v1)
+        let v2 = limiter.admit(timestampUs: 100_000)
+        #expect(v2)
+        let v3 = limiter.admit(timestampUs: 5_000_000)
+        #expect(v3)
+        let v4 = limiter.admit(timestampUs: 5_010_000)
+        #expect(!v4)
+        let v5 = limiter.admit(timestampUs: 5_050_000)
+        #expect(!v5)
+        let v6 = limiter.admit(timestampUs: 5_100_000)
+        #expect(v6)
+    }
+
+    // MARK: Video jitter buffer
+
+    /// RTP packets of `frames` VP8 frames (frame 0 a keyframe), `perFrame` packets each.
+    static func packets(frames: Int, perFrame: Int = 3, keyframes: Set<Int> = [0]) -> [[RTPPacket]] {
+        var packetizer = VP8Packetizer(maxPayloadSize: 100)
+        var sequence: UInt16 = 65530  // wraps inside the run
+        return (0..<frames).map { index in
+            // A VP8 frame tag: keyframe bit clear (0) for keyframes, start code and size for keyframes.
+            var data: [UInt8]
+            if keyframes.contains(index) {
+                data = [0x00, 0x00, 0x00, 0x9d, 0x01, 0x2a, 0x40, 0x01, 0xf0, 0x00]
+            } else {
+                data = [0x01, 0x00, 0x00]
+            }
+            data += [UInt8](repeating: UInt8(index), count: 90 * perFrame - data.count - 8)
+            return packetizer.packetize(ByteBuffer(bytes: data)).enumerated().map { offset, payload in
+                defer { sequence &+= 1 }
+                let count = (90 * perFrame - 8 + 91) / 92
+                return RTPPacket(header: RTPHeader(marker: offset == count - 1, payloadType: 96, sequenceNumber: sequence,
+                                                   timestamp: UInt32(index) * 3000, ssrc: 1), payload: payload)
+            }
+        }
+    }
+
+    @Test("in-order and reordered packets give every frame once, in order")
+    func jitterReorder() {
+        let frames = Self.packets(frames: 6)
+        var buffer = VideoJitterBuffer()
+        var out: [UInt32] = []
+        var now: Int64 = 0
+        for frame in frames {
+            for packet in frame.reversed() {  // each frame's packets arrive backwards
+                now += 1000
+                out += buffer.insert(packet, nowUs: now).frames.map(\.rtpTimestamp)
+            }
+        }
+        #expect(out == (0..<6).map { UInt32($0) * 3000 })
+        #expect(buffer.framesDiscarded == 0)
+    }
+
+    @Test("a gap waits for its packet up to the limit, then the frames behind it wait for a keyframe, with one throttled PLI")
+    func jitterGap() {
+        let frames = Self.packets(frames: 8, keyframes: [0, 6])
+        var buffer = VideoJitterBuffer(maxGapWaitUs: 100_000, keyframeRequestIntervalUs: 300_000)
+        var out: [UInt32] = []
+        var requests = 0
+        var now: Int64 = 0
+        let lost = frames[2][1].header.sequenceNumber
+        for frame in frames[0..<6] {
+            for packet in frame where packet.header.sequenceNumber != lost {
+                now += 5000
+                let output = buffer.insert(packet, nowUs: now)
+                out += output.frames.map(\.rtpTimestamp)
+                requests += output.requestKeyframe ? 1 : 0
+            }
+        }
+        #expect(out == [0, 3000], "frames after the gap wait")
+        #expect(buffer.missing == [lost])
+        // Within the wait nothing changes; past it, the gap is given up and a keyframe is asked for.
+        let early = buffer.tick(nowUs: now + 50_000)
+        #expect(early.frames.isEmpty && !early.requestKeyframe)
+        let late = buffer.tick(nowUs: now + 200_000)
+        #expect(late.requestKeyframe)
+        #expect(late.frames.isEmpty, "delta frames after a lost reference are not decodable")
+        #expect(buffer.waitingForKeyframe)
+        let v7 = buffer.tick(nowUs: now + 250_000)
+        #expect(!v7.requestKeyframe, "throttled")
+        now += 260_000
+        for packet in frames[6] + frames[7] {
+            now += 1000
+            let output = buffer.insert(packet, nowUs: now)
+            out += output.frames.map(\.rtpTimestamp)
+        }
+        #expect(out == [0, 3000, 18000, 21000], "decoding resumes at the keyframe")
+        #expect(!buffer.waitingForKeyframe)
+    }
+
+    @Test("a stream that starts without a keyframe asks for one and hands nothing out until it comes")
+    func jitterStartsMidStream() {
+        let frames = Self.packets(frames: 5, keyframes: [4])
+        var buffer = VideoJitterBuffer(keyframeRequestIntervalUs: 300_000)
+        var out: [UInt32] = []
+        var now: Int64 = 0
+        for packet in frames[1..<4].joined() {
+            now += 1000
+            out += buffer.insert(packet, nowUs: now).frames.map(\.rtpTimestamp)
+        }
+        #expect(out.isEmpty)
+        let v8 = buffer.tick(nowUs: 400_000)
+        #expect(v8.requestKeyframe)
+        for packet in frames[4] { out += buffer.insert(packet, nowUs: 401_000).frames.map(\.rtpTimestamp) }
+        #expect(out == [12000])
+    }
+
+    // MARK: Audio jitter buffer
+
+    @Test("audio playout: waits for the target, then decodes, recovers from FEC, conceals, and rebuffers after a long silence")
+    func audioJitter() {
+        var buffer = AudioJitterBuffer(targetPackets: 3, maxPackets: 10, maxConcealed: 2)
+        let payload: (UInt16) -> [UInt8] = { [UInt8(truncatingIfNeeded: $0)] }
+        buffer.insert(sequenceNumber: 65534, payload: payload(65534))
+        let v9 = buffer.pop()
+        #expect(v9 == .silence)
+        buffer.insert(sequenceNumber: 65535, payload: payload(65535))
+        // 0 is lost; 1 and 2 arrive.
+        buffer.insert(sequenceNumber: 1, payload: payload(1))
+        buffer.insert(sequenceNumber: 2, payload: payload(2))
+        let v10 = buffer.pop()
+        #expect(v10 == .decode(payload(65534)))
+        let v11 = buffer.pop()
+        #expect(v11 == .decode(payload(65535)))
+        let v12 = buffer.pop()
+        #expect(v12 == .recover(from: payload(1)))
+        let v13 = buffer.pop()
+        #expect(v13 == .decode(payload(1)))
+        buffer.insert(sequenceNumber: 0, payload: payload(0))  // too late
+        #expect(buffer.packetsLate == 1)
+        let v14 = buffer.pop()
+        #expect(v14 == .decode(payload(2)))
+        // Nothing buffered: conceal twice, then rebuffer.
+        let v15 = buffer.pop()
+        #expect(v15 == .conceal)
+        let v16 = buffer.pop()
+        #expect(v16 == .conceal)
+        let v17 = buffer.pop()
+        #expect(v17 == .silence)
+        for sequence: UInt16 in 10...12 { buffer.insert(sequenceNumber: sequence, payload: payload(sequence)) }
+        let v18 = buffer.pop()
+        #expect(v18 == .decode(payload(10)))
+        #expect(buffer.packetsRecovered == 1)
+        #expect(buffer.packetsConcealed == 2)
+    }
+
+    @Test("audio playout caps its delay by dropping the oldest packets")
+    func audioJitterCap() {
+        var buffer = AudioJitterBuffer(targetPackets: 2, maxPackets: 4)
+        for sequence: UInt16 in 0..<10 { buffer.insert(sequenceNumber: sequence, payload: [UInt8(sequence)]) }
+        #expect(buffer.bufferedPackets == 4)
+        let v19 = buffer.pop()
+        #expect(v19 == .decode([6]))
+    }
+}
