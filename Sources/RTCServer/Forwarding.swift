@@ -64,4 +64,10 @@ struct Throttle {
         last = nowMs
         return true
     }
+
+    /// Milliseconds until the next request would be allowed (0 if now).
+    func waitMs(nowMs: Int64) -> Int64 {
+        guard let last else { return 0 }
+        return max(0, last + intervalMs - nowMs)
+    }
 }

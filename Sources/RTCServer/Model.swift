@@ -102,6 +102,8 @@ final class PublishedTrack: @unchecked Sendable {
     var payloadType: UInt8?
     var cache = PacketCache()
     var keyframeThrottle: Throttle
+    /// A throttled keyframe request is waiting for the throttle window to end.
+    var keyframeRequestDeferred = false
     var statistics: ReceptionStatistics?
     var subscriptions: [Subscription] = []
 

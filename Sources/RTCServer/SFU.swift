@@ -593,8 +593,20 @@ public final class SFU: @unchecked Sendable {
     /// Asks a track's publisher for a keyframe with a PLI, at most once per interval per track.
     private func requestKeyframe(_ track: PublishedTrack) {
         guard track.info.kind == .video, let ssrc = track.info.ssrc, let session = track.owner.publisher else { return }
-        guard track.keyframeThrottle.allow(nowMs: Int64(NIODeadline.now().uptimeNanoseconds / 1_000_000)) else {
+        let nowMs = Int64(NIODeadline.now().uptimeNanoseconds / 1_000_000)
+        guard track.keyframeThrottle.allow(nowMs: nowMs) else {
             counters.keyframeRequestsThrottled += 1
+            // Coalesce: one request goes out when the window ends, so a subscriber that asked
+            // inside it (a new one, most often) is not left waiting for its own retry.
+            if !track.keyframeRequestDeferred {
+                track.keyframeRequestDeferred = true
+                let owner = track.owner
+                loop.scheduleTask(in: .milliseconds(track.keyframeThrottle.waitMs(nowMs: nowMs) + 1)) { [weak self, weak track, weak owner] in
+                    guard let self, let track, let owner, owner.tracks.contains(where: { $0 === track }) else { return }
+                    track.keyframeRequestDeferred = false
+                    self.requestKeyframe(track)
+                }
+            }
             return
         }
         counters.keyframeRequestsForwarded += 1

@@ -225,7 +225,7 @@ struct SFUTests {
 
 @Suite("SFU: RTCP termination and token lifetime", .serialized)
 struct SFURTCPTests {
-    @Test("NACKs are answered from the packet cache; PLIs go upstream at most once per 500 ms per track")
+    @Test("NACKs are answered from the packet cache; PLIs go upstream at most once per 500 ms per track, the rest coalesced")
     func nackAndPLI() async throws {
         let sfu = try await SFU.start(configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret"),
                                       group: SFUTests.group)
@@ -252,11 +252,18 @@ struct SFURTCPTests {
                 .receiverReport(ReceiverReport(ssrc: 1)), .pictureLossIndication(PictureLossIndication(senderSSRC: 1, mediaSSRC: ssrc)),
             ]))
         }
-        #expect(try await eventually { try await sfu.counterSnapshot.get().retransmissions - before.retransmissions == 3 })
+        #expect(try await eventually {
+            let now = try await sfu.counterSnapshot.get()
+            return now.retransmissions - before.retransmissions == 3
+                && now.keyframeRequestsForwarded + now.keyframeRequestsThrottled - before.keyframeRequestsForwarded - before.keyframeRequestsThrottled == 5
+        })
         let after = try await sfu.counterSnapshot.get()
         #expect(after.nacksReceived - before.nacksReceived == 1)
         #expect(after.keyframeRequestsForwarded - before.keyframeRequestsForwarded == 1)
         #expect(after.keyframeRequestsThrottled - before.keyframeRequestsThrottled == 4)
+        // The throttled four coalesce into one request when the window ends.
+        try await Task.sleep(nanoseconds: 700_000_000)
+        #expect(try await sfu.counterSnapshot.get().keyframeRequestsForwarded - before.keyframeRequestsForwarded == 2)
         #expect(try await eventually {
             publisher.publisherRTCP.withLockedValue { $0 }.contains { packet in
                 if case .pictureLossIndication(let pli) = packet { return pli.mediaSSRC == 0xB0 }
