@@ -81,6 +81,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
 
+        // MARK: Examples (Examples/README.md)
+        .executableTarget(name: "example-stats", dependencies: ["RTCCore"], path: "Examples/StatsApp"),
+        .executableTarget(name: "example-recorder", dependencies: ["RTCCore"], path: "Examples/RecorderBot"),
+
         // The floor of `rtc-cli bench sfu`: a minimal recvmmsg/sendmmsg relay in C.
         .executableTarget(name: "rtc-relay", path: "Benchmarks/relay"),
 
