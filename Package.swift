@@ -61,7 +61,14 @@ let package = Package(
                 "RTCTransport", "Signaling", "CVPX", "COpus", "CYUV", "CAPM", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
-        .target(name: "ScreenShareUser", dependencies: ["RTCCore"]),
+        // Screen capture over Xlib + MIT-SHM (libx11-dev, libxext-dev), for the screen-share source.
+        .target(name: "CX11Capture", linkerSettings: [.linkedLibrary("X11"), .linkedLibrary("Xext")]),
+        .target(
+            name: "ScreenShareUser",
+            dependencies: [
+                "RTCCore", "CX11Capture", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]),
         .target(
             name: "RTCServer",
             dependencies: [
@@ -95,7 +102,12 @@ let package = Package(
 
         // MARK: Tests
         .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "RTCFuzzHarness"]),
-        .testTarget(name: "ScreenShareUserTests", dependencies: ["ScreenShareUser"]),
+        .testTarget(
+            name: "ScreenShareUserTests",
+            dependencies: [
+                "ScreenShareUser", "RTCServer", "RTCTestSupport", "Signaling", "rtc-cli", .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]),
         .testTarget(name: "SignalingTests", dependencies: ["Signaling", "RTCFuzzHarness"]),
         .testTarget(
             name: "RTCServerTests",
@@ -111,10 +123,17 @@ let package = Package(
             ],
             exclude: ["Fixtures"]),
         .testTarget(name: "CLITests", dependencies: ["rtc-cli"]),
+        // Helpers of the end-to-end tests: an embedded server, event logs, tools (not a product).
+        .target(
+            name: "RTCTestSupport",
+            dependencies: [
+                "RTCCore", "RTCServer", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]),
         .testTarget(
             name: "EngineTests",
             dependencies: [
-                "RTCCore", "RTCServer", "rtc-cli", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCCore", "RTCServer", "RTCTestSupport", "rtc-cli", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         .testTarget(

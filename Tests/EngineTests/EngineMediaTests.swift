@@ -1,6 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import RTCCore
+import RTCTestSupport
 import Signaling
 import Testing
 

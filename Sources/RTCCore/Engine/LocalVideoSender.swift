@@ -141,22 +141,24 @@ final class LocalVideoSender: @unchecked Sendable {
             return control
         }
         do {
-            var frame = pushed
-            var rotation = frame.rotation
+            var rotation = pushed.rotation
             var bounds = configuration.dimensions
+            let fitted: VideoFrame
             switch configuration.orientationMode {
             case .adaptive:
                 // Bounds follow the frame's own orientation; its rotation travels in CVO.
-                let portrait = frame.height > frame.width
+                let portrait = pushed.height > pushed.width
                 if portrait != (bounds.height > bounds.width) { bounds = VideoSize(width: bounds.height, height: bounds.width) }
+                fitted = try converter.fitI420(pushed, into: bounds)
             case .fixedLandscape, .fixedPortrait:
-                if rotation != .none { frame = try converter.rotate(frame, by: rotation) }
-                rotation = .none
                 let portrait = configuration.orientationMode == .fixedPortrait
                 let long = max(bounds.width, bounds.height), short = min(bounds.width, bounds.height)
                 bounds = portrait ? VideoSize(width: short, height: long) : VideoSize(width: long, height: short)
+                // Scale first (in the frame's own orientation), then turn the small I420 picture upright.
+                let before = rotation.swapsDimensions ? VideoSize(width: bounds.height, height: bounds.width) : bounds
+                fitted = try converter.rotate(converter.fitI420(pushed, into: before), by: rotation)
+                rotation = .none
             }
-            let fitted = try converter.fitI420(frame, into: bounds)
             if encoder == nil || encoder!.configuration.width != fitted.width || encoder!.configuration.height != fitted.height {
                 encoder = try VP8Encoder(configuration: encoderConfiguration(width: fitted.width, height: fitted.height))
                 state.counters.withLock {

@@ -7,13 +7,15 @@ import RTCCore
 import RTCServer
 import Signaling
 
+/// Shared by the end-to-end test targets (EngineTests, ScreenShareUserTests); not a product.
+///
 /// An embedded server on loopback with ephemeral ports, and helpers to make engines join it.
-final class TestServer: @unchecked Sendable {
-    static let secret = "engine-test-secret"
-    let app: RTCServerApp
-    let url: String
+public final class TestServer: @unchecked Sendable {
+    public static let secret = "engine-test-secret"
+    public let app: RTCServerApp
+    public let url: String
 
-    init(pingInterval: Int = 5, pingTimeout: Int = 15, resumeWindow: Int = 20) async throws {
+    public init(pingInterval: Int = 5, pingTimeout: Int = 15, resumeWindow: Int = 20) async throws {
         var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: Self.secret)
         configuration.pingInterval = pingInterval
         configuration.pingTimeout = pingTimeout
@@ -22,42 +24,42 @@ final class TestServer: @unchecked Sendable {
         url = "ws://127.0.0.1:\(app.signalingAddress!.port!)/rtc"
     }
 
-    func token(_ uid: String, channel: String, ttl: Int64 = 3600) -> String {
+    public func token(_ uid: String, channel: String, ttl: Int64 = 3600) -> String {
         AccessToken(uid: uid, channel: channel, grants: .all, now: Int64(Date().timeIntervalSince1970), ttl: ttl).signed(secret: Self.secret)
     }
 
-    func engine(role: ClientRole = .broadcaster, profile: ChannelProfile = .communication, ignoreScreenShare: Bool? = nil) -> RTCEngine {
+    public func engine(role: ClientRole = .broadcaster, profile: ChannelProfile = .communication, ignoreScreenShare: Bool? = nil) -> RTCEngine {
         RTCEngine(configuration: RTCEngineConfiguration(serverURL: url, channelProfile: profile, clientRole: role,
                                                         ignoreScreenShareUsers: ignoreScreenShare))
     }
 
     /// Packets the server forwarded to `uid`, from `publisher` (of `kind`, or all kinds).
-    func forwarded(to uid: String, from publisher: String, kind: TrackKind? = nil, in channel: String) async throws -> Int {
+    public func forwarded(to uid: String, from publisher: String, kind: TrackKind? = nil, in channel: String) async throws -> Int {
         try await app.sfu.packetsForwarded(to: uid, in: channel).get()
             .filter { $0.key.uid == publisher && (kind == nil || $0.key.kind == kind) }.values.reduce(0, +)
     }
 
-    func shutdown() async { await app.shutdown() }
+    public func shutdown() async { await app.shutdown() }
 }
 
 /// Collects an engine's events for assertions.
-final class EventLog: @unchecked Sendable {
+public final class EventLog: @unchecked Sendable {
     private let events = NIOLockedValueBox<[RTCEngineEvent]>([])
     private var task: Task<Void, Never>?
 
-    init(_ engine: RTCEngine) {
+    public init(_ engine: RTCEngine) {
         let stream = engine.events
         task = Task { [events] in
             for await event in stream { events.withLockedValue { $0.append(event) } }
         }
     }
 
-    var all: [RTCEngineEvent] { events.withLockedValue { $0 } }
+    public var all: [RTCEngineEvent] { events.withLockedValue { $0 } }
 
-    func first<T>(_ match: (RTCEngineEvent) -> T?) -> T? { all.lazy.compactMap(match).first }
+    public func first<T>(_ match: (RTCEngineEvent) -> T?) -> T? { all.lazy.compactMap(match).first }
 
     /// Waits up to `seconds` for an event that `match` picks.
-    func wait<T>(_ seconds: Double = 10, _ match: @escaping (RTCEngineEvent) -> T?) async -> T? {
+    public func wait<T>(_ seconds: Double = 10, _ match: @escaping (RTCEngineEvent) -> T?) async -> T? {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if let found = first(match) { return found }
@@ -70,7 +72,7 @@ final class EventLog: @unchecked Sendable {
 }
 
 /// Polls `condition` until it holds or `seconds` pass; a throwing check counts as not yet.
-func eventually(_ seconds: Double = 10, _ condition: () async throws -> Bool) async -> Bool {
+public func eventually(_ seconds: Double = 10, _ condition: () async throws -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if (try? await condition()) == true { return true }
@@ -80,7 +82,7 @@ func eventually(_ seconds: Double = 10, _ condition: () async throws -> Bool) as
 }
 
 /// Pushes a synthetic pattern into an engine at `fps` from a task until cancelled.
-func pushPattern(_ engine: RTCEngine, kind: PatternKind = .camera, size: VideoSize = VideoSize(width: 320, height: 240), fps: Int = 15)
+public func pushPattern(_ engine: RTCEngine, kind: PatternKind = .camera, size: VideoSize = VideoSize(width: 320, height: 240), fps: Int = 15)
     -> Task<Void, Never>
 {
     Task.detached {
@@ -100,7 +102,7 @@ func pushPattern(_ engine: RTCEngine, kind: PatternKind = .camera, size: VideoSi
 }
 
 /// Pushes a sine tone (44.1 kHz mono, 10 ms blocks) into an engine until cancelled.
-func pushTone(_ engine: RTCEngine, frequency: Double = 440, sampleRate: Int = 44100) -> Task<Void, Never> {
+public func pushTone(_ engine: RTCEngine, frequency: Double = 440, sampleRate: Int = 44100) -> Task<Void, Never> {
     Task.detached {
         var index = 0
         let block = sampleRate / 100
@@ -119,7 +121,7 @@ func pushTone(_ engine: RTCEngine, frequency: Double = 440, sampleRate: Int = 44
 }
 
 /// Runs a program (looked up on PATH) to completion; returns status, stdout and stderr.
-func runTool(_ arguments: [String], timeout: Double = 120) throws -> (status: Int32, out: String, err: String) {
+public func runTool(_ arguments: [String], timeout: Double = 120) throws -> (status: Int32, out: String, err: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = arguments
@@ -144,7 +146,7 @@ func runTool(_ arguments: [String], timeout: Double = 120) throws -> (status: In
 }
 
 /// The built `rtc-cli`, next to the test bundle.
-let cliPath: String = {
+public let cliPath: String = {
     var url = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     for _ in 0..<4 where !FileManager.default.fileExists(atPath: url.appendingPathComponent("rtc-cli").path) {
         url = url.deletingLastPathComponent()
@@ -152,7 +154,7 @@ let cliPath: String = {
     return url.appendingPathComponent("rtc-cli").path
 }()
 
-func temporaryDirectory(_ name: String) -> String {
+public func temporaryDirectory(_ name: String) -> String {
     let path = NSTemporaryDirectory() + "engine-\(name)-" + UUID().uuidString
     try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     return path
@@ -160,7 +162,7 @@ func temporaryDirectory(_ name: String) -> String {
 
 /// The dominant frequency of a 16-bit interleaved signal's first channel, by counting rising zero
 /// crossings over whole periods (exact for a clean tone).
-func dominantFrequency(_ samples: [Int16], channels: Int, sampleRate: Int) -> Double {
+public func dominantFrequency(_ samples: [Int16], channels: Int, sampleRate: Int) -> Double {
     let mono = stride(from: 0, to: samples.count, by: channels).map { Double(samples[$0]) }
     var crossings: [Int] = []
     for index in 1..<mono.count where mono[index - 1] < 0 && mono[index] >= 0 { crossings.append(index) }

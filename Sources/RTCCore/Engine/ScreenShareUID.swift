@@ -17,3 +17,6 @@ public enum ScreenShareUID {
         return String(uid.dropLast(suffix.count))
     }
 }
+
+/// True when `uid` names a screen-share participant (`<host>_sub`): what the owner filter keys on.
+public func isScreenShareUID(_ uid: String) -> Bool { ScreenShareUID.isScreenShare(uid) }
