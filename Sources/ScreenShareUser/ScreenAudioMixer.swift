@@ -11,7 +11,7 @@ public struct ScreenAudioMixer: Sendable {
     private var pending: [[Int16]] = [[], []]
     private var lastPush: [Int64?] = [nil, nil]
     private var gain: Float = 1
-    /// Samples that would have clipped without the limiter (for tests and stats).
+    /// 10 ms blocks the limiter turned down (they would have clipped).
     public private(set) var limitedBlocks = 0
 
     public init() {}
@@ -44,16 +44,15 @@ public struct ScreenAudioMixer: Sendable {
                 pending[index].removeFirst(Self.block)
             }
             let peak = sum.reduce(0) { max($0, abs($1)) }
-            let needed: Float = peak > 32767 ? 32767 / peak : 1
-            if needed < gain {
-                gain = needed
-                limitedBlocks += 1
-            }
-            let release: Float = 0.2  // per 10 ms: back to unity in about 50 ms
+            // The limiter's ceiling sits just under full scale (-0.3 dBFS): no sample ever saturates.
+            let ceiling: Float = 31_700
+            let needed: Float = peak > ceiling ? ceiling / peak : 1
+            // Instant attack; release toward unity by a fifth of the way per 10 ms (about 50 ms).
+            let recovered = gain + (1 - gain) * 0.2
+            if needed < recovered { limitedBlocks += 1 }
+            gain = min(needed, recovered)
             var samples = [Int16](repeating: 0, count: Self.block)
-            for sample in 0..<Self.block { samples[sample] = Int16(max(-32768, min(32767, (sum[sample] * gain).rounded()))) }
-            gain = min(1, max(gain, needed) + (1 - gain) * release)
-            if needed < 1 { gain = min(gain, needed) }
+            for sample in 0..<Self.block { samples[sample] = Int16((sum[sample] * gain).rounded()) }
             out.append(AudioFrame(samples: .int16(samples), sampleRate: 48000, channels: 2, timestampUs: nowUs))
         }
         // A stopped input's leftovers are dropped, so it cannot hold audio back later.
