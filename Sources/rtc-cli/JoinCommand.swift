@@ -1,6 +1,7 @@
 import ArgumentParser
 import NIOConcurrencyHelpers
 import RTCCore
+import ScreenShareUser
 import Signaling
 
 #if canImport(Glibc)
@@ -29,6 +30,14 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(help: "Seconds to stay; without it, until SIGINT or SIGTERM.") var duration: Double?
     @Flag(name: .customLong("no-subscribe"), help: "Receive nothing (auto-subscribe off).") var noSubscribe = false
     @Flag(help: "Print no stats lines.") var quiet = false
+    @Option(help: "Screen-share mode (a `_sub` uid): pattern, x11[:DISPLAY], FILE.y4m, or - for raw BGRA on stdin.")
+    var source: String = "pattern"
+    @Option(help: "Screen-share frame-rate profile: low (5), default (15) or high (30).") var profile: String = "default"
+    @Option(name: .customLong("raw-size"), help: "Size of raw frames on stdin (--source -).") var rawSize: VideoSize?
+    @Flag(name: .customLong("share-screen"), help: "Also share the screen as <uid>_sub from a sharer process this host controls.")
+    var shareScreen = false
+    @Flag(help: "With --share-screen: the sharer only captures; this process publishes its frames (relay mode).") var relay = false
+    @Option(name: .customLong("share-token"), help: "Token for <uid>_sub (or --secret mints one).") var shareToken: String?
 
     func validate() throws {
         guard token != nil || secret != nil else { throw ValidationError("give --token, or --secret to mint one") }
@@ -36,19 +45,115 @@ struct JoinCommand: AsyncParsableCommand {
         guard (1...60).contains(fps) else { throw ValidationError("--fps must be 1...60") }
         if let duration, !(duration > 0) { throw ValidationError("--duration must be positive") }
         guard server.hasPrefix("ws://") || server.hasPrefix("wss://") else { throw ValidationError("--server must be a ws:// or wss:// URL") }
+        guard ScreenShareProfile(rawValue: profile) != nil else { throw ValidationError("--profile is low, default or high, not \(profile)") }
+        if source == "-" && rawSize == nil { throw ValidationError("--source - needs --raw-size WIDTHxHEIGHT") }
+        if shareScreen && ScreenShareUID.isScreenShare(uid) { throw ValidationError("--share-screen is for the host uid, not a _sub") }
+        if shareScreen && shareToken == nil && secret == nil { throw ValidationError("--share-screen needs --share-token or --secret") }
+        if relay && !shareScreen { throw ValidationError("--relay goes with --share-screen") }
+    }
+
+    private func mint(_ uid: String) -> String {
+        AccessToken(uid: uid, channel: channel, now: Int64(time(nil)), ttl: 86400).signed(secret: secret!)
+    }
+
+    private func policy() -> ScreenSharePolicy {
+        var policy = ScreenSharePolicy(profile: ScreenShareProfile(rawValue: profile) ?? .default)
+        if fps != 15 { policy.framesPerSecond = fps }
+        return policy
+    }
+
+    private func wait() async {
+        if let duration {
+            try? await Task.sleep(for: .milliseconds(Int(duration * 1000)))
+        } else {
+            await ServerCommand.waitForTermination()
+        }
+    }
+
+    /// A `_sub` uid: the screen-share user, standalone.
+    private func runShare() async throws {
+        let token = self.token ?? mint(uid)
+        guard let host = ScreenShareUID.host(of: uid) else { throw CLIError("\(uid) is not a screen-share uid") }
+        let setup = ScreenShareSetup(configuration: ScreenShareConfiguration(serverURL: server, channel: channel, hostUID: host, token: token,
+                                                                              policy: policy()),
+                                     source: source, rawSize: rawSize)
+        let screen: ScreenSource
+        do { screen = try ScreenShareSharer.defaultSource(setup) } catch { throw CLIError(error.message) }
+        let session = ScreenShareSession(configuration: setup.configuration)
+        let quiet = self.quiet
+        let watching = Task {
+            for await event in session.events {
+                switch event {
+                case .stats(let stats) where !quiet:
+                    print("[\(setup.configuration.uid)] share \(Int(stats.bitrateKbps)) kbps \(Int(stats.framesPerSecond.rounded())) fps "
+                        + "\(stats.width)x\(stats.height) pushed \(stats.framesPushed) re-sent \(stats.framesResent)")
+                    fflush(nil)
+                case .finished(let reason):
+                    print("share finished: \(reason)")
+                    fflush(nil)
+                default: break
+                }
+            }
+        }
+        do { try await session.start() } catch { throw CLIError("join failed: \(error)") }
+        let capturer = ScreenCapturer(source: screen, framesPerSecond: setup.configuration.policy.framesPerSecond,
+                                      deliver: { session.pushVideoFrame($0) })
+        // The share also ends on its own (its host left): stop waiting then.
+        let waiting = Task { await wait() }
+        let ended = Task {
+            while !Task.isCancelled {
+                if session.engine.connectionState != .connected { waiting.cancel(); return }
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        await waiting.value
+        ended.cancel()
+        capturer.stop()
+        await session.stop()
+        _ = await watching.value
     }
 
     func run() async throws {
+        if ScreenShareUID.isScreenShare(uid) { return try await runShare() }
         let token = self.token ?? AccessToken(uid: uid, channel: channel, now: Int64(time(nil)), ttl: 86400).signed(secret: secret!)
         let videoSource = BotVideoSource(parsing: video), audioSource = BotAudioSource(parsing: audio)
         let bot = try await Bot.start(server: server, channel: channel, uid: uid, token: token,
                                       role: role == "audience" ? .audience : .broadcaster, video: videoSource, audio: audioSource,
                                       settings: VideoEncoderConfiguration(dimensions: size, frameRate: fps, bitrateKbps: bitrate),
                                       subscribe: !noSubscribe, record: record, printStats: !quiet)
-        if let duration {
-            try? await Task.sleep(for: .milliseconds(Int(duration * 1000)))
-        } else {
-            await ServerCommand.waitForTermination()
+        var host: ScreenShareHost?
+        if shareScreen {
+            let linkPath = "/tmp/rtc-share-\(getpid()).sock"
+            let sharerUID = ScreenShareUID.sharer(of: uid)
+            let setup = ScreenShareSetup(
+                configuration: ScreenShareConfiguration(serverURL: server, channel: channel, hostUID: uid,
+                                                        token: shareToken ?? mint(sharerUID), policy: policy()),
+                mode: relay ? .relay : .standalone, source: source, rawSize: rawSize)
+            do {
+                let made = try ScreenShareHost(linkPath: linkPath)
+                try made.launchSharer(executable: ProcessRunner.selfPath, arguments: ["share", "--link", linkPath])
+                try await made.start(setup)
+                host = made
+                print("sharing the screen as \(sharerUID) (\(setup.mode.rawValue))")
+                let quiet = self.quiet
+                Task {
+                    for await event in made.events {
+                        if case .finished(let reason) = event { print("share finished: \(reason)"); fflush(nil) }
+                        if case .stats(let stats) = event, !quiet {
+                            print("[\(sharerUID)] share \(Int(stats.bitrateKbps)) kbps \(Int(stats.framesPerSecond.rounded())) fps \(stats.width)x\(stats.height)")
+                            fflush(nil)
+                        }
+                    }
+                }
+            } catch {
+                _ = await bot.stop()
+                throw CLIError("screen share failed: \(error)")
+            }
+        }
+        await wait()
+        if let host {
+            await host.stop()
+            host.waitForSharer()
         }
         let files = await bot.stop()
         for file in files { print("recorded \(file.path) (\(file.units) \(file.path.hasSuffix(".ivf") ? "frames" : "20 ms blocks"))") }

@@ -1,0 +1,18 @@
+import ArgumentParser
+import ScreenShareUser
+
+/// The sharer process a host controls over its link (what a broadcast extension is on iOS).
+struct ShareCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "share", abstract: "Run a screen sharer controlled by a host over the Unix-domain socket at --link.")
+
+    @Option(help: "The host's link socket.") var link: String
+    @Option(name: .customLong("link-version"), help: .hidden) var linkVersion: Int = screenShareLinkVersion
+
+    func run() async throws {
+        let reason = await ScreenShareSharer.run(linkPath: link, version: linkVersion)
+        print("share finished: \(reason)")
+        if case .error(let message) = reason { throw CLIError(message) }
+        if reason == .versionMismatch { throw ExitCode(3) }
+    }
+}
