@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "RTCServer", targets: ["RTCServer"]),
         .executable(name: "rtc-cli", targets: ["rtc-cli"]),
         .executable(name: "rtc-relay", targets: ["rtc-relay"]),
+        .executable(name: "rtc-sharer", targets: ["rtc-sharer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -87,6 +88,9 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+
+        // The sharer process a host launches: ScreenShareUser alone, for the memory budget.
+        .executableTarget(name: "rtc-sharer", dependencies: ["ScreenShareUser"]),
 
         // MARK: Examples (Examples/README.md)
         .executableTarget(name: "example-stats", dependencies: ["RTCCore"], path: "Examples/StatsApp"),

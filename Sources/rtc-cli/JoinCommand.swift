@@ -131,7 +131,8 @@ struct JoinCommand: AsyncParsableCommand {
                 mode: relay ? .relay : .standalone, source: source, rawSize: rawSize)
             do {
                 let made = try ScreenShareHost(linkPath: linkPath)
-                try made.launchSharer(executable: ProcessRunner.selfPath, arguments: ["share", "--link", linkPath])
+                let sharer = ProcessRunner.sharerCommand(link: linkPath)
+                try made.launchSharer(executable: sharer.executable, arguments: sharer.arguments)
                 try await made.start(setup)
                 host = made
                 print("sharing the screen as \(sharerUID) (\(setup.mode.rawValue))")

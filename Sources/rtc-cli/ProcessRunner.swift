@@ -44,6 +44,15 @@ enum ProcessRunner {
         return ProcessCost(exitCode: code, seconds: seconds, peakRSSKiB: Int(usage.ru_maxrss))
     }
 
+    /// How to start a sharer for a host's link: the small `rtc-sharer` next to this executable
+    /// when it was built, else `rtc-cli share`.
+    static func sharerCommand(link: String) -> (executable: String, arguments: [String]) {
+        let me = selfPath
+        let sibling = String(me[..<(me.lastIndex(of: "/") ?? me.startIndex)]) + "/rtc-sharer"
+        if access(sibling, X_OK) == 0 { return (sibling, ["--link", link]) }
+        return (me, ["share", "--link", link])
+    }
+
     /// The path of the running executable.
     static var selfPath: String {
         var buffer = [CChar](repeating: 0, count: 4096)
