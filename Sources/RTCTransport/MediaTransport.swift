@@ -368,6 +368,10 @@ final class InboundHandler: ChannelInboundHandler, @unchecked Sendable {
 func bindMediaSocket(host: String, port: Int, group: EventLoopGroup, handler: InboundHandler) async throws -> Channel {
     try await DatagramBootstrap(group: group)
         .channelOption(.socketOption(.so_reuseaddr), value: 1)
+        // A 720p screen keyframe is 100+ packets sent back to back: the default 208 KiB receive
+        // buffer overflows on it. Ask for 4 MiB (the kernel caps it at net.core.rmem_max).
+        .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
+        .channelOption(.socketOption(.so_sndbuf), value: 1 << 20)
         .channelOption(.datagramVectorReadMessageCount, value: 32)
         // With vector reads NIO splits one receive buffer across the messages: 2 KiB each.
         .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 32 * 2048))

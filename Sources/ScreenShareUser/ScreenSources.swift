@@ -192,7 +192,9 @@ public final class ScreenCapturer: @unchecked Sendable {
     private func tick() {
         guard !stopped else { return }
         do {
-            guard let frame = try source.nextFrame() else { return }
+            guard var frame = try source.nextFrame() else { return }
+            // Capture time is now, whatever the source's own clock (a file's or a pattern's frame rate).
+            frame.timestampUs = MediaClock.monotonicUs()
             framesCaptured.withLockedValue { $0 += 1 }
             deliver(frame)
         } catch {

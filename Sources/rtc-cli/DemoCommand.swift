@@ -5,7 +5,9 @@ import ArgumentParser
 import Logging
 import NIOPosix
 import RTCCore
+import NIOConcurrencyHelpers
 import RTCServer
+import ScreenShareUser
 import Signaling
 
 /// The product in one command: an embedded server, host `1001`, its screen share `1001_sub` and
@@ -37,33 +39,48 @@ struct DemoCommand: AsyncParsableCommand {
                                        video: .pattern(.camera), audio: .tone(440),
                                        settings: VideoEncoderConfiguration(dimensions: VideoSize(width: 640, height: 360), frameRate: 15, bitrateKbps: 600),
                                        subscribe: true, record: nil, printStats: false)
-        // Until ScreenShareSession lands, a bot with the screen-share uid and settings stands in for it:
-        // broadcaster, screen source, 1280x720 screen content at 15 fps, subscribed to nothing.
-        let share = try await Bot.start(server: url, channel: channel, uid: "1001_sub", token: token("1001_sub"), role: .broadcaster,
-                                        video: .pattern(.screen), audio: .none,
-                                        settings: VideoEncoderConfiguration(dimensions: VideoSize(width: 1280, height: 720), frameRate: 15,
-                                                                            bitrateKbps: 1500, degradationPreference: .maintainResolution,
-                                                                            contentHint: .detail),
-                                        subscribe: false, record: nil, printStats: false, source: (.screen, .screenAudio))
-        print("joined: 2001 (viewer, recording), 1001 (camera + tone), 1001_sub (screen share); running \(duration) s")
+        // The screen share: a separate sharer process (rtc-sharer) that the host controls over its
+        // link, joining as 1001_sub with the screen-share policy (1280x720, 15 fps, screen content).
+        let linkPath = "/tmp/rtc-demo-\(getpid()).sock"
+        let shareHost = try ScreenShareHost(linkPath: linkPath)
+        let sharer = ProcessRunner.sharerCommand(link: linkPath)
+        try shareHost.launchSharer(executable: sharer.executable, arguments: sharer.arguments)
+        try await shareHost.start(ScreenShareSetup(
+            configuration: ScreenShareConfiguration(serverURL: url, channel: channel, hostUID: "1001", token: token("1001_sub")),
+            mode: .standalone, source: "pattern"))
+        let shareLog = NIOLockedValueBox<(stats: ScreenShareStats?, finished: ScreenShareFinishReason?)>((nil, nil))
+        let shareEvents = Task {
+            for await event in shareHost.events {
+                if case .stats(let stats) = event { shareLog.withLockedValue { $0.stats = stats } }
+                if case .finished(let reason) = event { shareLog.withLockedValue { $0.finished = reason } }
+            }
+        }
+        print("joined: 2001 (viewer, recording), 1001 (camera + tone), 1001_sub (screen share, sharer pid \(shareHost.sharerProcess ?? 0)); running \(duration) s")
         try? await Task.sleep(for: .milliseconds(Int(duration * 1000)))
         let viewerStats = viewer.latestStats.withLockedValue { $0 }
-        let hostStats = host.latestStats.withLockedValue { $0 }, shareStats = share.latestStats.withLockedValue { $0 }
+        let hostStats = host.latestStats.withLockedValue { $0 }
         let toHost = try await app.sfu.packetsForwarded(to: "1001", in: channel).get()
         let toShare = try await app.sfu.packetsForwarded(to: "1001_sub", in: channel).get()
-        _ = await share.stop()
+        let counters = try await app.sfu.counterSnapshot.get()
+        await shareHost.stop()
+        shareHost.waitForSharer()
+        shareEvents.cancel()
         _ = await host.stop()
         let files = await viewer.stop()
         await app.shutdown()
 
         print("")
         print("participant  track              sent kbps   fps  size")
-        for (uid, stats) in [("1001", hostStats), ("1001_sub", shareStats)] {
-            for track in stats?.local ?? [] {
-                print("\(uid.padding(12)) \((track.source.rawValue).padding(18)) \(String(Int(track.bitrateKbps)).padding(11)) "
-                    + "\(String(Int(track.framesPerSecond.rounded())).padding(4)) \(track.kind == .video ? "\(track.width)x\(track.height)" : "-")")
-            }
+        for track in hostStats?.local ?? [] {
+            print("\("1001".padding(12)) \((track.source.rawValue).padding(18)) \(String(Int(track.bitrateKbps)).padding(11)) "
+                + "\(String(Int(track.framesPerSecond.rounded())).padding(4)) \(track.kind == .video ? "\(track.width)x\(track.height)" : "-")")
         }
+        let (share, finished) = shareLog.withLockedValue { $0 }
+        if let share {
+            print("\("1001_sub".padding(12)) \("screen (process)".padding(18)) \(String(Int(share.bitrateKbps)).padding(11)) "
+                + "\(String(Int(share.framesPerSecond.rounded())).padding(4)) \(share.width)x\(share.height)")
+        }
+        print("share finished: \(finished.map { "\($0)" } ?? "?")")
         print("")
         print("viewer 2001 receives   kbps   fps  size       lost  jitter ms")
         for track in viewerStats?.remote ?? [] {
@@ -75,6 +92,8 @@ struct DemoCommand: AsyncParsableCommand {
         let fromShare = toHost.filter { $0.key.uid == "1001_sub" }.values.reduce(0, +)
         print("packets the server forwarded to 1001 from its own share 1001_sub: \(fromShare)")
         print("packets the server forwarded to 1001_sub (it subscribes to nothing): \(toShare.values.reduce(0, +))")
+        print("server: \(counters.packetsIn) packets in, \(counters.packetsOut) out, \(counters.packetsDropped) dropped, "
+            + "\(counters.nacksReceived) NACKs, \(counters.retransmissions) retransmitted")
         print("")
         for line in viewer.log.withLockedValue({ $0 }) + host.log.withLockedValue({ $0 }) where line.contains("first frame") || line.contains("joined") {
             print("event  \(line)")

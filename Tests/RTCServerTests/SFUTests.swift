@@ -71,6 +71,7 @@ struct SFUTests {
         #expect(try await eventually { clients[0].receivedCount(ssrc: bobAtAlice) == 60 })
         // Carol unsubscribes from bob: she stops receiving him; alice still does.
         let bobAtCarol = clients[2].subscribedSSRCs.withLockedValue { $0[bobTrack.sid] }
+        #expect(try await eventually { clients[2].receivedCount(ssrc: bobAtCarol) == 60 })  // all in before she unsubscribes
         let carolBefore = clients[2].receivedCount(ssrc: bobAtCarol)
         clients[2].send(.updateSubscription(SubscriptionUpdate(trackSids: [bobTrack.sid], subscribe: false)))
         try await Task.sleep(nanoseconds: 300_000_000)
