@@ -95,6 +95,10 @@ let package = Package(
         // MARK: Examples (Examples/README.md)
         .executableTarget(name: "example-stats", dependencies: ["RTCCore"], path: "Examples/StatsApp"),
         .executableTarget(name: "example-recorder", dependencies: ["RTCCore"], path: "Examples/RecorderBot"),
+        .executableTarget(name: "example-share-host", dependencies: ["ScreenShareUser"], path: "Examples/ShareHost"),
+        .executableTarget(
+            name: "example-share-viewer",
+            dependencies: ["RTCCore", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")], path: "Examples/ShareViewer"),
 
         // The floor of `rtc-cli bench sfu`: a minimal recvmmsg/sendmmsg relay in C.
         .executableTarget(name: "rtc-relay", path: "Benchmarks/relay"),

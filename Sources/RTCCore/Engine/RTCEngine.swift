@@ -575,7 +575,10 @@ public final class RTCEngine: @unchecked Sendable {
     private func participantsChanged(_ participants: [ParticipantInfo], session: Session) {
         var events: [RTCEngineEvent] = []
         lock.withLock {
-            for info in participants where info.uid != session.uid {
+            // The owner filter, also applied here: the server already hides screen shares from their
+            // owner and from clients that ask, and this keeps a filtered share out of the user list.
+            let filter = configuration.ignoreScreenShareUsers ?? false
+            for info in participants where info.uid != session.uid && !(filter && isScreenShareUID(info.uid)) {
                 let previous = session.remoteUsers[info.uid]
                 if let previous, previous.version >= info.version { continue }
                 session.remoteUsers[info.uid] = info
