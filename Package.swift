@@ -47,8 +47,14 @@ let package = Package(
             name: "RTCTransport",
             dependencies: [
                 "CSRTP", "COpenSSL", .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
+        // The network impairment proxy (loss, delay, jitter, reorder, duplication, bandwidth cap,
+        // blackouts) on loopback: the kernel here has no netem.
+        .target(
+            name: "NetSim",
+            dependencies: [.product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         .target(
             name: "Signaling",
             dependencies: [
@@ -131,6 +137,9 @@ let package = Package(
             ],
             exclude: ["Fixtures"]),
         .testTarget(name: "CLITests", dependencies: ["rtc-cli"]),
+        .testTarget(
+            name: "NetSimTests",
+            dependencies: ["NetSim", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         // Helpers of the end-to-end tests: an embedded server, event logs, tools (not a product).
         .target(
             name: "RTCTestSupport",

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
@@ -482,10 +483,20 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     /// Datagrams that matched no session.
     public var unroutableDatagrams: EventLoopFuture<Int> { channel.eventLoop.submit { self._unroutable } }
 
+    /// The address put in candidates instead of the socket's own (a NAT's public address, or an
+    /// impairment proxy in front of the port). Nil: the socket's address.
+    public var announcedAddress: SocketAddress? {
+        get { announced.withLockedValue { $0 } }
+        set { announced.withLockedValue { $0 = newValue } }
+    }
+    private let announced = NIOLockedValueBox<SocketAddress?>(nil)
+
+    private var candidateAddresses: [SocketAddress] { (announcedAddress ?? channel.localAddress).map { [$0] } ?? [] }
+
     /// The parameters a session of this port will offer with `credentials` (before the peer's are known).
     public func localParameters(credentials: ICECredentials) -> TransportParameters {
         TransportParameters(ice: credentials, fingerprint: certificate.fingerprint,
-                            candidates: channel.localAddress.map { [$0] } ?? [], dtlsRole: configuration.dtlsRole)
+                            candidates: candidateAddresses, dtlsRole: configuration.dtlsRole)
     }
 
     /// Makes a session for a new peer and starts it with the peer's parameters.
@@ -497,7 +508,7 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     public func makeSessionOnLoop(remote: TransportParameters, local credentials: ICECredentials = .random()) -> MediaSession {
         channel.eventLoop.preconditionInEventLoop()
         let session = MediaSession(configuration: configuration, certificate: certificate,
-                                   localCandidates: channel.localAddress.map { [$0] } ?? [],
+                                   localCandidates: candidateAddresses,
                                    eventLoop: channel.eventLoop, ice: credentials, writer: datagramWriter(channel))
         session.onSelectedAddress = { [weak self, weak session] address in
             guard let self, let session else { return }

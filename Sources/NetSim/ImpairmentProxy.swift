@@ -1,0 +1,119 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// A UDP relay on loopback that impairs traffic both ways: clients send to `address`, the proxy
+/// forwards to `target` from a socket of its own per client (so the target sees distinct peers),
+/// and answers come back the same way. Each direction has its own ``ImpairmentModel``; the profiles
+/// can be changed while it runs (capacity steps, blackouts).
+public final class ImpairmentProxy: @unchecked Sendable {
+    public let target: SocketAddress
+    private let group: EventLoopGroup
+    private var front: Channel!
+    private let loop: EventLoop
+    private var clients: [SocketAddress: Channel] = [:]
+    private var upstream: ImpairmentModel
+    private var downstream: ImpairmentModel
+    private let counters = NIOLockedValueBox((up: 0, down: 0, upDropped: 0, downDropped: 0))
+
+    public static func start(target: SocketAddress, upstream: ImpairmentProfile = ImpairmentProfile(),
+                             downstream: ImpairmentProfile = ImpairmentProfile(), seed: UInt64 = 1,
+                             group: EventLoopGroup) async throws -> ImpairmentProxy {
+        let proxy = ImpairmentProxy(target: target, upstream: upstream, downstream: downstream, seed: seed, group: group)
+        proxy.front = try await DatagramBootstrap(group: proxy.loop)
+            .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(Relay { [weak proxy] envelope in proxy?.fromClient(envelope) })
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        return proxy
+    }
+
+    private init(target: SocketAddress, upstream: ImpairmentProfile, downstream: ImpairmentProfile, seed: UInt64, group: EventLoopGroup) {
+        self.target = target
+        self.group = group
+        loop = group.next()
+        self.upstream = ImpairmentModel(profile: upstream, seed: seed)
+        self.downstream = ImpairmentModel(profile: downstream, seed: seed &+ 0x5EED)
+    }
+
+    /// Where clients send.
+    public var address: SocketAddress { front.localAddress! }
+
+    /// Changes the profiles from now on.
+    public func setProfiles(upstream: ImpairmentProfile? = nil, downstream: ImpairmentProfile? = nil) {
+        loop.execute {
+            if let upstream { self.upstream.profile = upstream }
+            if let downstream { self.downstream.profile = downstream }
+        }
+    }
+
+    /// Packets seen and dropped each way.
+    public var statistics: (up: Int, down: Int, upDropped: Int, downDropped: Int) { counters.withLockedValue { $0 } }
+
+    public func close() async {
+        try? await loop.submit { self.clients.values.forEach { $0.close(promise: nil) } }.get()
+        try? await front.close()
+    }
+
+    private static func nowUs() -> Int64 { Int64(NIODeadline.now().uptimeNanoseconds / 1000) }
+
+    private func fromClient(_ envelope: AddressedEnvelope<ByteBuffer>) {
+        let client = envelope.remoteAddress
+        let arrivals = upstream.schedule(bytes: envelope.data.readableBytes, nowUs: Self.nowUs())
+        counters.withLockedValue {
+            $0.up += 1
+            if arrivals.isEmpty { $0.upDropped += 1 }
+        }
+        guard !arrivals.isEmpty else { return }
+        let send: @Sendable (Channel) -> Void = { [self] channel in
+            for arrival in arrivals {
+                deliver(at: arrival) { channel.writeAndFlush(AddressedEnvelope(remoteAddress: self.target, data: envelope.data), promise: nil) }
+            }
+        }
+        if let channel = clients[client] { return send(channel) }
+        // A new client: a socket of its own toward the target.
+        DatagramBootstrap(group: loop)
+            .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(Relay { [weak self] answer in self?.fromTarget(answer, to: client) })
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0)
+            .whenSuccess { [self] channel in
+                if let existing = clients[client] {
+                    channel.close(promise: nil)
+                    send(existing)
+                } else {
+                    clients[client] = channel
+                    send(channel)
+                }
+            }
+    }
+
+    private func fromTarget(_ envelope: AddressedEnvelope<ByteBuffer>, to client: SocketAddress) {
+        let arrivals = downstream.schedule(bytes: envelope.data.readableBytes, nowUs: Self.nowUs())
+        counters.withLockedValue {
+            $0.down += 1
+            if arrivals.isEmpty { $0.downDropped += 1 }
+        }
+        for arrival in arrivals {
+            deliver(at: arrival) { self.front.writeAndFlush(AddressedEnvelope(remoteAddress: client, data: envelope.data), promise: nil) }
+        }
+    }
+
+    private func deliver(at arrivalUs: Int64, _ body: @escaping @Sendable () -> Void) {
+        let wait = arrivalUs - Self.nowUs()
+        if wait <= 0 { body() } else { loop.scheduleTask(in: .microseconds(wait), body) }
+    }
+}
+
+private final class Relay: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    let onDatagram: (AddressedEnvelope<ByteBuffer>) -> Void
+    init(_ onDatagram: @escaping (AddressedEnvelope<ByteBuffer>) -> Void) { self.onDatagram = onDatagram }
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) { onDatagram(unwrapInboundIn(data)) }
+}
