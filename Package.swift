@@ -119,7 +119,7 @@ let package = Package(
         .testTarget(
             name: "ScreenShareUserTests",
             dependencies: [
-                "ScreenShareUser", "RTCServer", "RTCTestSupport", "Signaling", "rtc-cli", .product(name: "NIOPosix", package: "swift-nio"),
+                "ScreenShareUser", "RTCServer", "RTCTestSupport", "Signaling", "NetSim", "rtc-cli", .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         .testTarget(name: "SignalingTests", dependencies: ["Signaling", "RTCFuzzHarness"]),

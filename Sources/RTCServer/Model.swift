@@ -105,6 +105,9 @@ final class PublishedTrack: @unchecked Sendable {
     /// A throttled keyframe request is waiting for the throttle window to end.
     var keyframeRequestDeferred = false
     var statistics: ReceptionStatistics?
+    /// Gaps in what the publisher sends, asked for upstream (video).
+    /// Retries every 60 ms: the SFU does not measure its round trip to the publisher (it only receives).
+    var nack = NackGenerator(roundTrip: 40_000)
     var subscriptions: [Subscription] = []
 
     init(info: TrackInfo, owner: Participant, keyframeIntervalMs: Int) {
@@ -157,6 +160,8 @@ public struct ServerCounters: Sendable, Hashable {
     public var packetsOut = 0
     public var bytesOut = 0
     public var nacksReceived = 0
+    /// NACKs the server sent upstream to publishers.
+    public var nacksSent = 0
     public var retransmissions = 0
     public var keyframeRequestsForwarded = 0
     public var keyframeRequestsThrottled = 0

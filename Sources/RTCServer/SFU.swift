@@ -22,6 +22,7 @@ public final class SFU: @unchecked Sendable {
     private var counters = ServerCounters()
     private var housekeeping: RepeatedTask?
     private var feedbackTask: RepeatedTask?
+    private var nackTask: RepeatedTask?
     private var nextID = 0
     private let serverSSRC: UInt32
     /// Seconds since 1970; replaceable in tests.
@@ -35,6 +36,9 @@ public final class SFU: @unchecked Sendable {
         sfu.housekeeping = sfu.loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in sfu.tick() }
         sfu.feedbackTask = sfu.loop.scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .milliseconds(100)) { _ in
             sfu.sendTransportFeedback()
+        }
+        sfu.nackTask = sfu.loop.scheduleRepeatedTask(initialDelay: .milliseconds(20), delay: .milliseconds(20)) { _ in
+            sfu.sendUpstreamNacks()
         }
         return sfu
     }
@@ -294,6 +298,7 @@ public final class SFU: @unchecked Sendable {
         try? await loop.submit {
             self.housekeeping?.cancel()
             self.feedbackTask?.cancel()
+            self.nackTask?.cancel()
             for participant in self.rooms.values.flatMap(\.participants.values) {
                 participant.send(.leave(reason: .serverShutdown))
                 let peer = participant.peer
@@ -528,6 +533,7 @@ public final class SFU: @unchecked Sendable {
         track.statistics?.record(sequenceNumber: packet.header.sequenceNumber, rtpTimestamp: packet.header.timestamp,
                                  arrivalUs: Int64(start.uptimeNanoseconds / 1000))
         track.cache.insert(packet)
+        if track.info.kind == .video { track.nack.received(packet.header.sequenceNumber, nowUs: Int64(start.uptimeNanoseconds / 1000)) }
         guard !track.info.muted else { return }
         let original = packet.header
         var wrote = false
@@ -614,6 +620,25 @@ public final class SFU: @unchecked Sendable {
             .receiverReport(ReceiverReport(ssrc: serverSSRC)),
             .pictureLossIndication(PictureLossIndication(senderSSRC: serverSSRC, mediaSSRC: ssrc)),
         ]))
+    }
+
+    /// Asks publishers again for video packets that did not arrive, so one lossy uplink is repaired
+    /// once here for every subscriber (each leg has its own NACK loop).
+    private func sendUpstreamNacks() {
+        let now = Int64(NIODeadline.now().uptimeNanoseconds / 1000)
+        for participant in rooms.values.flatMap(\.participants.values) {
+            guard let session = participant.publisher else { continue }
+            for track in participant.tracks where track.info.kind == .video {
+                guard let ssrc = track.info.ssrc else { continue }
+                let lost = track.nack.due(nowUs: now)
+                guard !lost.isEmpty else { continue }
+                counters.nacksSent += 1
+                session.sendRTCP(RTCPPacket.serializeCompound([
+                    .receiverReport(ReceiverReport(ssrc: serverSSRC)),
+                    .nack(GenericNACK(senderSSRC: serverSSRC, mediaSSRC: ssrc, lost: lost)),
+                ]))
+            }
+        }
     }
 
     /// Transport-wide CC feedback to every publisher that sends the sequence number, every 100 ms.

@@ -227,7 +227,10 @@ public struct LocalTrackStats: Sendable, Hashable {
     public var bitrateKbps: Double
     public var framesPerSecond: Double
     public var packetsSent: Int
+    public var framesEncoded: Int
     public var framesDropped: Int
+    /// Packets sent again because the server asked (NACK).
+    public var packetsRetransmitted: Int
     /// Fraction lost on the way to the server, from its receiver reports (0...1).
     public var lossFraction: Double
     public var roundTripTimeMs: Double?

@@ -12,6 +12,7 @@ final class SenderState: Sendable {
         var payloadBytesSent = 0
         var framesEncoded = 0
         var framesDropped = 0
+        var retransmitted = 0
         var lastRTPTimestamp: UInt32 = 0
         /// Monotonic time of the capture `lastRTPTimestamp` stands for.
         var lastCaptureMonoUs: Int64?
@@ -80,6 +81,8 @@ final class LocalVideoSender: @unchecked Sendable {
     private var clockOffsetUs: Int64?
     private var firstCaptureUs: Int64?
     private let control = Mutex(Control())
+    /// The last packets sent, by sequence number, to answer NACKs (RFC 4585; retransmitted as sent).
+    private let history = Mutex(PacketHistory(capacity: 1024))
     var onError: (@Sendable (RTCEngineError) -> Void)?
 
     private struct Control {
@@ -227,7 +230,39 @@ final class LocalVideoSender: @unchecked Sendable {
             counters.lastRTPTimestamp = rtpTimestamp
             counters.lastCaptureMonoUs = captureMonoUs
         }
+        history.withLock { history in
+            for (offset, packet) in packets.enumerated() { history.insert(packet, sequence: sequenceNumber &- UInt16(packets.count - offset)) }
+        }
         send(packets)
+    }
+
+    /// Sends again the packets a NACK asks for, those still in the history; returns how many.
+    @discardableResult
+    func retransmit(_ sequences: [UInt16]) -> Int {
+        let packets = history.withLock { history in sequences.compactMap { history.packet($0) } }
+        guard !packets.isEmpty else { return 0 }
+        state.counters.withLock {
+            $0.packetsSent += packets.count
+            $0.retransmitted += packets.count
+        }
+        send(packets)
+        return packets.count
+    }
+}
+
+/// A ring of sent packets by sequence number.
+struct PacketHistory {
+    private var slots: [(sequence: UInt16, packet: ByteBuffer)?]
+
+    init(capacity: Int) { slots = Array(repeating: nil, count: capacity) }
+
+    mutating func insert(_ packet: ByteBuffer, sequence: UInt16) {
+        slots[Int(sequence) % slots.count] = (sequence, packet)
+    }
+
+    func packet(_ sequence: UInt16) -> ByteBuffer? {
+        guard let slot = slots[Int(sequence) % slots.count], slot.sequence == sequence else { return nil }
+        return slot.packet
     }
 }
 

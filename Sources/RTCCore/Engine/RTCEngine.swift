@@ -111,6 +111,11 @@ public final class RTCEngine: @unchecked Sendable {
         return try? await transport.state.get()
     }
 
+    /// Video frames the local video track has encoded so far (0 when not publishing video).
+    public var localVideoFramesEncoded: Int {
+        lock.withLock { session?.videoSender?.state }?.counters.withLock { $0.framesEncoded } ?? 0
+    }
+
     /// Publish video at the next join (and now, when joined as a broadcaster).
     public func enableVideo() async throws { try await setEnabled(video: true) }
     public func disableVideo() async throws { try await setEnabled(video: false) }
@@ -509,6 +514,8 @@ public final class RTCEngine: @unchecked Sendable {
                 video?.requestKeyframe()
             case .fullIntraRequest(let fir) where fir.entries.contains { $0.ssrc == video?.state.ssrc }:
                 video?.requestKeyframe()
+            case .nack(let nack) where nack.mediaSSRC == video?.state.ssrc:
+                video?.retransmit(nack.lostSequenceNumbers)
             case .receiverReport(let report):
                 for block in report.reports {
                     if block.ssrc == video?.state.ssrc { video?.state.received(block, arrivalWallUs: now) }
@@ -668,6 +675,13 @@ public final class RTCEngine: @unchecked Sendable {
             requestKeyframe: { [weak self, weak session] ssrc in
                 guard let self, let session else { return }
                 self.sendPictureLoss(ssrc: ssrc, session: session)
+            },
+            sendNack: { [weak self, weak session] ssrc, sequences in
+                guard let self, let session, let transport = self.lock.withLock({ session.subscriber }) else { return }
+                transport.sendRTCP(RTCPPacket.serializeCompound([
+                    .receiverReport(ReceiverReport(ssrc: session.rtcpSSRC)),
+                    .nack(GenericNACK(senderSSRC: session.rtcpSSRC, mediaSSRC: ssrc, lost: sequences)),
+                ]))
             })
     }
 
@@ -727,6 +741,13 @@ public final class RTCEngine: @unchecked Sendable {
                 .sourceDescription(SourceDescription(chunks: [SourceDescription.Chunk(ssrc: reports[0].ssrc, items: [.cname(session.uid)])])),
             ]))
         }
+        if let subscriber {
+            let videoReceivers = lock.withLock { Array(session.videoReceivers.values) }
+            subscriber.stats.whenSuccess { stats in
+                guard let rtt = stats.roundTripTime else { return }
+                for receiver in videoReceivers { receiver.setRoundTrip(microseconds: Int64(rtt * 1e6)) }
+            }
+        }
         let blocks = receivers.compactMap { $0.report(nowUs: mono) }
         if let subscriber, !blocks.isEmpty {
             subscriber.sendRTCP(RTCPPacket.serializeCompound([.receiverReport(ReceiverReport(ssrc: session.rtcpSSRC, reports: blocks))]))
@@ -757,7 +778,8 @@ public final class RTCEngine: @unchecked Sendable {
                 let counters = sender.counters.withLock { $0 }
                 let (kbps, fps) = rate(sender.ssrc, bytes: counters.bytesSent, frames: counters.framesEncoded)
                 local.append(LocalTrackStats(kind: kind, source: source, bitrateKbps: kbps, framesPerSecond: fps,
-                                             packetsSent: counters.packetsSent, framesDropped: counters.framesDropped,
+                                             packetsSent: counters.packetsSent, framesEncoded: counters.framesEncoded,
+                                             framesDropped: counters.framesDropped, packetsRetransmitted: counters.retransmitted,
                                              lossFraction: counters.lossFraction, roundTripTimeMs: counters.roundTripTimeMs,
                                              width: counters.width, height: counters.height))
             }

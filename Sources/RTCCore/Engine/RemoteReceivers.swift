@@ -74,6 +74,8 @@ struct ReceiverOutputs: Sendable {
     var encodedVideo: @Sendable (RemoteEncodedVideoFrame) -> Void = { _ in }
     var firstFrame: @Sendable (RemoteTrackInfo, VideoSize) -> Void = { _, _ in }
     var requestKeyframe: @Sendable (UInt32) -> Void = { _ in }
+    /// Ask the sender again for these sequence numbers (generic NACK).
+    var sendNack: @Sendable (UInt32, [UInt16]) -> Void = { _, _ in }
 }
 
 /// One remote video track: packets from the network loop go to a thread of the track's own,
@@ -84,7 +86,8 @@ final class RemoteVideoReceiver: @unchecked Sendable {
     private let outputs: ReceiverOutputs
     private var thread: MediaThread!
     // Confined to `thread`:
-    private var jitter = VideoJitterBuffer()
+    private var jitter = VideoJitterBuffer(maxGapWaitUs: 350_000)
+    private var nack = NackGenerator()
     private var decoder: VP8Decoder?
     private var rotation: VideoRotation = .none
     private var decodedAny = false
@@ -93,8 +96,11 @@ final class RemoteVideoReceiver: @unchecked Sendable {
         self.info = info
         state = ReceiverState(ssrc: ssrc, clockRate: 90000)
         self.outputs = outputs
-        thread = MediaThread(name: "video-recv-\(ssrc)", tickIntervalUs: 20_000) { [unowned self] in
-            self.apply(self.jitter.tick(nowUs: MediaClock.monotonicUs()))
+        thread = MediaThread(name: "video-recv-\(ssrc)", tickIntervalUs: 10_000) { [unowned self] in
+            let now = MediaClock.monotonicUs()
+            let lost = self.nack.due(nowUs: now)
+            if !lost.isEmpty { self.outputs.sendNack(self.state.ssrc, lost) }
+            self.apply(self.jitter.tick(nowUs: now))
         }
     }
 
@@ -106,14 +112,32 @@ final class RemoteVideoReceiver: @unchecked Sendable {
                let orientation = try? VideoOrientation(parsing: data) {
                 rotation = VideoRotation(rawValue: orientation.rotation) ?? .none
             }
-            apply(jitter.insert(packet, nowUs: MediaClock.monotonicUs()))
+            let now = MediaClock.monotonicUs()
+            nack.received(packet.header.sequenceNumber, nowUs: now)
+            let lost = nack.due(nowUs: now)
+            if !lost.isEmpty { outputs.sendNack(state.ssrc, lost) }
+            apply(jitter.insert(packet, nowUs: now))
+        }
+    }
+
+    /// The round-trip time to the sender: NACK retries and the time a gap may stay open follow it.
+    func setRoundTrip(microseconds: Int64) {
+        thread.execute { [self] in
+            nack.roundTripUs = microseconds
+            // Long enough for a loss on either leg (this one, or the publisher's, which the server
+            // repairs) to be asked for, retried and answered: a give-up costs a keyframe round trip.
+            jitter.maxGapWaitUs = max(350_000, microseconds * 6 + 100_000)
         }
     }
 
     func stop() { thread.stop() }
 
     private func apply(_ output: VideoJitterBuffer.Output) {
-        if output.requestKeyframe { outputs.requestKeyframe(state.ssrc) }
+        if output.requestKeyframe {
+            outputs.requestKeyframe(state.ssrc)
+            // What the jitter buffer gave up on is not worth asking for any more.
+            if let oldest = jitter.missing.first { nack.drop(before: oldest) } else { nack = NackGenerator(roundTrip: nack.roundTripUs) }
+        }
         for frame in output.frames { decode(frame) }
     }
 

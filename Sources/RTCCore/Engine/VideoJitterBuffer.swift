@@ -20,6 +20,9 @@ public struct VideoJitterBuffer: Sendable {
     /// Least time between two keyframe requests.
     public var keyframeRequestIntervalUs: Int64
     private var assembler = VP8FrameAssembler()
+    /// The oldest missing sequence number and since when it has been missing: a gap is timed on
+    /// its own, so steady loss elsewhere does not age it.
+    private var gapSequence: UInt16?
     private var gapOpenedUs: Int64?
     private var lastKeyframeRequestUs: Int64?
     private var firstPacketUs: Int64?
@@ -60,6 +63,7 @@ public struct VideoJitterBuffer: Sendable {
                 lostReference(nowUs: nowUs, into: &output)
             }
             emit(frames, into: &output)
+            gapSequence = nil
             gapOpenedUs = nil
             updateGap(nowUs: nowUs)
         }
@@ -102,9 +106,13 @@ public struct VideoJitterBuffer: Sendable {
     }
 
     private mutating func updateGap(nowUs: Int64) {
-        if assembler.missingSequenceNumbers.isEmpty {
+        guard let oldest = assembler.missingSequenceNumbers.first else {
+            gapSequence = nil
             gapOpenedUs = nil
-        } else if gapOpenedUs == nil {
+            return
+        }
+        if oldest != gapSequence {
+            gapSequence = oldest
             gapOpenedUs = nowUs
         }
     }
