@@ -71,3 +71,48 @@ struct ResilienceTests {
         await server.shutdown()
     }
 }
+
+@Suite("Audio resilience through the impairment proxy", .serialized)
+struct AudioResilienceTests {
+    @Test("20% burst loss on the audio's way in: the tone still plays out continuously (no gap over 60 ms) at its frequency")
+    func burstLossTone() async throws {
+        let server = try await TestServer()
+        var burst = ImpairmentProfile(delayMs: 10)
+        burst.enterBurst = 0.05
+        burst.leaveBurst = 0.2  // 20 % lost, in bursts of 5 packets (100 ms) on average
+        let proxy = try await ImpairmentProxy.start(target: server.app.mediaAddress!, upstream: burst, downstream: ImpairmentProfile(delayMs: 10),
+                                                    seed: 7, group: MultiThreadedEventLoopGroup.singleton)
+        server.app.sfu.port.announcedAddress = proxy.address
+        let host = server.engine(), viewer = server.engine()
+        try await host.enableAudio()
+        host.setAudioProcessing(enabled: false)
+        let played = NIOLockedValueBox<[(at: Int64, samples: [Int16])]>([])
+        viewer.setRemoteAudioSink { frame in played.withLockedValue { $0.append((MediaClock.monotonicUs(), frame.frame.int16Samples)) } }
+        try await viewer.join(token: server.token("2001", channel: "burst"), channel: "burst", uid: "2001")
+        try await host.join(token: server.token("1001", channel: "burst"), channel: "burst", uid: "1001")
+        let tone = pushTone(host, frequency: 440, sampleRate: 48000)
+        #expect(await eventually(10) { played.withLockedValue { $0.count } >= 25 })
+        let start = MediaClock.monotonicUs()
+        try await Task.sleep(for: .seconds(20))
+        let blocks = played.withLockedValue { $0 }.filter { $0.at >= start }
+        tone.cancel()
+        let stats = proxy.statistics
+        let gaps = zip(blocks.dropFirst(), blocks).map { Double($0.at - $1.at) / 1000 }
+        let samples = blocks.flatMap(\.samples)
+        // The tone's frequency in each 100 ms, median over the run: concealed stretches are allowed to
+        // be imperfect, the tone must be what plays out.
+        let windows = stride(from: 0, to: samples.count - 9600, by: 9600).map {
+            dominantFrequency(Array(samples[$0..<$0 + 9600]), channels: 2, sampleRate: 48000)
+        }.sorted()
+        let frequency = windows.isEmpty ? 0 : windows[windows.count / 2]
+        print("burst-loss audio: \(blocks.count) blocks of 20 ms in 20 s, longest gap \(String(format: "%.1f", gaps.max() ?? 0)) ms, "
+            + "proxy dropped \(stats.upDropped)/\(stats.up) upstream, tone at \(String(format: "%.1f", frequency)) Hz")
+        #expect((gaps.max() ?? 1000) <= 60, "longest playout gap \(gaps.max() ?? -1) ms")
+        #expect(blocks.count >= 990, "\(blocks.count) blocks of 20 ms in 20 s")
+        #expect(abs(frequency - 440) < 5, "\(frequency) Hz")
+        await host.leave()
+        await viewer.leave()
+        await proxy.close()
+        await server.shutdown()
+    }
+}

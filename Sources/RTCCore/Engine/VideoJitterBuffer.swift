@@ -132,8 +132,9 @@ public enum AudioPlayoutDecision: Sendable, Equatable {
 
 /// The receive side of one audio stream: packets in by sequence number, one 20 ms decision out per
 /// playout tick. Playout starts once `targetPackets` are buffered; a lost packet is recovered
-/// from the next one's FEC when that is already here, else concealed; after `maxConcealed` packets
-/// in a row with nothing buffered it rebuffers; past `maxPackets` it drops the oldest to cap delay.
+/// from the next one's FEC when that is already here, else concealed (playout never stops for a
+/// burst: 300 ms by default); after `maxConcealed` packets in a row with nothing buffered it
+/// rebuffers; past `maxPackets` it drops the oldest to cap delay.
 public struct AudioJitterBuffer: Sendable {
     public var targetPackets: Int
     public var maxPackets: Int
@@ -146,7 +147,7 @@ public struct AudioJitterBuffer: Sendable {
     public private(set) var packetsConcealed = 0
     public private(set) var packetsRecovered = 0
 
-    public init(targetPackets: Int = 3, maxPackets: Int = 25, maxConcealed: Int = 5) {
+    public init(targetPackets: Int = 3, maxPackets: Int = 25, maxConcealed: Int = 15) {
         self.targetPackets = targetPackets
         self.maxPackets = maxPackets
         self.maxConcealed = maxConcealed
