@@ -50,6 +50,11 @@ public final class ImpairmentProxy: @unchecked Sendable {
         }
     }
 
+    /// When the first packet passed (monotonic µs, the clock `MediaClock` and NIO share): blackout
+    /// windows count from it.
+    public var firstPacketUs: Int64? { first.withLockedValue { $0 } }
+    private let first = NIOLockedValueBox<Int64?>(nil)
+
     /// Packets seen and dropped each way.
     public var statistics: (up: Int, down: Int, upDropped: Int, downDropped: Int) { counters.withLockedValue { $0 } }
 
@@ -62,6 +67,7 @@ public final class ImpairmentProxy: @unchecked Sendable {
 
     private func fromClient(_ envelope: AddressedEnvelope<ByteBuffer>) {
         let client = envelope.remoteAddress
+        first.withLockedValue { $0 = $0 ?? Self.nowUs() }
         let arrivals = upstream.schedule(bytes: envelope.data.readableBytes, nowUs: Self.nowUs())
         counters.withLockedValue {
             $0.up += 1

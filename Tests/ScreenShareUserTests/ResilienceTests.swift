@@ -116,3 +116,47 @@ struct AudioResilienceTests {
         await server.shutdown()
     }
 }
+
+@Suite("Blackout through the impairment proxy", .serialized)
+struct BlackoutTests {
+    @Test("a 3 s media blackout: video is back within 1 s of the path returning, and nobody sees userOffline")
+    func blackout() async throws {
+        let server = try await TestServer()
+        let proxy = try await ImpairmentProxy.start(target: server.app.mediaAddress!, upstream: ImpairmentProfile(delayMs: 5),
+                                                    downstream: ImpairmentProfile(delayMs: 5), seed: 9, group: MultiThreadedEventLoopGroup.singleton)
+        server.app.sfu.port.announcedAddress = proxy.address
+        let host = server.engine(), viewer = server.engine()
+        let hostEvents = EventLog(host), viewerEvents = EventLog(viewer)
+        try await host.enableVideo()
+        let decoded = NIOLockedValueBox<[Int64]>([])
+        viewer.setRemoteVideoSink { _ in decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
+        try await viewer.join(token: server.token("2001", channel: "dark"), channel: "dark", uid: "2001")
+        try await host.join(token: server.token("1001", channel: "dark"), channel: "dark", uid: "1001")
+        let video = pushPattern(host)
+        defer { video.cancel() }
+        #expect(await eventually { decoded.withLockedValue { $0.count } >= 15 })
+        // Everything dropped both ways for 3 s, from now.
+        var dark = ImpairmentProfile(delayMs: 5)
+        let elapsed = Double(MediaClock.monotonicUs() - proxyStartUs(proxy)) / 1e6
+        dark.blackouts = [elapsed...(elapsed + 3)]
+        proxy.setProfiles(upstream: dark, downstream: dark)
+        let darkFrom = MediaClock.monotonicUs()
+        try await Task.sleep(for: .seconds(3))
+        let back = darkFrom + 3_000_000
+        #expect(await eventually(5) { decoded.withLockedValue { $0 }.contains { $0 > back + 100_000 } })
+        let firstAfter = decoded.withLockedValue { $0 }.first { $0 > back } ?? Int64.max
+        let restoredMs = Double(firstAfter - back) / 1000
+        print("blackout: first frame \(String(format: "%.0f", restoredMs)) ms after the path returned")
+        #expect(restoredMs <= 1000, "media back after \(restoredMs) ms")
+        #expect(!viewerEvents.all.contains { if case .userOffline = $0 { true } else { false } })
+        #expect(!hostEvents.all.contains { if case .userOffline = $0 { true } else { false } })
+        #expect(host.connectionState == .connected && viewer.connectionState == .connected)
+        await host.leave()
+        await viewer.leave()
+        await proxy.close()
+        await server.shutdown()
+    }
+
+    /// The model counts blackout time from the first packet it saw; the proxy started just before.
+    func proxyStartUs(_ proxy: ImpairmentProxy) -> Int64 { proxy.firstPacketUs ?? MediaClock.monotonicUs() }
+}
