@@ -12,8 +12,9 @@ import Signaling
 /// An embedded server on loopback with ephemeral ports, and helpers to make engines join it.
 public final class TestServer: @unchecked Sendable {
     public static let secret = "engine-test-secret"
-    public let app: RTCServerApp
+    public private(set) var app: RTCServerApp
     public let url: String
+    private let configuration: ServerConfiguration
 
     public init(pingInterval: Int = 5, pingTimeout: Int = 15, resumeWindow: Int = 20) async throws {
         var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: Self.secret)
@@ -22,6 +23,16 @@ public final class TestServer: @unchecked Sendable {
         configuration.resumeWindow = resumeWindow
         app = try await RTCServerApp.start(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton)
         url = "ws://127.0.0.1:\(app.signalingAddress!.port!)/rtc"
+        configuration.signalingPort = app.signalingAddress!.port!
+        configuration.mediaPort = app.mediaAddress!.port!
+        self.configuration = configuration
+    }
+
+    /// Shuts the server down (everyone is told `serverShutdown`) and starts a new one on the same ports.
+    public func restart(downFor seconds: Double = 0) async throws {
+        await app.shutdown()
+        if seconds > 0 { try await Task.sleep(for: .milliseconds(Int(seconds * 1000))) }
+        app = try await RTCServerApp.start(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton)
     }
 
     public func token(_ uid: String, channel: String, ttl: Int64 = 3600) -> String {

@@ -146,10 +146,16 @@ public actor SignalingClient {
                     resumes += 1
                     return
                 }
+            } catch let error as SignalingError where error.code == .resumeFailed {
+                // The server does not know the session (it restarted, or the window passed): stop
+                // here, so the owner can join afresh at once.
+                break
             } catch {
                 try? await Task.sleep(for: .milliseconds(250))
             }
         }
+        try? await channel?.close()
+        channel = nil
         eventsContinuation.finish()
     }
 

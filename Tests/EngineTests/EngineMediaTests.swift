@@ -318,3 +318,36 @@ struct EngineMediaTests {
         await server.shutdown()
     }
 }
+
+@Suite("RTCEngine reconnect", .serialized)
+struct EngineReconnectTests {
+    @Test("a server restart: both clients join again and media flows within 5 s")
+    func serverRestart() async throws {
+        let server = try await TestServer()
+        let host = server.engine(), viewer = server.engine()
+        let viewerEvents = EventLog(viewer)
+        try await host.enableVideo()
+        let decoded = NIOLockedValueBox<[Int64]>([])
+        viewer.setRemoteVideoSink { _ in decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
+        try await viewer.join(token: server.token("2001", channel: "restart"), channel: "restart", uid: "2001")
+        try await host.join(token: server.token("1001", channel: "restart"), channel: "restart", uid: "1001")
+        let video = pushPattern(host)
+        defer { video.cancel() }
+        #expect(await eventually { decoded.withLockedValue { $0.count } >= 10 })
+        let restartAt = MediaClock.monotonicUs()
+        try await server.restart(downFor: 0.5)
+        #expect(await eventually(10) { decoded.withLockedValue { $0 }.contains { $0 > restartAt + 600_000 } })
+        let firstAfter = decoded.withLockedValue { $0 }.first { $0 > restartAt + 500_000 } ?? Int64.max
+        let seconds = Double(firstAfter - restartAt) / 1e6
+        print("server restart: media again \(String(format: "%.2f", seconds)) s after the restart began")
+        #expect(seconds <= 5)
+        #expect(viewerEvents.all.contains { if case .connectionStateChanged(.reconnecting, _) = $0 { true } else { false } })
+        #expect(viewerEvents.all.contains { if case .connectionStateChanged(.connected, .rejoined) = $0 { true } else { false } })
+        #expect(host.connectionState == .connected && viewer.connectionState == .connected)
+        let users = try await server.app.sfu.participants(in: "restart").get().map(\.uid)
+        #expect(users == ["1001", "2001"])
+        await host.leave()
+        await viewer.leave()
+        await server.shutdown()
+    }
+}

@@ -85,6 +85,8 @@ public struct RTCEngineConfiguration: Sendable {
     public var ignoreScreenShareUsers: Bool?
     /// Seconds between `rtcStats` events.
     public var statsIntervalSeconds: Int = 2
+    /// How long the engine keeps joining again (with backoff) after the server was lost for good.
+    public var rejoinTimeoutSeconds: Int = 60
 
     public enum LogLevel: Int, Sendable, Hashable, Comparable, CaseIterable {
         case none = 0, error, warning, info, debug
@@ -130,7 +132,7 @@ public enum ConnectionState: String, Sendable, Hashable {
 
 /// Why the connection state changed.
 public enum ConnectionChangedReason: String, Sendable, Hashable {
-    case joining, joinSuccess, joinFailed, interrupted, resumed, leaveChannel, invalidToken, tokenExpired, bannedByServer
+    case joining, joinSuccess, joinFailed, interrupted, resumed, rejoined, leaveChannel, invalidToken, tokenExpired, bannedByServer
     case serverShutdown, ownerLeft, duplicateIdentity, settingsChanged
 }
 

@@ -28,6 +28,8 @@ public final class RTCEngine: @unchecked Sendable {
     private var nextContinuationID = 0
     private weak var _delegate: (any RTCEngineDelegate)?
     private var sinks = Sinks()
+    /// Set by `leave()`: no automatic rejoin after it.
+    private var leftByUser = false
 
     /// Everything that exists only while joined.
     private final class Session: @unchecked Sendable {
@@ -198,6 +200,12 @@ public final class RTCEngine: @unchecked Sendable {
     /// Joins `channel` as `uid`. Returns once joined and, for a broadcaster, once the publisher
     /// transport is connected; throws with the server's reason otherwise.
     public func join(token: String, channel: String, uid: String, options: JoinOptions = JoinOptions()) async throws {
+        try await join(token: token, channel: channel, uid: uid, options: options, rejoining: false)
+    }
+
+    /// `rejoining`: an automatic join after the server was lost; the state stays `reconnecting`
+    /// until it succeeds (then `connected` with `rejoined`).
+    private func join(token: String, channel: String, uid: String, options: JoinOptions, rejoining: Bool) async throws {
         let signaling: SignalingClient
         do {
             signaling = try SignalingClient(url: configuration.serverURL, group: group)
@@ -207,11 +215,12 @@ public final class RTCEngine: @unchecked Sendable {
         let session = Session(channel: channel, uid: uid, token: token, options: options, signaling: signaling)
         let ok = lock.withLock { () -> Bool in
             guard self.session == nil else { return false }
+            leftByUser = false
             self.session = session
             return true
         }
         guard ok else { throw RTCEngineError(.invalidState, "already joined or joining; leave first") }
-        setConnectionState(.connecting, .joining)
+        if !rejoining { setConnectionState(.connecting, .joining) }
         let response: JoinResponse
         do {
             try await signaling.connect()
@@ -233,7 +242,7 @@ public final class RTCEngine: @unchecked Sendable {
             } else {
                 reason = .joinFailed
             }
-            setConnectionState(.failed, reason)
+            if !rejoining { setConnectionState(.failed, reason) }
             if let error = error as? RTCEngineError { throw error }
             throw RTCEngineError(reason == .joinFailed ? .joinFailed : .tokenRejected, "\(error)")
         }
@@ -250,7 +259,7 @@ public final class RTCEngine: @unchecked Sendable {
             self?.signalingEnded(session)
         }
         let elapsed = Int((MediaClock.monotonicUs() - session.joinStartUs) / 1000)
-        setConnectionState(.connected, .joinSuccess)
+        setConnectionState(.connected, rejoining ? .rejoined : .joinSuccess)
         emit(.joinedChannel(channel: channel, uid: uid, elapsedMs: elapsed))
         participantsChanged(response.others, session: session)
         session.rtcpTask = group.next().scheduleRepeatedTask(initialDelay: .milliseconds(500), delay: .seconds(1)) { [weak self, weak session] _ in
@@ -270,6 +279,7 @@ public final class RTCEngine: @unchecked Sendable {
     /// Leaves the channel: the others see `userOffline(quit)`.
     public func leave() async {
         guard let session = lock.withLock({ () -> Session? in
+            leftByUser = true
             let current = self.session
             current?.leaving = true
             return current
@@ -547,6 +557,12 @@ public final class RTCEngine: @unchecked Sendable {
             if let known, isVisible(known) { emit(.userOffline(uid: uid, reason: UserOfflineReason(reason))) }
         case .tokenWillExpire(let expiresAt):
             emit(.tokenPrivilegeWillExpire(expiresAt: expiresAt))
+        case .leave(.serverShutdown):
+            // A server going down for a restart: join the next one.
+            lock.withLock { session.leaving = true }
+            await session.signaling.close()
+            // Not on this task: tearing the session down cancels its event task.
+            Task { await self.rejoin(after: session) }
         case .leave(let reason):
             let mapped: ConnectionChangedReason = switch reason {
             case .tokenExpired: .tokenExpired
@@ -565,14 +581,35 @@ public final class RTCEngine: @unchecked Sendable {
         }
     }
 
+    /// The signaling connection ended without a leave and could not be resumed (the server
+    /// restarted, or the resume window passed): join again as the same uid, with backoff.
     private func signalingEnded(_ session: Session) {
         let unexpected = lock.withLock { self.session === session && !session.leaving }
         guard unexpected else { return }
-        Task {
+        Task { await rejoin(after: session) }
+    }
+
+    private func rejoin(after session: Session) async {
+        do {
             await tearDown(session)
+            setConnectionState(.reconnecting, .interrupted)
+            var delayMs = 100
+            let deadline = MediaClock.monotonicUs() + Int64(configuration.rejoinTimeoutSeconds) * 1_000_000
+            while MediaClock.monotonicUs() < deadline {
+                guard lock.withLock({ self.session == nil && !self.leftByUser }) else { return }
+                do {
+                    try await join(token: session.token, channel: session.channel, uid: session.uid, options: session.options,
+                                   rejoining: true)
+                    return
+                } catch {
+                    try? await Task.sleep(for: .milliseconds(delayMs))
+                    delayMs = min(delayMs * 2, 2000)
+                }
+            }
             setConnectionState(.failed, .interrupted)
         }
     }
+
 
     /// In a live broadcast the audience is invisible; in communication everyone is a user.
     private func isVisible(_ participant: ParticipantInfo) -> Bool {
