@@ -50,6 +50,34 @@ func psnr(_ a: VideoFrame, _ b: VideoFrame) throws -> Double {
     return accumulator.psnr
 }
 
+/// A server, viewer 2001 (its events and the frames it decodes from 1001_sub) and a started share.
+struct ShareScene {
+    let server: TestServer
+    let viewer: RTCEngine
+    let viewerEvents: EventLog
+    let frames: FrameLog
+    let session: ScreenShareSession
+
+    static func start(profile: ScreenShareProfile = .default, channel: String = "ScreenShare") async throws -> ShareScene {
+        let server = try await TestServer()
+        let viewer = server.engine()
+        let viewerEvents = EventLog(viewer)
+        let frames = FrameLog(viewer, uid: "1001_sub")
+        try await viewer.join(token: server.token("2001", channel: channel), channel: channel, uid: "2001")
+        let session = ScreenShareSession(configuration: ScreenShareConfiguration(
+            serverURL: server.url, channel: channel, hostUID: "1001", token: server.token("1001_sub", channel: channel),
+            policy: ScreenSharePolicy(profile: profile)))
+        try await session.start()
+        return ShareScene(server: server, viewer: viewer, viewerEvents: viewerEvents, frames: frames, session: session)
+    }
+
+    func end() async {
+        await session.stop()
+        await viewer.leave()
+        await server.shutdown()
+    }
+}
+
 @Suite("Screen share end to end", .serialized)
 struct ScreenShareSessionTests {
     static let channel = "ScreenShare"
@@ -122,12 +150,8 @@ struct ScreenShareSessionTests {
 
     @Test("a 1080x2340 portrait screen arrives inside 720x1280, sides even, aspect within 1%")
     func portrait() async throws {
-        let server = try await TestServer()
-        let viewer = server.engine()
-        let frames = FrameLog(viewer, uid: "1001_sub")
-        try await viewer.join(token: server.token("2001", channel: Self.channel), channel: Self.channel, uid: "2001")
-        let session = share(server)
-        try await session.start()
+        let scene = try await ShareScene.start()
+        let (frames, session) = (scene.frames, scene.session)
         let pushing = feed(session, size: VideoSize(width: 1080, height: 2340), moving: false, fps: 15)
         defer { pushing.cancel() }
         #expect(await eventually { frames.count >= 3 })
@@ -137,19 +161,13 @@ struct ScreenShareSessionTests {
         let aspect: Double = Double(frame.width) / Double(frame.height)
         let error: Double = abs(aspect / (1080.0 / 2340.0) - 1)
         #expect(error < 0.01, "\(frame.width)x\(frame.height)")
-        await session.stop()
-        await viewer.leave()
-        await server.shutdown()
+        await scene.end()
     }
 
     @Test("the low profile delivers 5±1 fps from a 30 fps screen")
     func lowProfile() async throws {
-        let server = try await TestServer()
-        let viewer = server.engine()
-        let frames = FrameLog(viewer, uid: "1001_sub")
-        try await viewer.join(token: server.token("2001", channel: Self.channel), channel: Self.channel, uid: "2001")
-        let session = share(server, profile: .low)
-        try await session.start()
+        let scene = try await ShareScene.start(profile: .low)
+        let (frames, session) = (scene.frames, scene.session)
         let pushing = feed(session, size: VideoSize(width: 1280, height: 720), moving: true, fps: 30)
         defer { pushing.cancel() }
         #expect(await eventually { frames.count >= 2 })
@@ -157,19 +175,13 @@ struct ScreenShareSessionTests {
         try await Task.sleep(for: .seconds(4))
         let rate = Double(frames.since(start).count) / 4
         #expect(abs(rate - 5) <= 1, "\(rate) fps")
-        await session.stop()
-        await viewer.leave()
-        await server.shutdown()
+        await scene.end()
     }
 
     @Test("an idle screen still reaches the viewer at least every 300 ms")
     func idleResend() async throws {
-        let server = try await TestServer()
-        let viewer = server.engine()
-        let frames = FrameLog(viewer, uid: "1001_sub")
-        try await viewer.join(token: server.token("2001", channel: Self.channel), channel: Self.channel, uid: "2001")
-        let session = share(server)
-        try await session.start()
+        let scene = try await ShareScene.start()
+        let (frames, session) = (scene.frames, scene.session)
         var frame = try PatternGenerator(kind: .screen, size: VideoSize(width: 1280, height: 720)).frame(at: 0)
         // One frame, then nothing (a static screen ReplayKit stops delivering).
         #expect(await eventually {
@@ -183,23 +195,16 @@ struct ScreenShareSessionTests {
         #expect(times.count >= 9, "\(times.count) frames in 3 s")
         let gaps = zip(times.dropFirst(), times).map { Double($0 - $1) / 1000 }
         #expect((gaps.max() ?? 1000) <= 300, "largest gap \(gaps.max() ?? -1) ms")
-        await session.stop()
-        await viewer.leave()
-        await server.shutdown()
+        await scene.end()
     }
 
     @Test("pause stops the frames and marks the track muted; resume starts again with a keyframe")
     func pauseResume() async throws {
-        let server = try await TestServer()
-        let viewer = server.engine()
-        let viewerEvents = EventLog(viewer)
-        let frames = FrameLog(viewer, uid: "1001_sub")
-        try await viewer.join(token: server.token("2001", channel: Self.channel), channel: Self.channel, uid: "2001")
-        let session = share(server)
+        let scene = try await ShareScene.start()
+        let (frames, session, viewerEvents) = (scene.frames, scene.session, scene.viewerEvents)
         let shareEvents = NIOLockedValueBox<[ScreenShareEvent]>([])
         let watching = Task { for await event in session.events { shareEvents.withLockedValue { $0.append(event) } } }
         defer { watching.cancel() }
-        try await session.start()
         let pushing = feed(session, size: VideoSize(width: 1280, height: 720), moving: true, fps: 15)
         defer { pushing.cancel() }
         #expect(await eventually { frames.count >= 5 })
@@ -218,8 +223,7 @@ struct ScreenShareSessionTests {
         let lifecycle = { shareEvents.withLockedValue { $0 }.filter { if case .stats = $0 { false } else { true } } }
         #expect(await eventually { lifecycle().count == 4 })
         #expect(lifecycle() == [.started, .paused, .resumed, .finished(.requestedByHost)])
-        await viewer.leave()
-        await server.shutdown()
+        await scene.end()
     }
 
     @Test("when the host leaves, the share ends with hostLeft and the server removes it")
