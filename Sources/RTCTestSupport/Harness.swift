@@ -32,7 +32,17 @@ public final class TestServer: @unchecked Sendable {
     public func restart(downFor seconds: Double = 0) async throws {
         await app.shutdown()
         if seconds > 0 { try await Task.sleep(for: .milliseconds(Int(seconds * 1000))) }
-        app = try await RTCServerApp.start(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton)
+        // The old sockets may take a moment to be released: retry the same ports for a few seconds.
+        var attempts = 0
+        while true {
+            do {
+                app = try await RTCServerApp.start(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton)
+                return
+            } catch where attempts < 30 {
+                attempts += 1
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
     }
 
     public func token(_ uid: String, channel: String, ttl: Int64 = 3600) -> String {

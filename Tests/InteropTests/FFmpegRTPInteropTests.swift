@@ -52,7 +52,8 @@ final class LoopbackSender {
 
     /// True once some process has a UDP socket bound to `port` (read from /proc/net/udp).
     static func isBound(_ port: UInt16) -> Bool {
-        guard let table = try? String(contentsOfFile: "/proc/net/udp", encoding: .utf8) else { return false }
+        // ffmpeg may bind either family.
+        let table = ["/proc/net/udp", "/proc/net/udp6"].compactMap { try? String(contentsOfFile: $0, encoding: .utf8) }.joined(separator: "\n")
         let needle = ":" + String(format: "%04X", port) + " "
         return table.split(separator: "\n").dropFirst().contains { line in
             line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.map { ($0 + " ").hasSuffix(needle) } ?? false
@@ -73,7 +74,8 @@ func receiveWithFFmpeg(sdp: String, port: UInt16, outputArguments: [String], sen
                         "-i", sdpPath] + outputArguments
     ffmpeg.standardError = FileHandle.nullDevice
     try ffmpeg.run()
-    let deadline = Date().addingTimeInterval(10)
+    // Generous: with the whole suite running on two cores ffmpeg can take seconds to start.
+    let deadline = Date().addingTimeInterval(30)
     while !LoopbackSender.isBound(port) && Date() < deadline && ffmpeg.isRunning { usleep(20_000) }
     try #require(LoopbackSender.isBound(port), "ffmpeg did not open UDP port \(port)")
     try send()
