@@ -47,6 +47,7 @@ struct ResilienceTests {
         try await Task.sleep(for: .seconds(Self.seconds))
         pushing.cancel()
         try await Task.sleep(for: .milliseconds(300))  // the encoder's last frame
+        try await session.pause()  // no idle re-sends after the count
         let sentAfter = session.engine.localVideoFramesEncoded
         try await Task.sleep(for: .milliseconds(1500))  // the last frames' recovery
         // Frames encoded from `start` on, against frames decoded from `start` on (a frame in flight
