@@ -26,6 +26,7 @@ deps:
 
 build: deps
 	swift build -c release --product rtc-cli
+	swift build -c release --product rtc-sharer
 
 demo: build
 	.build/release/rtc-cli demo --out out/demo
