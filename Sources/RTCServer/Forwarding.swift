@@ -35,23 +35,6 @@ struct StreamRewriter {
     }
 }
 
-/// The last packets of a published stream, by sequence number, to answer NACKs without asking the
-/// publisher (a copy is kept only here, as mediasoup does for retransmission).
-struct PacketCache {
-    private var slots: [(sequence: UInt16, packet: RTPPacket)?]
-
-    init(capacity: Int = 512) { slots = Array(repeating: nil, count: capacity) }
-
-    mutating func insert(_ packet: RTPPacket) {
-        slots[Int(packet.header.sequenceNumber) % slots.count] = (packet.header.sequenceNumber, packet)
-    }
-
-    func packet(sequence: UInt16) -> RTPPacket? {
-        guard let slot = slots[Int(sequence) % slots.count], slot.sequence == sequence else { return nil }
-        return slot.packet
-    }
-}
-
 /// Lets a request through at most once per interval (per track keyframe requests).
 struct Throttle {
     let intervalMs: Int64

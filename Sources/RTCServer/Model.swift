@@ -100,7 +100,8 @@ final class PublishedTrack: @unchecked Sendable {
     var info: TrackInfo
     unowned let owner: Participant
     var payloadType: UInt8?
-    var cache = PacketCache()
+    /// The last 512 packets, to answer subscribers' NACKs without asking the publisher.
+    var cache = PacketHistory<RTPPacket>(capacity: 512)
     var keyframeThrottle: Throttle
     /// A throttled keyframe request is waiting for the throttle window to end.
     var keyframeRequestDeferred = false

@@ -532,7 +532,7 @@ public final class SFU: @unchecked Sendable {
         if track.statistics == nil { track.statistics = ReceptionStatistics(ssrc: ssrc, clockRate: track.clockRate) }
         track.statistics?.record(sequenceNumber: packet.header.sequenceNumber, rtpTimestamp: packet.header.timestamp,
                                  arrivalUs: Int64(start.uptimeNanoseconds / 1000))
-        track.cache.insert(packet)
+        track.cache.insert(packet, sequence: packet.header.sequenceNumber)
         if track.info.kind == .video { track.nack.received(packet.header.sequenceNumber, nowUs: Int64(start.uptimeNanoseconds / 1000)) }
         guard !track.info.muted else { return }
         let original = packet.header
@@ -584,7 +584,7 @@ public final class SFU: @unchecked Sendable {
                       let session = subscriber.subscriber
                 else { continue }
                 for lost in nack.lostSequenceNumbers {
-                    guard var packet = subscription.track.cache.packet(sequence: subscription.rewriter.inputSequence(of: lost)) else { continue }
+                    guard var packet = subscription.track.cache.packet(subscription.rewriter.inputSequence(of: lost)) else { continue }
                     var rewriter = subscription.rewriter
                     rewriter.rewrite(&packet.header)
                     counters.retransmissions += 1

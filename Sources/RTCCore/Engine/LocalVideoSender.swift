@@ -82,7 +82,7 @@ final class LocalVideoSender: @unchecked Sendable {
     private var firstCaptureUs: Int64?
     private let control = Mutex(Control())
     /// The last packets sent, by sequence number, to answer NACKs (RFC 4585; retransmitted as sent).
-    private let history = Mutex(PacketHistory(capacity: 1024))
+    private let history = Mutex(PacketHistory<ByteBuffer>(capacity: 1024))
     var onError: (@Sendable (RTCEngineError) -> Void)?
 
     private struct Control {
@@ -247,22 +247,6 @@ final class LocalVideoSender: @unchecked Sendable {
         }
         send(packets)
         return packets.count
-    }
-}
-
-/// A ring of sent packets by sequence number.
-struct PacketHistory {
-    private var slots: [(sequence: UInt16, packet: ByteBuffer)?]
-
-    init(capacity: Int) { slots = Array(repeating: nil, count: capacity) }
-
-    mutating func insert(_ packet: ByteBuffer, sequence: UInt16) {
-        slots[Int(sequence) % slots.count] = (sequence, packet)
-    }
-
-    func packet(_ sequence: UInt16) -> ByteBuffer? {
-        guard let slot = slots[Int(sequence) % slots.count], slot.sequence == sequence else { return nil }
-        return slot.packet
     }
 }
 
