@@ -12,6 +12,8 @@ public final class MediaThread: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     private var jobs: [() -> Void] = []
+    /// The batch being run; swapped with `jobs` so a steady stream of jobs allocates nothing.
+    private var running: [() -> Void] = []
     private var stopping = false
     private var finished = false
     private var thread: pthread_t?
@@ -99,10 +101,10 @@ public final class MediaThread: @unchecked Sendable {
         pthread_mutex_lock(mutex)
         while true {
             if !jobs.isEmpty {
-                let batch = jobs
-                jobs.removeAll(keepingCapacity: true)
+                swap(&jobs, &running)
                 pthread_mutex_unlock(mutex)
-                for job in batch { job() }
+                for job in running { job() }
+                running.removeAll(keepingCapacity: true)
                 pthread_mutex_lock(mutex)
                 continue
             }
