@@ -4,7 +4,7 @@ DEBIAN_PACKAGES := pkg-config libvpx-dev libopus-dev libsrtp2-dev libssl-dev lib
                    libwebrtc-audio-processing-dev libx11-dev libxext-dev xvfb ffmpeg tshark python3-pip openssl
 # Interop peers from PyPI, used by the tests.
 PYPI_PACKAGES := aiortc
-FUZZ_TARGETS := y4m ivf wav ogg rtp rtcp vp8 stun sdp dtls ice signaling
+FUZZ_TARGETS := y4m ivf wav ogg rtp rtcp vp8 stun sdp dtls ice signaling link
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 FUZZ_FLAGS := -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xcc -fsanitize=fuzzer-no-link,address \
@@ -27,6 +27,7 @@ deps:
 build: deps
 	swift build -c release --product rtc-cli
 	swift build -c release --product rtc-sharer
+	swift build -c release --product rtc-capture
 
 demo: build
 	.build/release/rtc-cli demo --out out/demo

@@ -3,7 +3,7 @@
 // the SFU (RTCServer) and the `rtc-cli` tool. See docs/architecture.md for the dependency graph.
 import PackageDescription
 
-let fuzzTargets = ["Y4M", "IVF", "WAV", "Ogg", "RTP", "RTCP", "VP8", "STUN", "SDP", "DTLS", "ICE", "Signaling"]
+let fuzzTargets = ["Y4M", "IVF", "WAV", "Ogg", "RTP", "RTCP", "VP8", "STUN", "SDP", "DTLS", "ICE", "Signaling", "Link"]
 
 let package = Package(
     name: "swift-rtc",
@@ -14,6 +14,7 @@ let package = Package(
         .executable(name: "rtc-cli", targets: ["rtc-cli"]),
         .executable(name: "rtc-relay", targets: ["rtc-relay"]),
         .executable(name: "rtc-sharer", targets: ["rtc-sharer"]),
+        .executable(name: "rtc-capture", targets: ["rtc-capture"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -42,6 +43,9 @@ let package = Package(
             ],
             linkerSettings: [.linkedLibrary("webrtc_audio_processing")]),
 
+        // Process-memory helpers (releasing libvpx's unused token pages, malloc tuning) for the sharer's budget.
+        .target(name: "CMemory"),
+
         // MARK: Swift modules (DESIGN.md §2)
         .target(
             name: "RTCTransport",
@@ -62,18 +66,24 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]),
+        // Frames, pixel formats, media files (Y4M, IVF, WAV, Ogg), libyuv conversion, test patterns
+        // and media threads: no codecs, no network, no Foundation (the relay sharer links this alone).
+        .target(name: "RTCMedia", dependencies: ["CYUV", "CMemory"]),
         .target(
             name: "RTCCore",
             dependencies: [
-                "RTCTransport", "Signaling", "CVPX", "COpus", "CYUV", "CAPM", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCMedia", "RTCTransport", "Signaling", "CVPX", "COpus", "CAPM", "CMemory", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         // Screen capture over Xlib + MIT-SHM (libx11-dev, libxext-dev), for the screen-share source.
         .target(name: "CX11Capture", linkerSettings: [.linkedLibrary("X11"), .linkedLibrary("Xext")]),
+        // The capture side of a screen share: sources, the host link and its codec, the frame ring and
+        // the relay loop. No codec, no network, no Foundation: `rtc-capture` is this alone.
+        .target(name: "ScreenCapture", dependencies: ["RTCMedia", "CX11Capture"]),
         .target(
             name: "ScreenShareUser",
             dependencies: [
-                "RTCCore", "CX11Capture", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCCore", "ScreenCapture", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         .target(
@@ -97,6 +107,8 @@ let package = Package(
 
         // The sharer process a host launches: ScreenShareUser alone, for the memory budget.
         .executableTarget(name: "rtc-sharer", dependencies: ["ScreenShareUser"]),
+        // The relay-only sharer: captures and hands frames to the host, for the 20 MB relay budget.
+        .executableTarget(name: "rtc-capture", dependencies: ["ScreenCapture"]),
 
         // MARK: Examples (Examples/README.md)
         .executableTarget(name: "example-stats", dependencies: ["RTCCore"], path: "Examples/StatsApp"),
@@ -112,14 +124,14 @@ let package = Package(
         // MARK: Fuzzing: one libFuzzer entry point per parser of untrusted bytes (see Fuzz/README.md)
         .target(
             name: "RTCFuzzHarness",
-            dependencies: ["RTCCore", "RTCTransport", "Signaling", .product(name: "NIOCore", package: "swift-nio")]),
+            dependencies: ["RTCCore", "RTCTransport", "Signaling", "ScreenCapture", .product(name: "NIOCore", package: "swift-nio")]),
 
         // MARK: Tests
         .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "RTCFuzzHarness"]),
         .testTarget(
             name: "ScreenShareUserTests",
             dependencies: [
-                "ScreenShareUser", "RTCServer", "RTCTestSupport", "Signaling", "NetSim", "rtc-cli", .product(name: "NIOPosix", package: "swift-nio"),
+                "ScreenShareUser", "RTCServer", "RTCTestSupport", "Signaling", "NetSim", "rtc-cli", "RTCFuzzHarness", .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         .testTarget(name: "SignalingTests", dependencies: ["Signaling", "RTCFuzzHarness"]),

@@ -27,28 +27,17 @@ public enum ScreenShareSharer {
         })
         try? link.send(.hello(version: version))
         var iterator = messages.makeAsyncIterator()
-        // The host's hello, then its setup.
-        guard case .hello(let theirs)?? = await iterator.next() else { return finish(link, .hostLeft) }
-        guard theirs == version else { return finish(link, .versionMismatch) }
-        var setup: ScreenShareSetup?
-        while setup == nil {
-            switch await iterator.next() {
-            case .configure(let received)??: setup = received
-            case .stop??: return finish(link, .requestedByHost)
-            case nil, .some(nil): return finish(link, .hostLeft)
-            default: continue
+        var handshake = SharerHandshake(version: version)
+        var ready: ScreenShareSetup?
+        while ready == nil {
+            let next = await iterator.next()
+            switch handshake.receive(next ?? nil) {
+            case .waiting: continue
+            case .ready(let setup): ready = setup
+            case .finish(let reason): return finish(link, reason)
             }
         }
-        guard let setup else { return finish(link, .hostLeft) }
-        while true {
-            switch await iterator.next() {
-            case .start??: break
-            case .stop??: return finish(link, .requestedByHost)
-            case nil, .some(nil): return finish(link, .hostLeft)
-            default: continue
-            }
-            break
-        }
+        guard let setup = ready else { return finish(link, .hostLeft) }
         let source: ScreenSource
         do {
             source = try makeSource(setup)
@@ -63,21 +52,11 @@ public enum ScreenShareSharer {
 
     /// `pattern` (1920x1080), `x11` or `x11:DISPLAY`, a Y4M path, or `-` (raw BGRA on stdin).
     public static func defaultSource(_ setup: ScreenShareSetup) throws(ScreenSourceError) -> ScreenSource {
-        let spec = setup.source
-        if spec == "pattern" { return try PatternScreenSource() }
-        if spec == "x11" { return try X11ScreenSource() }
-        if spec.hasPrefix("x11:") { return try X11ScreenSource(display: String(spec.dropFirst(4))) }
-        if spec == "-" {
-            guard let size = setup.rawSize else { throw ScreenSourceError("raw frames on stdin need a size") }
-            return try RawFrameSource(format: .bgra, size: size)
-        }
-        return try Y4MScreenSource(path: spec)
+        try makeScreenSource(for: setup)
     }
 
     private static func finish(_ link: LinkConnection, _ reason: ScreenShareFinishReason) -> ScreenShareFinishReason {
-        try? link.send(.finished(reason: reason))
-        link.close()
-        return reason
+        RelaySharer.finish(link, reason)
     }
 
     private static func standalone(_ setup: ScreenShareSetup, source: ScreenSource, link: LinkConnection,
@@ -132,50 +111,28 @@ public enum ScreenShareSharer {
 
     private static func relay(_ setup: ScreenShareSetup, source: ScreenSource, link: LinkConnection,
                               messages: inout AsyncStream<LinkMessage?>.Iterator) async -> ScreenShareFinishReason {
-        guard let ringPath = setup.frameRingPath else { return finish(link, .error("relay mode without a frame ring")) }
-        let ring: FrameRing
+        let capture: RelayCapture
         do {
-            ring = try FrameRing.open(path: ringPath)
+            capture = try RelayCapture(setup: setup, source: source, link: link)
         } catch {
             return finish(link, .error(error.message))
         }
-        let policy = setup.configuration.policy
-        let paused = NIOLockedValueBox(false)
-        let converter = FrameConverter()
-        var limiter = FrameRateLimiter(maxFramesPerSecond: Double(policy.framesPerSecond))
-        var sequence = 0
-        let failure = NIOLockedValueBox<String?>(nil)
-        // Capture → rate limit → scale (before converting) → ring slot → a note on the link.
-        let capturer = ScreenCapturer(source: source, framesPerSecond: policy.framesPerSecond, deliver: { frame in
-            guard !paused.withLockedValue({ $0 }), limiter.admit(timestampUs: frame.timestampUs) else { return }
-            let size = policy.fittedSize(width: frame.width, height: frame.height)
-            do {
-                let scaled = try converter.fitI420(frame, into: size)
-                let slot = sequence % ring.slotCount
-                try ring.write(scaled, slot: slot)
-                try link.send(.frame(slot: slot, sequence: sequence, width: scaled.width, height: scaled.height, timestampUs: frame.timestampUs))
-                sequence += 1
-            } catch {
-                failure.withLockedValue { $0 = "\(error)" }
-            }
-        }, failed: { error in failure.withLockedValue { $0 = error.message } })
         try? link.send(.started)
         var reason: ScreenShareFinishReason = .hostLeft
         loop: while true {
             switch await messages.next() {
             case .stop??: reason = .requestedByHost; break loop
             case .pause??:
-                paused.withLockedValue { $0 = true }
+                capture.pause()
                 try? link.send(.paused)
             case .resume??:
-                paused.withLockedValue { $0 = false }
+                capture.resume()
                 try? link.send(.resumed)
-            case nil, .some(nil): reason = .hostLeft; break loop
+            case nil, .some(nil): break loop
             default: continue
             }
         }
-        capturer.stop()
-        if let message = failure.withLockedValue({ $0 }), reason == .hostLeft { reason = .error(message) }
+        if let failure = capture.stop(), reason == .hostLeft { reason = .error(failure) }
         return finish(link, reason)
     }
 }

@@ -131,7 +131,7 @@ struct JoinCommand: AsyncParsableCommand {
                 mode: relay ? .relay : .standalone, source: source, rawSize: rawSize)
             do {
                 let made = try ScreenShareHost(linkPath: linkPath)
-                let sharer = ProcessRunner.sharerCommand(link: linkPath)
+                let sharer = ProcessRunner.sharerCommand(link: linkPath, mode: setup.mode)
                 try made.launchSharer(executable: sharer.executable, arguments: sharer.arguments)
                 try await made.start(setup)
                 host = made

@@ -1,3 +1,5 @@
+import ScreenShareUser
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -44,12 +46,14 @@ enum ProcessRunner {
         return ProcessCost(exitCode: code, seconds: seconds, peakRSSKiB: Int(usage.ru_maxrss))
     }
 
-    /// How to start a sharer for a host's link: the small `rtc-sharer` next to this executable
-    /// when it was built, else `rtc-cli share`.
-    static func sharerCommand(link: String) -> (executable: String, arguments: [String]) {
+    /// How to start a sharer for a host's link: the small executable next to this one when it was
+    /// built (`rtc-sharer`; for relay mode `rtc-capture`, which only captures), else `rtc-cli share`.
+    static func sharerCommand(link: String, mode: ScreenShareMode = .standalone) -> (executable: String, arguments: [String]) {
         let me = selfPath
-        let sibling = String(me[..<(me.lastIndex(of: "/") ?? me.startIndex)]) + "/rtc-sharer"
-        if access(sibling, X_OK) == 0 { return (sibling, ["--link", link]) }
+        let directory = String(me[..<(me.lastIndex(of: "/") ?? me.startIndex)])
+        for name in mode == .relay ? ["rtc-capture", "rtc-sharer"] : ["rtc-sharer"] where access(directory + "/" + name, X_OK) == 0 {
+            return (directory + "/" + name, ["--link", link])
+        }
         return (me, ["share", "--link", link])
     }
 

@@ -13,6 +13,7 @@ func complain(_ text: String, _ ignored: Int32 = 0) {
     _ = write(2, &bytes, bytes.count)
 }
 
+ProcessMemory.tuneForSmallProcess()
 var arguments = Array(CommandLine.arguments.dropFirst())
 var linkPath: String?
 var version = screenShareLinkVersion

@@ -40,16 +40,23 @@ struct HostLinkTests {
 
     func linkPath() -> String { NSTemporaryDirectory() + "link-\(UUID().uuidString.prefix(8)).sock" }
 
-    @Test("standalone: the sharer process joins as 1001_sub; a force-stop gives finished(requestedByHost) within 1 s",
-          arguments: [ScreenShareMode.standalone, .relay])
-    func forceStop(mode: ScreenShareMode) async throws {
+    /// The relay-only sharer, built next to rtc-cli.
+    static var capturePath: String { String(cliPath.dropLast("rtc-cli".count)) + "rtc-capture" }
+
+    @Test("the sharer process joins as 1001_sub, or relays through the host (also as rtc-capture); a force-stop gives finished(requestedByHost) within 1 s",
+          arguments: [(ScreenShareMode.standalone, false), (.relay, false), (.relay, true)])
+    func forceStop(mode: ScreenShareMode, lean: Bool) async throws {
         let server = try await TestServer()
         let viewer = server.engine()
         let viewerEvents = EventLog(viewer)
         try await viewer.join(token: server.token("2001", channel: Self.channel), channel: Self.channel, uid: "2001")
         let host = try ScreenShareHost(linkPath: linkPath())
         let events = HostEvents(host)
-        try host.launchSharer(executable: cliPath, arguments: ["share", "--link", host.linkPath])
+        if lean {
+            try host.launchSharer(executable: Self.capturePath, arguments: ["--link", host.linkPath])
+        } else {
+            try host.launchSharer(executable: cliPath, arguments: ["share", "--link", host.linkPath])
+        }
         try await host.start(setup(server, mode: mode))
         let first = await viewerEvents.wait(15) {
             if case .firstRemoteVideoFrameDecoded(let uid, let source, let size, _) = $0, uid == "1001_sub" { (source, size) } else { nil }
@@ -64,6 +71,24 @@ struct HostLinkTests {
         host.waitForSharer()
         #expect(await viewerEvents.wait { if case .userOffline(let uid, _) = $0, uid == "1001_sub" { true } else { nil } } == true)
         await viewer.leave()
+        await server.shutdown()
+    }
+
+    @Test("the relay-only sharer refuses a standalone setup with an error that names rtc-sharer")
+    func leanSharerRefusesStandalone() async throws {
+        let server = try await TestServer()
+        let host = try ScreenShareHost(linkPath: linkPath())
+        let events = HostEvents(host)
+        try host.launchSharer(executable: Self.capturePath, arguments: ["--link", host.linkPath])
+        try? await host.start(setup(server, mode: .standalone))
+        let finished = await events.finished(within: 3)
+        guard case .error(let message)? = finished?.0 else {
+            Issue.record("expected finished(error), got \(String(describing: finished?.0))")
+            await server.shutdown()
+            return
+        }
+        #expect(message.contains("rtc-sharer"), "\(message)")
+        host.waitForSharer()
         await server.shutdown()
     }
 
@@ -127,9 +152,9 @@ struct HostLinkTests {
 
     @Test("bad bytes on the link end the share with an error, never a crash", arguments: [
         ("oversized", [0xFF, 0xFF, 0xFF, 0xFF] as [UInt8]),
-        ("not JSON", [0, 0, 0, 5, 0x68, 0x65, 0x6C, 0x6C, 0x6F] as [UInt8]),
-        ("unknown message", [0, 0, 0, 15] + Array(#"{"teleport":{}}"#.utf8)),
-        ("truncated", [0, 0, 1, 0, 0x7B] as [UInt8]),
+        ("not a message", [0, 0, 0, 5, 0x68, 0x65, 0x6C, 0x6C, 0x6F] as [UInt8]),
+        ("unknown message", [0, 0, 0, 1, 0x7E] as [UInt8]),
+        ("truncated", [0, 0, 1, 0, 0x02] as [UInt8]),
     ] as [(String, [UInt8])])
     func badLinkInput(name: String, bytes: [UInt8]) async throws {
         let path = linkPath()
@@ -146,7 +171,7 @@ struct HostLinkTests {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         #expect(connected == 0)
-        let hello = Array(#"{"hello":{"version":1}}"#.utf8)
+        let hello = LinkCodec.encode(.hello(version: screenShareLinkVersion))
         let frame = [0, 0, 0, UInt8(hello.count)] + hello + bytes
         _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
         shutdown(fd, Int32(SHUT_WR))

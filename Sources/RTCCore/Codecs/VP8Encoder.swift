@@ -1,4 +1,6 @@
+internal import CMemory
 internal import CVPX
+import Synchronization
 
 /// What a video encoder is tuned for.
 public enum VideoContentType: String, Sendable, Hashable, CaseIterable {
@@ -124,7 +126,7 @@ public final class VP8Encoder {
         config.kf_mode = VPX_KF_AUTO
         config.kf_min_dist = 0
         config.kf_max_dist = UInt32(configuration.keyframeInterval)
-        let status = rtc_vpx_enc_init(&context, &config, 0)
+        let status = Self.initTrimmed(&context, &config, width: configuration.width, height: configuration.height)
         guard status == VPX_CODEC_OK else {
             throw CodecError(.library, "VP8 encoder init failed: \(Self.describe(&context, status))")
         }
@@ -147,6 +149,44 @@ public final class VP8Encoder {
     }
 
     deinit { vpx_codec_destroy(&context) }
+
+    /// Encoder inits, one at a time, so that a token buffer that is new after an init is this init's.
+    private static let initLock = Mutex(0)
+
+    /// Pages of libvpx token buffers handed back to the kernel over this process's life.
+    public static var tokenPagesReleased: Int { initLock.withLock { $0 } }
+
+    /// Inits the encoder and gives back what libvpx zero-fills but does not use yet. VP8's encoder
+    /// callocs a token buffer for the worst case (macroblocks x 24 blocks x 16 tokens x 16 bytes:
+    /// 22 MB at 720p) and its calloc is a malloc plus memset, which makes every page resident,
+    /// although a frame of screen content writes a small part of it. The buffer is found as the one
+    /// glibc chunk of that size that is new after the init (this lock keeps two inits apart, and no
+    /// encode of the new encoder has run yet), and its zero pages are released: they read back as
+    /// zero, so libvpx sees nothing change. Nothing is released when the chunk is not found (another
+    /// libvpx or malloc): the encoder is just as it was.
+    private static func initTrimmed(_ context: inout vpx_codec_ctx_t, _ config: inout vpx_codec_enc_cfg_t,
+                                    width: Int, height: Int) -> vpx_codec_err_t {
+        let macroblocks = ((width + 15) / 16) * ((height + 15) / 16)
+        let tokenBytes = macroblocks * 24 * 16 * 16
+        let window = (min: tokenBytes, max: tokenBytes + 4 * 4096)
+        return initLock.withLock { released in
+            let before = chunks(in: window)
+            let status = rtc_vpx_enc_init(&context, &config, 0)
+            guard status == VPX_CODEC_OK else { return status }
+            for chunk in chunks(in: window) where !before.contains(where: { $0.address == chunk.address }) {
+                released += rtc_release_zero_pages(chunk.address, chunk.size)
+                break
+            }
+            return status
+        }
+    }
+
+    private static func chunks(in window: (min: Int, max: Int)) -> [(address: UInt, size: Int)] {
+        var addresses = [UInt](repeating: 0, count: 16)
+        var sizes = [Int](repeating: 0, count: 16)
+        let count = Int(rtc_find_mmapped_chunks(window.min, window.max, &addresses, &sizes, 16))
+        return (0..<count).map { (addresses[$0], sizes[$0]) }
+    }
 
     /// Keyframes are capped to a multiple of the per-frame budget so they do not flood the network.
     static func maxIntraBitratePercent(frameRate: Double) -> Int32 {

@@ -82,7 +82,8 @@ final class LocalVideoSender: @unchecked Sendable {
     private var firstCaptureUs: Int64?
     private let control = Mutex(Control())
     /// The last packets sent, by sequence number, to answer NACKs (RFC 4585; retransmitted as sent).
-    private let history = Mutex(PacketHistory<ByteBuffer>(capacity: 1024))
+    /// 512 packets are 2-3 s of 720p at 1.5-2.5 Mbps, several times the NACK horizon, at ~0.7 MB.
+    private let history = Mutex(PacketHistory<ByteBuffer>(capacity: 512))
     var onError: (@Sendable (RTCEngineError) -> Void)?
 
     private struct Control {

@@ -184,7 +184,18 @@ struct ScreenScene: Scene {
     let titleHeight: Int
     let sidebarWidth: Int
     let lineHeight = 16
-    let page: [Canvas]  // Y, U, V of the text page, taller than the window
+    /// The text page, taller than the window, kept as where each glyph goes rather than as pixels
+    /// (a 1080p page would be 7 MB, which is a sixth of the sharer's budget).
+    let pageHeight: Int
+    let glyphs: [[UInt8]]
+    let placements: [GlyphPlacement]
+
+    struct GlyphPlacement: Sendable {
+        let x: Int32
+        let baseline: Int32
+        let glyph: UInt8
+        let highlighted: Bool
+    }
 
     init(size: VideoSize, frameRate: FrameRate) {
         self.size = size
@@ -195,13 +206,10 @@ struct ScreenScene: Scene {
         titleHeight = max(8, size.height / 30) & ~1
         sidebarWidth = window.w / 5 & ~1
         let pageWidth = window.w - sidebarWidth
-        let pageHeight = (window.h - titleHeight) * 4
-        var y = Canvas(width: pageWidth, height: pageHeight, fill: 235)
-        var u = Canvas(width: pageWidth / 2, height: pageHeight / 2, fill: 128)
-        var v = Canvas(width: pageWidth / 2, height: pageHeight / 2, fill: 128)
+        pageHeight = (window.h - titleHeight) * 4
         var random = PatternRandom(state: 0xD1B5_4A32_D192_ED03)
         // Sixteen 6x10 glyphs made of strokes, so the page reads like text to an encoder.
-        let glyphs: [[UInt8]] = (0..<16).map { _ in
+        glyphs = (0..<16).map { _ in
             var cells = [UInt8](repeating: 0, count: 60)
             for _ in 0..<3 {
                 if random.next(below: 2) == 0 {
@@ -214,6 +222,7 @@ struct ScreenScene: Scene {
             }
             return cells
         }
+        var placements: [GlyphPlacement] = []
         var baseline = 4
         while baseline + lineHeight < pageHeight {
             var x = 8 + (random.next(below: 4) == 0 ? 24 : 0)
@@ -222,23 +231,43 @@ struct ScreenScene: Scene {
                 let letters = 2 + random.next(below: 8)
                 let highlighted = random.next(below: 7) == 0
                 for _ in 0..<letters where x + 8 < lineEnd {
-                    let glyph = glyphs[random.next(below: 16)]
-                    for row in 0..<10 {
-                        for column in 0..<6 where glyph[row * 6 + column] == 1 {
-                            y.pixels[(baseline + row) * pageWidth + x + column] = highlighted ? 70 : 30
-                        }
-                    }
-                    if highlighted {
-                        u.fill(x: x / 2, y: baseline / 2, width: 4, height: 5, value: 190)
-                        v.fill(x: x / 2, y: baseline / 2, width: 4, height: 5, value: 100)
-                    }
+                    placements.append(GlyphPlacement(x: Int32(x), baseline: Int32(baseline), glyph: UInt8(random.next(below: 16)),
+                                                     highlighted: highlighted))
                     x += 8
                 }
                 x += 8
             }
             baseline += lineHeight
         }
-        page = [y, u, v]
+        self.placements = placements
+    }
+
+    /// Draws the page rows `scroll ..< scroll + height` at (`left`, `top`): paper, glyphs, and the
+    /// chroma of highlighted words.
+    private func drawPage(into buffer: VideoBuffer, scroll: Int, left: Int, top: Int, width: Int, height: Int) {
+        buffer.fill(plane: 0, x: left, y: top, width: width, height: height, value: 235)
+        buffer.fill(plane: 1, x: left / 2, y: top / 2, width: width / 2, height: height / 2, value: 128)
+        buffer.fill(plane: 2, x: left / 2, y: top / 2, width: width / 2, height: height / 2, value: 128)
+        let luma = buffer.planeBase(0), lumaStride = buffer.stride(0)
+        for placement in placements {
+            let baseline = Int(placement.baseline), x = Int(placement.x)
+            guard baseline + 10 > scroll, baseline < scroll + height else { continue }
+            let glyph = glyphs[Int(placement.glyph)]
+            let ink: UInt8 = placement.highlighted ? 70 : 30
+            for row in 0..<10 where (scroll..<scroll + height).contains(baseline + row) {
+                let line = luma + (top + baseline + row - scroll) * lumaStride + left + x
+                for column in 0..<6 where glyph[row * 6 + column] == 1 { line[column] = ink }
+            }
+            if placement.highlighted {
+                for (plane, value) in [(1, UInt8(190)), (2, UInt8(100))] {
+                    let base = buffer.planeBase(plane), stride = buffer.stride(plane)
+                    for row in baseline / 2..<baseline / 2 + 5 where (scroll / 2..<scroll / 2 + height / 2).contains(row) {
+                        let line = base + (top / 2 + row - scroll / 2) * stride + left / 2 + x / 2
+                        for column in 0..<4 { line[column] = value }
+                    }
+                }
+            }
+        }
     }
 
     func draw(frame: Int, into buffer: VideoBuffer) {
@@ -259,13 +288,11 @@ struct ScreenScene: Scene {
                         height: 8, value: item == 2 ? 120 : 150)
         }
         // Page text, scrolled by whole lines.
-        let maxScroll = page[0].height - contentH
+        let maxScroll = pageHeight - contentH
         let scroll = min(maxScroll, (frame / framesPerScroll) * lineHeight % max(lineHeight, maxScroll)) & ~1
         let pageX = window.x + sidebarWidth
-        let pageW = page[0].width
-        page[0].blit(into: buffer, plane: 0, sx: 0, sy: scroll, dx: pageX, dy: contentY, w: pageW, h: contentH)
-        page[1].blit(into: buffer, plane: 1, sx: 0, sy: scroll / 2, dx: pageX / 2, dy: contentY / 2, w: pageW / 2, h: contentH / 2)
-        page[2].blit(into: buffer, plane: 2, sx: 0, sy: scroll / 2, dx: pageX / 2, dy: contentY / 2, w: pageW / 2, h: contentH / 2)
+        let pageW = window.w - sidebarWidth
+        drawPage(into: buffer, scroll: scroll, left: pageX, top: contentY, width: pageW, height: contentH)
         // Caret.
         if (frame / caretPeriod) % 2 == 0 {
             buffer.fill(plane: 0, x: pageX + pageW / 2, y: contentY + 4 * lineHeight + 2, width: 2, height: 12, value: 16)

@@ -1,4 +1,4 @@
-import RTCCore
+import RTCMedia
 
 /// How often the share may send frames.
 public enum ScreenShareProfile: String, Sendable, Hashable, CaseIterable, Codable {
@@ -48,10 +48,4 @@ public struct ScreenSharePolicy: Sendable, Hashable, Codable {
         return VideoSize(width: width, height: height).fitted(into: bounds)
     }
 
-    /// The engine settings that carry the policy: screen content, keep the resolution.
-    public var encoderConfiguration: VideoEncoderConfiguration {
-        VideoEncoderConfiguration(dimensions: VideoSize(width: max(maxWidth, maxHeight), height: min(maxWidth, maxHeight)),
-                                  frameRate: framesPerSecond, bitrateKbps: bitrateKbps, orientationMode: .adaptive,
-                                  degradationPreference: .maintainResolution, contentHint: .detail)
-    }
 }

@@ -1,6 +1,6 @@
 internal import CX11Capture
-import NIOConcurrencyHelpers
-import RTCCore
+import RTCMedia
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -176,7 +176,9 @@ public final class ScreenCapturer: @unchecked Sendable {
     private let source: ScreenSource
     private let deliver: (VideoFrame) -> Void
     private let failed: (ScreenSourceError) -> Void
-    public let framesCaptured = NIOLockedValueBox(0)
+    private let captured = Mutex(0)
+    /// Frames taken from the source so far.
+    public var framesCaptured: Int { captured.withLock { $0 } }
     private var stopped = false
 
     public init(source: ScreenSource, framesPerSecond: Int, deliver: @escaping (VideoFrame) -> Void,
@@ -195,7 +197,7 @@ public final class ScreenCapturer: @unchecked Sendable {
             guard var frame = try source.nextFrame() else { return }
             // Capture time is now, whatever the source's own clock (a file's or a pattern's frame rate).
             frame.timestampUs = MediaClock.monotonicUs()
-            framesCaptured.withLockedValue { $0 += 1 }
+            captured.withLock { $0 += 1 }
             deliver(frame)
         } catch {
             stopped = true

@@ -1,10 +1,5 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-import NIOConcurrencyHelpers
-import RTCCore
+import RTCMedia
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -86,16 +81,16 @@ public struct LinkError: Error, Sendable, Hashable, CustomStringConvertible {
 }
 
 /// A framed message connection over a Unix-domain socket: a 4-byte big-endian length, then that
-/// many bytes of JSON (at most 64 KiB). Reads happen on a thread of their own; sends may come from
+/// many bytes of a ``LinkCodec`` message (at most 64 KiB). Reads happen on a thread of their own; sends may come from
 /// any thread.
 public final class LinkConnection: @unchecked Sendable {
     static let maxMessage = 64 * 1024
     private let descriptor: Int32
-    private let writeLock = NIOLock()
+    private let writeLock = Mutex(())
     private var reader: pthread_t?
     private var onMessage: ((LinkMessage) -> Void)?
     private var onClose: ((LinkError?) -> Void)?
-    private let closed = NIOLockedValueBox(false)
+    private let closed = Mutex(false)
 
     init(descriptor: Int32) { self.descriptor = descriptor }
 
@@ -145,30 +140,27 @@ public final class LinkConnection: @unchecked Sendable {
     }
 
     public func send(_ message: LinkMessage) throws(LinkError) {
-        let body: [UInt8]
-        do {
-            body = Array(try JSONEncoder().encode(message))
-        } catch {
-            throw LinkError("cannot encode \(message): \(error)")
-        }
+        let body = LinkCodec.encode(message)
         let length = UInt32(body.count)
         let frame = [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + body
-        writeLock.lock()
-        defer { writeLock.unlock() }
-        var sent = 0
-        while sent < frame.count {
-            let count = frame.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress! + sent, frame.count - sent, Int32(MSG_NOSIGNAL)) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw LinkError("the link is closed")
+        let delivered = writeLock.withLock { _ in
+            var sent = 0
+            while sent < frame.count {
+                let count = frame.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress! + sent, frame.count - sent, Int32(MSG_NOSIGNAL)) }
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    return false
+                }
+                sent += count
             }
-            sent += count
+            return true
         }
+        guard delivered else { throw LinkError("the link is closed") }
     }
 
     /// Ends the connection; the reader sees the end and calls `onClose`.
     public func close() {
-        closed.withLockedValue { $0 = true }
+        closed.withLock { $0 = true }
         shutdown(descriptor, Int32(SHUT_RDWR))
     }
 
@@ -200,8 +192,11 @@ public final class LinkConnection: @unchecked Sendable {
                 failure = LinkError("the link ended inside a message")
                 break
             }
-            guard let message = try? JSONDecoder().decode(LinkMessage.self, from: Data(body)) else {
-                failure = LinkError("an unreadable link message (\(length) bytes)")
+            let message: LinkMessage
+            do {
+                message = try LinkCodec.decode(body)
+            } catch {
+                failure = LinkError("an unreadable link message (\(length) bytes): \(error.message)")
                 break
             }
             onMessage?(message)
@@ -214,11 +209,11 @@ public final class LinkConnection: @unchecked Sendable {
 }
 
 /// A listening Unix-domain socket in a directory both processes see (the app-group container).
-final class LinkListener: @unchecked Sendable {
+public final class LinkListener: @unchecked Sendable {
     let path: String
     private let descriptor: Int32
 
-    init(path: String) throws(LinkError) {
+    public init(path: String) throws(LinkError) {
         unlink(path)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw LinkError("socket() failed: errno \(errno)") }
@@ -236,7 +231,7 @@ final class LinkListener: @unchecked Sendable {
     }
 
     /// Waits up to `timeoutMs` for the sharer to connect.
-    func accept(timeoutMs: Int32) throws(LinkError) -> LinkConnection {
+    public func accept(timeoutMs: Int32) throws(LinkError) -> LinkConnection {
         var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         guard poll(&poller, 1, timeoutMs) == 1 else { throw LinkError("no sharer connected within \(timeoutMs) ms") }
         let fd = Glibc.accept(descriptor, nil, nil)
@@ -244,7 +239,7 @@ final class LinkListener: @unchecked Sendable {
         return LinkConnection(descriptor: fd)
     }
 
-    func close() {
+    public func close() {
         Glibc.close(descriptor)
         unlink(path)
     }

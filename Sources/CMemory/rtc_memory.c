@@ -1,0 +1,81 @@
+#define _GNU_SOURCE
+#include "rtc_memory.h"
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+// glibc's chunk header: prev_size, then size with flag bits (PREV_INUSE 1, IS_MMAPPED 2,
+// NON_MAIN_ARENA 4). An mmapped chunk of a plain malloc starts a page, with prev_size 0 and
+// exactly IS_MMAPPED among the flags.
+static int is_mmapped_chunk(const uint64_t *header, size_t room, size_t page, size_t *size) {
+    if (header[0] != 0) return 0;
+    uint64_t field = header[1];
+    if ((field & 7) != 2) return 0;
+    uint64_t bytes = field & ~(uint64_t)7;
+    if (bytes == 0 || bytes % page != 0 || bytes > room) return 0;
+    *size = (size_t)bytes;
+    return 1;
+}
+
+static int page_is_zero(const unsigned char *page, size_t length) {
+    const uint64_t *words = (const uint64_t *)page;
+    for (size_t i = 0; i < length / 8; i++)
+        if (words[i] != 0) return 0;
+    return 1;
+}
+
+int rtc_find_mmapped_chunks(size_t min_size, size_t max_size, uintptr_t *addresses, size_t *sizes, int capacity) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (!maps) return 0;
+    char line[512];
+    int found = 0;
+    while (found < capacity && fgets(line, sizeof line, maps)) {
+        unsigned long start, end;
+        char perms[8], path[256] = "";
+        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %255s", &start, &end, perms, path) < 3) continue;
+        if (path[0] != '\0' || strcmp(perms, "rw-p") != 0) continue;
+        for (unsigned long at = start; at + page <= end && found < capacity;) {
+            size_t size;
+            if (!is_mmapped_chunk((const uint64_t *)at, end - at, page, &size)) break;
+            if (size >= min_size && size <= max_size) {
+                addresses[found] = at;
+                sizes[found] = size;
+                found++;
+            }
+            at += size;
+        }
+    }
+    fclose(maps);
+    return found;
+}
+
+long rtc_release_zero_pages(uintptr_t address, size_t size) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    long released = 0;
+    for (uintptr_t p = address + page; p + page <= address + size; p += page) {
+        if (page_is_zero((const unsigned char *)p, page) && madvise((void *)p, page, MADV_DONTNEED) == 0) released++;
+    }
+    return released;
+}
+
+void rtc_malloc_tune_for_small_process(int arenas, size_t mmap_threshold) {
+    mallopt(M_ARENA_MAX, arenas);
+    mallopt(M_MMAP_THRESHOLD, (int)mmap_threshold);
+    mallopt(M_TRIM_THRESHOLD, (int)mmap_threshold);
+}
+
+long rtc_resident_kib(void) {
+    FILE *status = fopen("/proc/self/status", "r");
+    if (!status) return -1;
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof line, status))
+        if (strncmp(line, "VmRSS:", 6) == 0) { kib = atol(line + 6); break; }
+    fclose(status);
+    return kib;
+}

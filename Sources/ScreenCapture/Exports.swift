@@ -1,0 +1,2 @@
+// The capture side speaks in RTCMedia's frames and sizes.
+@_exported import RTCMedia
