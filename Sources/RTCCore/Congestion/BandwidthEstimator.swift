@@ -1,0 +1,217 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A send-side bandwidth estimate in the spirit of GCC (draft-ietf-rmcat-gcc-02), fed by
+/// transport-wide feedback: per packet, when it was sent, its size, and when it arrived (or that it
+/// was lost). Pure logic on caller-given times (µs), so tests drive it with a simulated link and no
+/// sleeps. Not yet wired into the engine (docs/resilience.md).
+///
+/// - Delay: packets sent within 5 ms form a group; the growth of one-way delay between groups goes
+///   through a trendline filter (least-squares slope of the smoothed accumulated delay), compared with
+///   an adaptive threshold: overuse, underuse or normal.
+/// - Rate (AIMD): overuse cuts to 0.85 of the rate that was acknowledged; normal grows 8 %/s (faster
+///   the longer the path stays calm) far from the last overuse point and about a packet per response
+///   time near it; underuse holds.
+/// - Loss: over 10 % cuts by half the loss, under 2 % allows 5 % growth.
+/// The estimate is the smaller of the two, within `minimumBps...maximumBps`.
+public struct BandwidthEstimator: Sendable {
+    public struct PacketResult: Sendable, Hashable {
+        public var sendTimeUs: Int64
+        public var size: Int
+        /// Nil when the feedback reports it lost.
+        public var arrivalTimeUs: Int64?
+
+        public init(sendTimeUs: Int64, size: Int, arrivalTimeUs: Int64?) {
+            self.sendTimeUs = sendTimeUs
+            self.size = size
+            self.arrivalTimeUs = arrivalTimeUs
+        }
+    }
+
+    public enum Usage: Sendable, Hashable { case normal, overusing, underusing }
+
+    public let minimumBps: Double
+    public let maximumBps: Double
+    public private(set) var usage: Usage = .normal
+    private var delayBasedBps: Double
+    private var lossBasedBps: Double
+    /// What the receiver acknowledged over the last 500 ms (bits per second), nil before enough data.
+    public private(set) var acknowledgedBps: Double?
+
+    // Arrival groups.
+    private var group: (firstSendUs: Int64, lastSendUs: Int64, lastArrivalUs: Int64)?
+    private var previousGroup: (sendUs: Int64, arrivalUs: Int64)?
+    // Trendline filter.
+    private var accumulatedDelayMs = 0.0
+    private var smoothedDelayMs = 0.0
+    private var samples: [(arrivalMs: Double, delayMs: Double)] = []
+    private var deltaCount = 0
+    private var firstArrivalUs: Int64?
+    // Overuse detector.
+    private var threshold = 12.5
+    private var overuseStartUs: Int64?
+    private var previousTrend = 0.0
+    private var lastThresholdUpdateUs: Int64?
+    // Rate control.
+    private var lastUpdateUs: Int64?
+    private var firstUpdateUs: Int64?
+    private var linkCapacityBps: Double?
+    private var lastDecreaseUs: Int64?
+    private var acknowledged: [(arrivalUs: Int64, bytes: Int)] = []
+
+    static let groupSpanUs: Int64 = 5_000
+    static let trendWindow = 20
+    static let smoothing = 0.9
+    static let trendGain = 4.0
+    static let overuseTimeUs: Int64 = 10_000
+
+    public init(startBps: Double = 300_000, minimumBps: Double = 50_000, maximumBps: Double = 2_500_000) {
+        self.minimumBps = minimumBps
+        self.maximumBps = maximumBps
+        delayBasedBps = startBps
+        lossBasedBps = startBps
+    }
+
+    /// The current target send rate, bits per second.
+    public var targetBps: Double { min(max(min(delayBasedBps, lossBasedBps), minimumBps), maximumBps) }
+
+    /// Takes one feedback report (packets in send order) received at `nowUs`, with the current
+    /// round-trip time; returns the new target.
+    @discardableResult
+    public mutating func update(feedback: [PacketResult], nowUs: Int64, rttMs: Double = 100) -> Double {
+        guard !feedback.isEmpty else { return targetBps }
+        for packet in feedback {
+            guard let arrival = packet.arrivalTimeUs else { continue }
+            acknowledged.append((arrival, packet.size))
+            addToGroup(sendUs: packet.sendTimeUs, arrivalUs: arrival, nowUs: nowUs)
+        }
+        if let latest = acknowledged.last?.arrivalUs {
+            acknowledged.removeAll { $0.arrivalUs < latest - 500_000 }
+            if let first = acknowledged.first?.arrivalUs, latest - first >= 200_000 {
+                let bits = Double(acknowledged.reduce(0) { $0 + $1.bytes } * 8)
+                acknowledgedBps = bits / (Double(latest - first) / 1e6)
+            }
+        }
+        updateDelayBased(nowUs: nowUs, rttMs: rttMs)
+        let lost = feedback.filter { $0.arrivalTimeUs == nil }.count
+        updateLossBased(lossFraction: Double(lost) / Double(feedback.count))
+        return targetBps
+    }
+
+    // MARK: Delay
+
+    private mutating func addToGroup(sendUs: Int64, arrivalUs: Int64, nowUs: Int64) {
+        guard var current = group else {
+            group = (sendUs, sendUs, arrivalUs)
+            return
+        }
+        if sendUs - current.firstSendUs <= Self.groupSpanUs {
+            current.lastSendUs = max(current.lastSendUs, sendUs)
+            current.lastArrivalUs = max(current.lastArrivalUs, arrivalUs)
+            group = current
+            return
+        }
+        // The group is complete: compare it with the one before.
+        if let previous = previousGroup {
+            let sendDeltaMs = Double(current.lastSendUs - previous.sendUs) / 1000
+            let arrivalDeltaMs = Double(current.lastArrivalUs - previous.arrivalUs) / 1000
+            trendline(delayDeltaMs: arrivalDeltaMs - sendDeltaMs, arrivalUs: current.lastArrivalUs, nowUs: nowUs,
+                      sendDeltaMs: sendDeltaMs)
+        }
+        previousGroup = (current.lastSendUs, current.lastArrivalUs)
+        group = (sendUs, sendUs, arrivalUs)
+    }
+
+    private mutating func trendline(delayDeltaMs: Double, arrivalUs: Int64, nowUs: Int64, sendDeltaMs: Double) {
+        deltaCount = min(deltaCount + 1, 1000)
+        let first = firstArrivalUs ?? arrivalUs
+        firstArrivalUs = first
+        accumulatedDelayMs += delayDeltaMs
+        smoothedDelayMs = Self.smoothing * smoothedDelayMs + (1 - Self.smoothing) * accumulatedDelayMs
+        samples.append((Double(arrivalUs - first) / 1000, smoothedDelayMs))
+        if samples.count > Self.trendWindow { samples.removeFirst() }
+        guard samples.count == Self.trendWindow else { return }
+        let meanX = samples.reduce(0) { $0 + $1.arrivalMs } / Double(samples.count)
+        let meanY = samples.reduce(0) { $0 + $1.delayMs } / Double(samples.count)
+        var numerator = 0.0, denominator = 0.0
+        for sample in samples {
+            numerator += (sample.arrivalMs - meanX) * (sample.delayMs - meanY)
+            denominator += (sample.arrivalMs - meanX) * (sample.arrivalMs - meanX)
+        }
+        let slope = denominator == 0 ? 0 : numerator / denominator
+        detect(trend: slope * Double(min(deltaCount, 60)) * Self.trendGain, sendDeltaMs: sendDeltaMs, nowUs: nowUs)
+    }
+
+    private mutating func detect(trend: Double, sendDeltaMs: Double, nowUs: Int64) {
+        if trend > threshold {
+            let start = overuseStartUs ?? nowUs
+            overuseStartUs = start
+            if nowUs - start >= Self.overuseTimeUs, trend >= previousTrend { usage = .overusing }
+        } else if trend < -threshold {
+            overuseStartUs = nil
+            usage = .underusing
+        } else {
+            overuseStartUs = nil
+            usage = .normal
+        }
+        previousTrend = trend
+        adaptThreshold(trend: trend, nowUs: nowUs)
+    }
+
+    /// The threshold follows the trend slowly upward and faster downward, so it tolerates a noisy
+    /// path without losing to a loss-based competitor (the draft's §5.4).
+    private mutating func adaptThreshold(trend: Double, nowUs: Int64) {
+        let last = lastThresholdUpdateUs ?? nowUs
+        lastThresholdUpdateUs = nowUs
+        guard abs(trend) <= threshold + 15 else { return }
+        let gain = abs(trend) < threshold ? 0.039 : 0.0087
+        let elapsedMs = min(Double(nowUs - last) / 1000, 100)
+        threshold = min(max(threshold + gain * (abs(trend) - threshold) * elapsedMs, 6), 600)
+    }
+
+    private mutating func updateDelayBased(nowUs: Int64, rttMs: Double) {
+        let elapsed = Double(nowUs - (lastUpdateUs ?? nowUs)) / 1e6
+        lastUpdateUs = nowUs
+        if firstUpdateUs == nil { firstUpdateUs = nowUs }
+        switch usage {
+        case .overusing:
+            // At most one cut per response time: the queue needs that long to show the effect.
+            if let last = lastDecreaseUs, Double(nowUs - last) / 1000 < max(rttMs, 100) { return }
+            let measured = acknowledgedBps ?? delayBasedBps
+            let cut = 0.85 * measured
+            linkCapacityBps = measured
+            delayBasedBps = min(delayBasedBps, max(cut, minimumBps))
+            lastDecreaseUs = nowUs
+        case .underusing:
+            break  // hold while the queue drains
+        case .normal:
+            guard elapsed > 0 else { return }
+            let nearCapacity = linkCapacityBps.map { abs(delayBasedBps - $0) < 0.15 * $0 } ?? false
+            if nearCapacity {
+                // About one 1200-byte packet more per response time.
+                let responseTime = (rttMs + 100) / 1000
+                delayBasedBps += max(1_000, 1_200 * 8 / responseTime * elapsed)
+            } else {
+                // 8 %/s as the draft says, quickening the longer no overuse was seen, so a path that
+                // came back (0.5 → 2.5 Mbps) is found within seconds rather than the 21 s of 8 %/s.
+                let calmSeconds = Double(nowUs - (lastDecreaseUs ?? firstUpdateUs ?? nowUs)) / 1e6
+                delayBasedBps *= pow(1.08 + 0.05 * min(max(calmSeconds, 0), 8), min(elapsed, 1))
+                if let capacity = linkCapacityBps, delayBasedBps > 1.5 * capacity { linkCapacityBps = nil }
+            }
+            // Never run far ahead of what the receiver actually acknowledged.
+            if let acknowledged = acknowledgedBps { delayBasedBps = min(delayBasedBps, 1.5 * acknowledged + 10_000) }
+            delayBasedBps = min(delayBasedBps, maximumBps)
+        }
+    }
+
+    // MARK: Loss
+
+    private mutating func updateLossBased(lossFraction: Double) {
+        if lossFraction > 0.10 {
+            lossBasedBps = max(minimumBps, lossBasedBps * (1 - 0.5 * lossFraction))
+        } else if lossFraction < 0.02 {
+            lossBasedBps = min(maximumBps, max(lossBasedBps, delayBasedBps) * 1.05)
+        }
+    }
+}
