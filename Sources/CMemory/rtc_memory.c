@@ -28,7 +28,31 @@ static int page_is_zero(const unsigned char *page, size_t length) {
     return 1;
 }
 
-int rtc_find_mmapped_chunks(size_t min_size, size_t max_size, uintptr_t *addresses, size_t *sizes, int capacity) {
+/// The end of the old range holding `address`, or 0 when it was not mapped.
+static uintptr_t mapped_before(uintptr_t address, const uintptr_t *starts, const uintptr_t *ends, int count) {
+    for (int i = 0; i < count; i++)
+        if (address >= starts[i] && address < ends[i]) return ends[i];
+    return 0;
+}
+
+int rtc_snapshot_mappings(uintptr_t *starts, uintptr_t *ends, int capacity) {
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (!maps) return 0;
+    char line[512];
+    int count = 0;
+    while (count < capacity && fgets(line, sizeof line, maps)) {
+        unsigned long start, end;
+        if (sscanf(line, "%lx-%lx", &start, &end) != 2) continue;
+        starts[count] = start;
+        ends[count] = end;
+        count++;
+    }
+    fclose(maps);
+    return count;
+}
+
+int rtc_find_new_mmapped_chunks(const uintptr_t *starts, const uintptr_t *ends, int count, size_t min_size, size_t max_size,
+                                uintptr_t *addresses, size_t *sizes, int capacity) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     FILE *maps = fopen("/proc/self/maps", "r");
     if (!maps) return 0;
@@ -39,15 +63,26 @@ int rtc_find_mmapped_chunks(size_t min_size, size_t max_size, uintptr_t *address
         char perms[8], path[256] = "";
         if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %255s", &start, &end, perms, path) < 3) continue;
         if (path[0] != '\0' || strcmp(perms, "rw-p") != 0) continue;
-        for (unsigned long at = start; at + page <= end && found < capacity;) {
-            size_t size;
-            if (!is_mmapped_chunk((const uint64_t *)at, end - at, page, &size)) break;
-            if (size >= min_size && size <= max_size) {
-                addresses[found] = at;
-                sizes[found] = size;
-                found++;
+        // New memory starts where a page was not mapped before but the page below it was (or is
+        // the mapping's start); chunks from there are laid end to end.
+        for (unsigned long at = start; at + page <= end && found < capacity; at += page) {
+            uintptr_t old_end = mapped_before(at, starts, ends, count);
+            if (old_end) {
+                at = old_end - page;  // skip the rest of the old range
+                continue;
             }
-            at += size;
+            if (at != start && !mapped_before(at - page, starts, ends, count)) continue;
+            for (unsigned long chunk = at; chunk + page <= end && found < capacity;) {
+                size_t size;
+                if (mapped_before(chunk, starts, ends, count)) break;
+                if (!is_mmapped_chunk((const uint64_t *)chunk, end - chunk, page, &size)) break;
+                if (size >= min_size && size <= max_size) {
+                    addresses[found] = chunk;
+                    sizes[found] = size;
+                    found++;
+                }
+                chunk += size;
+            }
         }
     }
     fclose(maps);
@@ -67,6 +102,10 @@ void rtc_malloc_tune_for_small_process(int arenas, size_t mmap_threshold) {
     mallopt(M_ARENA_MAX, arenas);
     mallopt(M_MMAP_THRESHOLD, (int)mmap_threshold);
     mallopt(M_TRIM_THRESHOLD, (int)mmap_threshold);
+}
+
+void rtc_malloc_map_big_buffers(size_t mmap_threshold) {
+    mallopt(M_MMAP_THRESHOLD, (int)mmap_threshold);
 }
 
 long rtc_resident_kib(void) {

@@ -4,11 +4,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/// Lists the glibc mmapped heap chunks (plain mallocs big enough to get a mapping of their own)
-/// whose size lies in [min_size, max_size] and that are laid end to end from the start of a private
-/// anonymous mapping, where new mappings land. Writes at most `capacity` chunk addresses and sizes;
-/// returns how many were found.
-int rtc_find_mmapped_chunks(size_t min_size, size_t max_size, uintptr_t *addresses, size_t *sizes, int capacity);
+/// Writes the address ranges mapped now (at most `capacity`); returns how many.
+int rtc_snapshot_mappings(uintptr_t *starts, uintptr_t *ends, int capacity);
+
+/// Lists the glibc mmapped heap chunks (plain mallocs big enough to get a mapping of their own) of
+/// a size in [min_size, max_size] that lie in memory mapped since the snapshot `starts`/`ends`.
+/// Writes at most `capacity` chunk addresses and sizes; returns how many were found.
+int rtc_find_new_mmapped_chunks(const uintptr_t *starts, const uintptr_t *ends, int count, size_t min_size, size_t max_size,
+                                uintptr_t *addresses, size_t *sizes, int capacity);
 
 /// Gives the all-zero pages of the chunk at `address` (after its first page, which holds the header)
 /// back to the kernel with MADV_DONTNEED. A released page reads back as zero, so the owner sees no
@@ -19,6 +22,9 @@ long rtc_release_zero_pages(uintptr_t address, size_t size);
 /// Pins glibc malloc's thresholds for a small process: big buffers get their own mappings (and go
 /// back to the kernel when freed) and at most `arenas` arenas hold the small ones.
 void rtc_malloc_tune_for_small_process(int arenas, size_t mmap_threshold);
+
+/// Only pins the mmap threshold (which also stops glibc from raising it as mapped chunks are freed).
+void rtc_malloc_map_big_buffers(size_t mmap_threshold);
 
 /// Resident set size of this process, KiB (VmRSS), or -1.
 long rtc_resident_kib(void);

@@ -160,32 +160,26 @@ public final class VP8Encoder {
     /// callocs a token buffer for the worst case (macroblocks x 24 blocks x 16 tokens x 16 bytes:
     /// 22 MB at 720p) and its calloc is a malloc plus memset, which makes every page resident,
     /// although a frame of screen content writes a small part of it. The buffer is found as the one
-    /// glibc chunk of that size that is new after the init (this lock keeps two inits apart, and no
-    /// encode of the new encoder has run yet), and its zero pages are released: they read back as
-    /// zero, so libvpx sees nothing change. Nothing is released when the chunk is not found (another
-    /// libvpx or malloc): the encoder is just as it was.
+    /// glibc chunk of that size in memory mapped during the init (this lock keeps two inits apart, and
+    /// no encode of the new encoder has run yet), and its zero pages are released: they read back as
+    /// zero, so libvpx sees nothing change. Nothing is released unless exactly one such chunk is
+    /// found (the buffer came from the heap, or another thread mapped one too).
     private static func initTrimmed(_ context: inout vpx_codec_ctx_t, _ config: inout vpx_codec_enc_cfg_t,
                                     width: Int, height: Int) -> vpx_codec_err_t {
         let macroblocks = ((width + 15) / 16) * ((height + 15) / 16)
         let tokenBytes = macroblocks * 24 * 16 * 16
         let window = (min: tokenBytes, max: tokenBytes + 4 * 4096)
         return initLock.withLock { released in
-            let before = chunks(in: window)
+            var starts = [UInt](repeating: 0, count: 4096), ends = [UInt](repeating: 0, count: 4096)
+            let mapped = Int(rtc_snapshot_mappings(&starts, &ends, 4096))
             let status = rtc_vpx_enc_init(&context, &config, 0)
-            guard status == VPX_CODEC_OK else { return status }
-            for chunk in chunks(in: window) where !before.contains(where: { $0.address == chunk.address }) {
-                released += rtc_release_zero_pages(chunk.address, chunk.size)
-                break
-            }
+            guard status == VPX_CODEC_OK, mapped < 4096 else { return status }
+            var addresses = [UInt](repeating: 0, count: 4), sizes = [Int](repeating: 0, count: 4)
+            let found = rtc_find_new_mmapped_chunks(&starts, &ends, Int32(mapped), window.min, window.max, &addresses, &sizes, 4)
+            // Exactly one new chunk of that size, or nothing is touched.
+            if found == 1 { released += rtc_release_zero_pages(addresses[0], sizes[0]) }
             return status
         }
-    }
-
-    private static func chunks(in window: (min: Int, max: Int)) -> [(address: UInt, size: Int)] {
-        var addresses = [UInt](repeating: 0, count: 16)
-        var sizes = [Int](repeating: 0, count: 16)
-        let count = Int(rtc_find_mmapped_chunks(window.min, window.max, &addresses, &sizes, 16))
-        return (0..<count).map { (addresses[$0], sizes[$0]) }
     }
 
     /// Keyframes are capped to a multiple of the per-frame budget so they do not flood the network.

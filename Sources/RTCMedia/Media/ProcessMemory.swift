@@ -14,4 +14,11 @@ public enum ProcessMemory {
     public static func tuneForSmallProcess() {
         rtc_malloc_tune_for_small_process(2, 256 * 1024)
     }
+
+    /// Only the first half of that: buffers of `threshold` bytes and more always get mappings of
+    /// their own. `VP8Encoder` can give back its unused token pages only then (with glibc's sliding
+    /// threshold, a freed encoder lets the next one's 22 MB land inside the heap).
+    public static func mapBigBuffers(threshold: Int = 256 * 1024) {
+        rtc_malloc_map_big_buffers(threshold)
+    }
 }
