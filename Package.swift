@@ -127,7 +127,7 @@ let package = Package(
             dependencies: ["RTCCore", "RTCTransport", "Signaling", "ScreenCapture", .product(name: "NIOCore", package: "swift-nio")]),
 
         // MARK: Tests
-        .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "RTCFuzzHarness"]),
+        .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "RTCFuzzHarness", "CMemory"]),
         .testTarget(
             name: "ScreenShareUserTests",
             dependencies: [

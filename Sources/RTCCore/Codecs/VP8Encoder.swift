@@ -170,10 +170,10 @@ public final class VP8Encoder {
         let tokenBytes = macroblocks * 24 * 16 * 16
         let window = (min: tokenBytes, max: tokenBytes + 4 * 4096)
         return initLock.withLock { released in
-            var starts = [UInt](repeating: 0, count: 4096), ends = [UInt](repeating: 0, count: 4096)
-            let mapped = Int(rtc_snapshot_mappings(&starts, &ends, 4096))
+            var starts = [UInt](repeating: 0, count: 65_536), ends = [UInt](repeating: 0, count: 65_536)
+            let mapped = Int(rtc_snapshot_mappings(&starts, &ends, 65_536))
             let status = rtc_vpx_enc_init(&context, &config, 0)
-            guard status == VPX_CODEC_OK, mapped < 4096 else { return status }
+            guard status == VPX_CODEC_OK, mapped < 65_536 else { return status }
             var addresses = [UInt](repeating: 0, count: 4), sizes = [Int](repeating: 0, count: 4)
             let found = rtc_find_new_mmapped_chunks(&starts, &ends, Int32(mapped), window.min, window.max, &addresses, &sizes, 4)
             // Exactly one new chunk of that size, or nothing is touched.
