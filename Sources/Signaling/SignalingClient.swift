@@ -154,6 +154,9 @@ public actor SignalingClient {
                 try? await Task.sleep(for: .milliseconds(250))
             }
         }
+        // The session is over: closing the last attempt's channel ends its reader too, which must
+        // not start another round of resuming.
+        self.joined = nil
         try? await channel?.close()
         channel = nil
         eventsContinuation.finish()
@@ -217,6 +220,9 @@ public actor SignalingClient {
         closing = true
         pingTask?.cancel()
         if joined != nil { try? send(.leave(reason: .clientRequest)) }
+        // The session is over: closing the last attempt's channel ends its reader too, which must
+        // not start another round of resuming.
+        self.joined = nil
         try? await channel?.close()
         channel = nil
         eventsContinuation.finish()
