@@ -205,24 +205,24 @@ final class LocalVideoSender: @unchecked Sendable {
         let payloads = packetizer.packetize(ByteBuffer(bytes: encoded.data))
         var packets: [ByteBuffer] = []
         packets.reserveCapacity(payloads.count)
-        var bytes = 0
-        let sendTime = AbsSendTime(microseconds: UInt64(MediaClock.wallUs()))
+        var bytes = 0, payloadBytes = 0
+        let firstSequence = sequenceNumber
+        // The same for every packet of the frame: built once.
+        let sendTime = RTPHeaderExtension(id: SDPExtensionID.absSendTime, data: AbsSendTime(microseconds: UInt64(MediaClock.wallUs())).data)
+        let orientation = RTPHeaderExtension(id: SDPExtensionID.videoOrientation, data: VideoOrientation(rotation: rotation.rawValue).data)
         for (index, payload) in payloads.enumerated() {
             let last = index == payloads.count - 1
-            var extensions = [
-                RTPHeaderExtension(id: SDPExtensionID.absSendTime, data: sendTime.data),
-                RTPHeaderExtension(id: SDPExtensionID.transportWideSequence, data: TransportSequenceNumber(sequencer.take()).data),
-            ]
+            var extensions = [sendTime, RTPHeaderExtension(id: SDPExtensionID.transportWideSequence, data: TransportSequenceNumber(sequencer.take()).data)]
             // CVO on the last packet of every frame (as libwebrtc does), so a receiver always has it.
-            if last { extensions.append(RTPHeaderExtension(id: SDPExtensionID.videoOrientation, data: VideoOrientation(rotation: rotation.rawValue).data)) }
+            if last { extensions.append(orientation) }
             let header = RTPHeader(marker: last, payloadType: SDPCodecs.vp8PayloadType, sequenceNumber: sequenceNumber,
                                    timestamp: rtpTimestamp, ssrc: state.ssrc, extensions: extensions)
             sequenceNumber &+= 1
             let packet = RTPPacket(header: header, payload: payload).serialized
             bytes += packet.readableBytes
+            payloadBytes += payload.readableBytes
             packets.append(packet)
         }
-        let payloadBytes = payloads.reduce(0) { $0 + $1.readableBytes }
         state.counters.withLock { counters in
             counters.packetsSent += packets.count
             counters.bytesSent += bytes
@@ -232,7 +232,7 @@ final class LocalVideoSender: @unchecked Sendable {
             counters.lastCaptureMonoUs = captureMonoUs
         }
         history.withLock { history in
-            for (offset, packet) in packets.enumerated() { history.insert(packet, sequence: sequenceNumber &- UInt16(packets.count - offset)) }
+            for (offset, packet) in packets.enumerated() { history.insert(packet, sequence: firstSequence &+ UInt16(truncatingIfNeeded: offset)) }
         }
         send(packets)
     }

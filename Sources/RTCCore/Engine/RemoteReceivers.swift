@@ -136,7 +136,7 @@ final class RemoteVideoReceiver: @unchecked Sendable {
         if output.requestKeyframe {
             outputs.requestKeyframe(state.ssrc)
             // What the jitter buffer gave up on is not worth asking for any more.
-            if let oldest = jitter.missing.first { nack.drop(before: oldest) } else { nack = NackGenerator(roundTrip: nack.roundTripUs) }
+            if let oldest = jitter.firstMissing { nack.drop(before: oldest) } else { nack = NackGenerator(roundTrip: nack.roundTripUs) }
         }
         for frame in output.frames { decode(frame) }
     }

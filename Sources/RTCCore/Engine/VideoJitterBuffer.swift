@@ -41,15 +41,16 @@ public struct VideoJitterBuffer: Sendable {
     /// The sequence numbers missing now (what a NACK asks for).
     public var missing: [UInt16] { assembler.missingSequenceNumbers }
 
+    /// The oldest missing sequence number, if any (the first of ``missing``).
+    public var firstMissing: UInt16? { assembler.firstMissingSequenceNumber }
+
     /// Adds one packet. Bad payloads are dropped (they count nowhere else).
     public mutating func insert(_ packet: RTPPacket, nowUs: Int64) -> Output {
         if firstPacketUs == nil { firstPacketUs = nowUs }
         let frames = (try? assembler.insert(sequenceNumber: packet.header.sequenceNumber, timestamp: packet.header.timestamp,
                                             marker: packet.header.marker, payload: packet.payload)) ?? []
         var output = Output()
-        let droppedBefore = assembler.framesDropped
         emit(frames, into: &output)
-        if assembler.framesDropped > droppedBefore { lostReference(nowUs: nowUs, into: &output) }
         updateGap(nowUs: nowUs)
         return output
     }
@@ -59,7 +60,7 @@ public struct VideoJitterBuffer: Sendable {
         var output = Output()
         if let opened = gapOpenedUs, nowUs - opened >= maxGapWaitUs {
             let frames = assembler.skipMissing()
-            if !frames.isEmpty || !assembler.missingSequenceNumbers.isEmpty {
+            if !frames.isEmpty || assembler.firstMissingSequenceNumber != nil {
                 lostReference(nowUs: nowUs, into: &output)
             }
             emit(frames, into: &output)
@@ -106,7 +107,7 @@ public struct VideoJitterBuffer: Sendable {
     }
 
     private mutating func updateGap(nowUs: Int64) {
-        guard let oldest = assembler.missingSequenceNumbers.first else {
+        guard let oldest = assembler.firstMissingSequenceNumber else {
             gapSequence = nil
             gapOpenedUs = nil
             return

@@ -251,6 +251,15 @@ public struct VP8FrameAssembler: Sendable {
         }
     }
 
+    /// The first of ``missingSequenceNumbers``, without building the list (asked on every packet).
+    public var firstMissingSequenceNumber: UInt16? {
+        guard let newest = newestSequence, let start = nextExpected ?? oldestSequence else { return nil }
+        let span = Int(newest &- start)
+        guard span < 0x8000 else { return nil }
+        for offset in 0...span where fragments[start &+ UInt16(offset)] == nil { return start &+ UInt16(offset) }
+        return nil
+    }
+
     private var reference: UInt16? { nextExpected ?? fragments.keys.first }
 
     private var oldestSequence: UInt16? {

@@ -56,19 +56,26 @@ public struct NackGenerator: Sendable {
 
     /// The sequence numbers to NACK now.
     public mutating func due(nowUs: Int64) -> [UInt16] {
+        guard !pending.isEmpty else { return [] }
         let interval = max(minRetryUs, roundTripUs * 3 / 2)
         var out: [UInt16] = []
-        for (sequence, entry) in pending {
+        var expired: [UInt16] = []
+        // Entries are updated in place through their index (writing by key while iterating would
+        // copy the whole dictionary); expired ones are removed after the walk.
+        var index = pending.startIndex
+        while index != pending.endIndex {
+            let (sequence, entry) = pending[index]
             if nowUs - entry.firstMissedUs > maxAgeUs || entry.retries >= maxRetries {
-                pending[sequence] = nil
-                givenUp += 1
-                continue
+                expired.append(sequence)
+            } else if entry.lastSentUs.map({ nowUs - $0 >= interval }) ?? true {
+                pending.values[index].lastSentUs = nowUs
+                pending.values[index].retries += 1
+                out.append(sequence)
             }
-            if let last = entry.lastSentUs, nowUs - last < interval { continue }
-            pending[sequence]?.lastSentUs = nowUs
-            pending[sequence]?.retries += 1
-            out.append(sequence)
+            pending.formIndex(after: &index)
         }
+        for sequence in expired { pending[sequence] = nil }
+        givenUp += expired.count
         nacksSent += out.count
         guard let highest else { return out }
         return out.sorted { (highest &- $0) > (highest &- $1) }
