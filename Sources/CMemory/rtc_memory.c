@@ -40,11 +40,13 @@ int rtc_snapshot_mappings(uintptr_t *starts, uintptr_t *ends, int capacity) {
     if (!maps) return 0;
     char line[512];
     int count = 0;
-    while (count < capacity && fgets(line, sizeof line, maps)) {
+    while (fgets(line, sizeof line, maps)) {
         unsigned long start, end;
         if (sscanf(line, "%lx-%lx", &start, &end) != 2) continue;
-        starts[count] = start;
-        ends[count] = end;
+        if (count < capacity) {
+            starts[count] = start;
+            ends[count] = end;
+        }
         count++;
     }
     fclose(maps);
@@ -72,7 +74,8 @@ int rtc_find_new_mmapped_chunks(const uintptr_t *starts, const uintptr_t *ends, 
                 continue;
             }
             if (at != start && !mapped_before(at - page, starts, ends, count)) continue;
-            for (unsigned long chunk = at; chunk + page <= end && found < capacity;) {
+            unsigned long chunk = at;
+            while (chunk + page <= end && found < capacity) {
                 size_t size;
                 if (mapped_before(chunk, starts, ends, count)) break;
                 if (!is_mmapped_chunk((const uint64_t *)chunk, end - chunk, page, &size)) break;
@@ -83,6 +86,7 @@ int rtc_find_new_mmapped_chunks(const uintptr_t *starts, const uintptr_t *ends, 
                 }
                 chunk += size;
             }
+            if (chunk > at) at = chunk - page;  // go on after the chunks just walked
         }
     }
     fclose(maps);
@@ -98,23 +102,12 @@ long rtc_release_zero_pages(uintptr_t address, size_t size) {
     return released;
 }
 
-void rtc_malloc_tune_for_small_process(int arenas, size_t mmap_threshold) {
-    mallopt(M_ARENA_MAX, arenas);
-    mallopt(M_MMAP_THRESHOLD, (int)mmap_threshold);
-    mallopt(M_TRIM_THRESHOLD, (int)mmap_threshold);
-}
-
 void rtc_malloc_map_big_buffers(size_t mmap_threshold) {
     mallopt(M_MMAP_THRESHOLD, (int)mmap_threshold);
 }
 
-long rtc_resident_kib(void) {
-    FILE *status = fopen("/proc/self/status", "r");
-    if (!status) return -1;
-    char line[256];
-    long kib = -1;
-    while (fgets(line, sizeof line, status))
-        if (strncmp(line, "VmRSS:", 6) == 0) { kib = atol(line + 6); break; }
-    fclose(status);
-    return kib;
+void rtc_malloc_tune_for_small_process(int arenas, size_t mmap_threshold) {
+    mallopt(M_ARENA_MAX, arenas);
+    rtc_malloc_map_big_buffers(mmap_threshold);
+    mallopt(M_TRIM_THRESHOLD, (int)mmap_threshold);
 }

@@ -15,7 +15,8 @@ public final class FrameRing: @unchecked Sendable {
     public let slotSize: Int
     private let base: UnsafeMutableRawPointer
     private let length: Int
-    private var pools: [VideoSize: VideoFramePool] = [:]
+    /// Buffers for frames read out, of the size last read (a new size replaces it).
+    private var pool: VideoFramePool?
 
     /// The host makes the ring for frames of at most `maxWidth` x `maxHeight` (either orientation).
     public static func create(path: String, maxWidth: Int, maxHeight: Int, slots: Int = 3) throws(LinkError) -> FrameRing {
@@ -81,13 +82,13 @@ public final class FrameRing: @unchecked Sendable {
     public func read(slot: Int, width: Int, height: Int, timestampUs: Int64) throws(LinkError) -> VideoFrame {
         let size = VideoSize(width: width, height: height)
         guard (0..<slotCount).contains(slot) else { throw LinkError("frame ring: no slot \(slot)") }
-        if pools[size] == nil {
-            guard let pool = VideoFramePool(format: .i420, width: width, height: height, capacity: 2) else {
+        if pool.map({ $0.layout.width != width || $0.layout.height != height }) ?? true {
+            guard let made = VideoFramePool(format: .i420, width: width, height: height, capacity: 2) else {
                 throw LinkError("frame ring: bad frame size \(size)")
             }
-            pools = [size: pool]
+            pool = made
         }
-        let buffer = pools[size]!.makeBuffer()
+        guard let buffer = pool?.makeBuffer() else { throw LinkError("frame ring: bad frame size \(size)") }
         guard buffer.layout.packedByteCount <= slotSize else { throw LinkError("frame ring: \(size) is over a slot") }
         var offset = Self.headerSize + slot * slotSize
         for plane in 0..<3 {

@@ -87,10 +87,8 @@ public final class LinkConnection: @unchecked Sendable {
     static let maxMessage = 64 * 1024
     private let descriptor: Int32
     private let writeLock = Mutex(())
-    private var reader: pthread_t?
     private var onMessage: ((LinkMessage) -> Void)?
     private var onClose: ((LinkError?) -> Void)?
-    private let closed = Mutex(false)
 
     init(descriptor: Int32) { self.descriptor = descriptor }
 
@@ -136,7 +134,6 @@ public final class LinkConnection: @unchecked Sendable {
             return nil
         }, box)
         pthread_detach(thread)
-        reader = thread
     }
 
     public func send(_ message: LinkMessage) throws(LinkError) {
@@ -160,7 +157,6 @@ public final class LinkConnection: @unchecked Sendable {
 
     /// Ends the connection; the reader sees the end and calls `onClose`.
     public func close() {
-        closed.withLock { $0 = true }
         shutdown(descriptor, Int32(SHUT_RDWR))
     }
 

@@ -74,7 +74,6 @@ public final class RawFrameSource: ScreenSource {
     public let format: PixelFormat
     private let descriptor: Int32
     private let pool: VideoFramePool
-    private var scratch: [UInt8]
     public private(set) var ended = false
 
     public init(format: PixelFormat, size: VideoSize, descriptor: Int32 = 0) throws(ScreenSourceError) {
@@ -86,34 +85,36 @@ public final class RawFrameSource: ScreenSource {
         self.format = format
         self.descriptor = descriptor
         self.pool = pool
-        scratch = [UInt8](repeating: 0, count: pool.layout.packedByteCount)
     }
 
     /// Blocks until a whole frame is read; nil at the end of the input (a short last frame is an error).
+    /// Rows are read straight into a pooled buffer: no second copy of the frame.
     public func nextFrame() throws(ScreenSourceError) -> VideoFrame? {
         guard !ended else { return nil }
-        var filled = 0
-        let total = scratch.count
-        while filled < total {
-            let count = scratch.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + filled, total - filled) }
-            if count == 0 {
-                ended = true
-                if filled == 0 { return nil }
-                throw ScreenSourceError("raw input ended inside a frame (\(filled) of \(total) bytes)")
-            }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw ScreenSourceError("reading raw frames failed: errno \(errno)")
-            }
-            filled += count
-        }
         let buffer = pool.makeBuffer()
-        var offset = 0
-        for plane in 0..<buffer.layout.planes.count {
+        let total = buffer.layout.packedByteCount
+        var filled = 0
+        var failure: ScreenSourceError?
+        for plane in 0..<buffer.layout.planes.count where failure == nil && !ended {
             buffer.forEachRow(ofPlane: plane) { _, row in
-                scratch.withUnsafeBytes { row.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<offset + row.count])) }
-                offset += row.count
+                var done = 0
+                while failure == nil, !ended, done < row.count {
+                    let count = read(descriptor, row.baseAddress! + done, row.count - done)
+                    if count == 0 {
+                        ended = true
+                    } else if count < 0 {
+                        if errno != EINTR { failure = ScreenSourceError("reading raw frames failed: errno \(errno)") }
+                    } else {
+                        done += count
+                        filled += count
+                    }
+                }
             }
+        }
+        if let failure { throw failure }
+        if ended {
+            if filled == 0 { return nil }
+            throw ScreenSourceError("raw input ended inside a frame (\(filled) of \(total) bytes)")
         }
         return VideoFrame(buffer: buffer, timestampUs: MediaClock.monotonicUs())
     }

@@ -103,6 +103,28 @@ public final class RelayCapture: @unchecked Sendable {
     public func pause() { shared.state.withLock { $0.paused = true } }
     public func resume() { shared.state.withLock { $0.paused = false } }
 
+    /// One message from the host while relaying (nil: the link ended). Pause and resume are done
+    /// and answered; stop and the end of the link stop capturing and return why the share ends
+    /// (a capture failure, if the host simply went away). Nil: go on.
+    public func handle(_ message: LinkMessage?, link: LinkConnection) -> ScreenShareFinishReason? {
+        var reason: ScreenShareFinishReason
+        switch message {
+        case .stop?: reason = .requestedByHost
+        case nil: reason = .hostLeft
+        case .pause?:
+            pause()
+            try? link.send(.paused)
+            return nil
+        case .resume?:
+            resume()
+            try? link.send(.resumed)
+            return nil
+        default: return nil
+        }
+        if let failure = stop(), reason == .hostLeft { reason = .error(failure) }
+        return reason
+    }
+
     /// Stops capturing; returns what went wrong, if anything did.
     @discardableResult
     public func stop() -> String? {
@@ -141,34 +163,13 @@ public enum RelaySharer {
         let capture: RelayCapture
         do {
             capture = try RelayCapture(setup: setup, source: try makeSource(setup), link: link)
-        } catch let error as LinkError {
-            return finish(link, .error(error.message))
         } catch {
             return finish(link, .error("\(error)"))
         }
         try? link.send(.started)
-        let reason = relayLoop(capture, link: link, next: inbox.take)
-        return finish(link, reason)
-    }
-
-    /// Pause, resume and stop from the host until it stops or goes away.
-    static func relayLoop(_ capture: RelayCapture, link: LinkConnection, next: () -> LinkMessage?) -> ScreenShareFinishReason {
-        var reason: ScreenShareFinishReason = .hostLeft
-        loop: while true {
-            switch next() {
-            case .stop?: reason = .requestedByHost; break loop
-            case .pause?:
-                capture.pause()
-                try? link.send(.paused)
-            case .resume?:
-                capture.resume()
-                try? link.send(.resumed)
-            case nil: break loop
-            default: continue
-            }
+        while true {
+            if let reason = capture.handle(inbox.take(), link: link) { return finish(link, reason) }
         }
-        if let failure = capture.stop(), reason == .hostLeft { reason = .error(failure) }
-        return reason
     }
 
     /// Tells the host why, and closes the link.

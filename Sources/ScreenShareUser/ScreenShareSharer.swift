@@ -118,21 +118,8 @@ public enum ScreenShareSharer {
             return finish(link, .error(error.message))
         }
         try? link.send(.started)
-        var reason: ScreenShareFinishReason = .hostLeft
-        loop: while true {
-            switch await messages.next() {
-            case .stop??: reason = .requestedByHost; break loop
-            case .pause??:
-                capture.pause()
-                try? link.send(.paused)
-            case .resume??:
-                capture.resume()
-                try? link.send(.resumed)
-            case nil, .some(nil): break loop
-            default: continue
-            }
+        while true {
+            if let reason = capture.handle(await messages.next() ?? nil, link: link) { return finish(link, reason) }
         }
-        if let failure = capture.stop(), reason == .hostLeft { reason = .error(failure) }
-        return finish(link, reason)
     }
 }

@@ -8,31 +8,12 @@ import ScreenCapture
 import Glibc
 #endif
 
-func fail(_ text: String, status: Int32 = 2) -> Never {
-    var bytes = Array(("rtc-capture: " + text + "\n").utf8)
-    _ = write(2, &bytes, bytes.count)
-    exit(status)
-}
-
 ProcessMemory.tuneForSmallProcess()
-var arguments = Array(CommandLine.arguments.dropFirst())
-var linkPath: String?
-var version = screenShareLinkVersion
-while !arguments.isEmpty {
-    let flag = arguments.removeFirst()
-    switch flag {
-    case "--link" where !arguments.isEmpty: linkPath = arguments.removeFirst()
-    case "--link-version" where !arguments.isEmpty:
-        guard let value = Int(arguments.removeFirst()) else { fail("--link-version takes a number") }
-        version = value
-    default: fail("usage: rtc-capture --link PATH")
-    }
+guard let options = SharerCommandLine.parse(Array(CommandLine.arguments.dropFirst())) else {
+    SharerCommandLine.complain("usage: rtc-capture --link PATH")
+    exit(2)
 }
-guard let linkPath else { fail("usage: rtc-capture --link PATH") }
-let reason = RelaySharer.run(linkPath: linkPath, version: version)
+let reason = RelaySharer.run(linkPath: options.linkPath, version: options.version)
 print("share finished: \(reason)")
-switch reason {
-case .error(let message): fail(message, status: 1)
-case .versionMismatch: exit(3)
-default: exit(0)
-}
+if case .error(let message) = reason { SharerCommandLine.complain("rtc-capture: \(message)") }
+exit(SharerCommandLine.exitStatus(for: reason))

@@ -13,6 +13,7 @@ struct ShareCommand: AsyncParsableCommand {
         let reason = await ScreenShareSharer.run(linkPath: link, version: linkVersion)
         print("share finished: \(reason)")
         if case .error(let message) = reason { throw CLIError(message) }
-        if reason == .versionMismatch { throw ExitCode(3) }
+        let status = SharerCommandLine.exitStatus(for: reason)
+        if status != 0 { throw ExitCode(status) }
     }
 }

@@ -4,7 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/// Writes the address ranges mapped now (at most `capacity`); returns how many.
+/// Writes the address ranges mapped now (at most `capacity`); returns how many there are, which
+/// may be more than `capacity` (then call again with room for them).
 int rtc_snapshot_mappings(uintptr_t *starts, uintptr_t *ends, int capacity);
 
 /// Lists the glibc mmapped heap chunks (plain mallocs big enough to get a mapping of their own) of
@@ -26,6 +27,4 @@ void rtc_malloc_tune_for_small_process(int arenas, size_t mmap_threshold);
 /// Only pins the mmap threshold (which also stops glibc from raising it as mapped chunks are freed).
 void rtc_malloc_map_big_buffers(size_t mmap_threshold);
 
-/// Resident set size of this process, KiB (VmRSS), or -1.
-long rtc_resident_kib(void);
 #endif

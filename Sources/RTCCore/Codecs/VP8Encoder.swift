@@ -151,10 +151,7 @@ public final class VP8Encoder {
     deinit { vpx_codec_destroy(&context) }
 
     /// Encoder inits, one at a time, so that a token buffer that is new after an init is this init's.
-    private static let initLock = Mutex(0)
-
-    /// Pages of libvpx token buffers handed back to the kernel over this process's life.
-    public static var tokenPagesReleased: Int { initLock.withLock { $0 } }
+    private static let initLock = Mutex(())
 
     /// Inits the encoder and gives back what libvpx zero-fills but does not use yet. VP8's encoder
     /// callocs a token buffer for the worst case (macroblocks x 24 blocks x 16 tokens x 16 bytes:
@@ -169,15 +166,23 @@ public final class VP8Encoder {
         let macroblocks = ((width + 15) / 16) * ((height + 15) / 16)
         let tokenBytes = macroblocks * 24 * 16 * 16
         let window = (min: tokenBytes, max: tokenBytes + 4 * 4096)
-        return initLock.withLock { released in
-            var starts = [UInt](repeating: 0, count: 65_536), ends = [UInt](repeating: 0, count: 65_536)
-            let mapped = Int(rtc_snapshot_mappings(&starts, &ends, 65_536))
+        return initLock.withLock { _ in
+            // The mappings before the init, in arrays sized to them.
+            var room = 512
+            var starts: [UInt] = [], ends: [UInt] = []
+            var mapped = Int32(0)
+            repeat {
+                starts = [UInt](repeating: 0, count: room)
+                ends = starts
+                mapped = rtc_snapshot_mappings(&starts, &ends, Int32(room))
+                if Int(mapped) > room { room = Int(mapped) + 64 }
+            } while Int(mapped) > starts.count
             let status = rtc_vpx_enc_init(&context, &config, 0)
-            guard status == VPX_CODEC_OK, mapped < 65_536 else { return status }
+            guard status == VPX_CODEC_OK else { return status }
             var addresses = [UInt](repeating: 0, count: 4), sizes = [Int](repeating: 0, count: 4)
-            let found = rtc_find_new_mmapped_chunks(&starts, &ends, Int32(mapped), window.min, window.max, &addresses, &sizes, 4)
+            let found = rtc_find_new_mmapped_chunks(&starts, &ends, mapped, window.min, window.max, &addresses, &sizes, 4)
             // Exactly one new chunk of that size, or nothing is touched.
-            if found == 1 { released += rtc_release_zero_pages(addresses[0], sizes[0]) }
+            if found == 1 { _ = rtc_release_zero_pages(addresses[0], sizes[0]) }
             return status
         }
     }

@@ -1,13 +1,7 @@
 internal import CMemory
 
-/// The resident memory of this process, and the malloc settings of a small one (the screen sharer).
+/// The malloc settings of a process with a memory budget (the screen sharers).
 public enum ProcessMemory {
-    /// VmRSS in KiB, or nil when /proc cannot tell.
-    public static var residentKiB: Int? {
-        let kib = rtc_resident_kib()
-        return kib >= 0 ? kib : nil
-    }
-
     /// For a process with a memory budget: big buffers (frames, codec state) get mappings of their
     /// own that go back to the kernel when freed, instead of glibc's threshold drifting up to 32 MB
     /// and keeping freed frames in the heap; and two arenas instead of eight per core.
