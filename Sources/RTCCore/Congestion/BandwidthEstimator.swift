@@ -81,8 +81,12 @@ public struct BandwidthEstimator: Sendable {
     @discardableResult
     public mutating func update(feedback: [PacketResult], nowUs: Int64, rttMs: Double = 100) -> Double {
         guard !feedback.isEmpty else { return targetBps }
+        var lost = 0
         for packet in feedback {
-            guard let arrival = packet.arrivalTimeUs else { continue }
+            guard let arrival = packet.arrivalTimeUs else {
+                lost += 1
+                continue
+            }
             acknowledged.append((arrival, packet.size))
             addToGroup(sendUs: packet.sendTimeUs, arrivalUs: arrival, nowUs: nowUs)
         }
@@ -94,7 +98,6 @@ public struct BandwidthEstimator: Sendable {
             }
         }
         updateDelayBased(nowUs: nowUs, rttMs: rttMs)
-        let lost = feedback.filter { $0.arrivalTimeUs == nil }.count
         updateLossBased(lossFraction: Double(lost) / Double(feedback.count))
         return targetBps
     }
@@ -116,14 +119,13 @@ public struct BandwidthEstimator: Sendable {
         if let previous = previousGroup {
             let sendDeltaMs = Double(current.lastSendUs - previous.sendUs) / 1000
             let arrivalDeltaMs = Double(current.lastArrivalUs - previous.arrivalUs) / 1000
-            trendline(delayDeltaMs: arrivalDeltaMs - sendDeltaMs, arrivalUs: current.lastArrivalUs, nowUs: nowUs,
-                      sendDeltaMs: sendDeltaMs)
+            trendline(delayDeltaMs: arrivalDeltaMs - sendDeltaMs, arrivalUs: current.lastArrivalUs, nowUs: nowUs)
         }
         previousGroup = (current.lastSendUs, current.lastArrivalUs)
         group = (sendUs, sendUs, arrivalUs)
     }
 
-    private mutating func trendline(delayDeltaMs: Double, arrivalUs: Int64, nowUs: Int64, sendDeltaMs: Double) {
+    private mutating func trendline(delayDeltaMs: Double, arrivalUs: Int64, nowUs: Int64) {
         deltaCount = min(deltaCount + 1, 1000)
         let first = firstArrivalUs ?? arrivalUs
         firstArrivalUs = first
@@ -140,10 +142,10 @@ public struct BandwidthEstimator: Sendable {
             denominator += (sample.arrivalMs - meanX) * (sample.arrivalMs - meanX)
         }
         let slope = denominator == 0 ? 0 : numerator / denominator
-        detect(trend: slope * Double(min(deltaCount, 60)) * Self.trendGain, sendDeltaMs: sendDeltaMs, nowUs: nowUs)
+        detect(trend: slope * Double(min(deltaCount, 60)) * Self.trendGain, nowUs: nowUs)
     }
 
-    private mutating func detect(trend: Double, sendDeltaMs: Double, nowUs: Int64) {
+    private mutating func detect(trend: Double, nowUs: Int64) {
         if trend > threshold {
             let start = overuseStartUs ?? nowUs
             overuseStartUs = start
