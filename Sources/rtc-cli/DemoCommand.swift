@@ -26,12 +26,10 @@ struct DemoCommand: AsyncParsableCommand {
 
     func run() async throws {
         try makeDirectories(out)
-        let secret = ServerCommand.randomSecret()
-        let app = try await RTCServerApp.start(configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: secret),
-                                               group: MultiThreadedEventLoopGroup.singleton, logger: Logger(label: "rtc.demo") { _ in SwiftLogNoOpLogHandler() })
-        let url = "ws://127.0.0.1:\(app.signalingAddress?.port ?? 0)/rtc"
+        let server = try await BenchServer()
+        let app = server.app, url = server.url
         let channel = "ScreenShare"
-        func token(_ uid: String) -> String { AccessToken(uid: uid, channel: channel, now: Int64(time(nil)), ttl: 3600).signed(secret: secret) }
+        func token(_ uid: String) -> String { server.token(uid, channel) }
         print("server: \(url), media udp \(app.mediaAddress?.port ?? 0)")
         let viewer = try await Bot.start(server: url, channel: channel, uid: "2001", token: token("2001"), role: .broadcaster, video: .none,
                                          audio: .none, settings: VideoEncoderConfiguration(), subscribe: true, record: out, printStats: false)
@@ -111,31 +109,4 @@ func makeDirectories(_ path: String) throws {
         prefix += part + "/"
         mkdir(prefix, 0o755)
     }
-}
-
-/// PSNR between two Y4M clips of the same size, frame by frame, over the whole clip.
-func clipPSNR(_ referencePath: String, _ distortedPath: String) throws -> Double {
-    let reference = try Y4MReader(path: referencePath)
-    let distorted = try Y4MReader(path: distortedPath)
-    var psnr = PSNRAccumulator()
-    while let a = try reference.readFrame(), let b = try distorted.readFrame() {
-        try psnr.add(reference: a, distorted: b)
-    }
-    return psnr.psnr
-}
-
-/// Writes a 440 Hz + 660 Hz stereo tone at 48 kHz.
-func writeTone(path: String, seconds: Int) throws {
-    let writer = try WAVWriter(path: path, sampleRate: 48000, channels: 2)
-    for block in 0..<(seconds * 100) {
-        var samples: [Int16] = []
-        samples.reserveCapacity(960)
-        for index in 0..<480 {
-            let t = Double(block * 480 + index) / 48000
-            samples.append(Int16(8000 * sin(2 * Double.pi * 440 * t)))
-            samples.append(Int16(8000 * sin(2 * Double.pi * 660 * t)))
-        }
-        try writer.write(int16: samples)
-    }
-    try writer.finish()
 }

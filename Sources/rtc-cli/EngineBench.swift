@@ -10,7 +10,7 @@ import Signaling
 import Glibc
 #endif
 
-/// An embedded server for the engine benchmarks, with a token helper.
+/// An embedded server for the engine benchmarks and the demo, with a token helper.
 struct BenchServer {
     let app: RTCServerApp
     let url: String

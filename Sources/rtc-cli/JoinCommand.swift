@@ -81,6 +81,8 @@ struct JoinCommand: AsyncParsableCommand {
         do { screen = try ScreenShareSharer.defaultSource(setup) } catch { throw CLIError(error.message) }
         let session = ScreenShareSession(configuration: setup.configuration)
         let quiet = self.quiet
+        // The share ends at the duration or a signal, or on its own (its host left): whichever is first.
+        let (done, finish) = AsyncStream.makeStream(of: Void.self)
         let watching = Task {
             for await event in session.events {
                 switch event {
@@ -91,6 +93,7 @@ struct JoinCommand: AsyncParsableCommand {
                 case .finished(let reason):
                     print("share finished: \(reason)")
                     fflush(nil)
+                    finish.yield()
                 default: break
                 }
             }
@@ -98,16 +101,12 @@ struct JoinCommand: AsyncParsableCommand {
         do { try await session.start() } catch { throw CLIError("join failed: \(error)") }
         let capturer = ScreenCapturer(source: screen, framesPerSecond: setup.configuration.policy.framesPerSecond,
                                       deliver: { session.pushVideoFrame($0) })
-        // The share also ends on its own (its host left): stop waiting then.
-        let waiting = Task { await wait() }
-        let ended = Task {
-            while !Task.isCancelled {
-                if session.engine.connectionState != .connected { waiting.cancel(); return }
-                try? await Task.sleep(for: .milliseconds(100))
-            }
+        let waiting = Task {
+            await wait()
+            finish.yield()
         }
-        await waiting.value
-        ended.cancel()
+        for await _ in done { break }
+        waiting.cancel()
         capturer.stop()
         await session.stop()
         _ = await watching.value
@@ -115,7 +114,7 @@ struct JoinCommand: AsyncParsableCommand {
 
     func run() async throws {
         if ScreenShareUID.isScreenShare(uid) { return try await runShare() }
-        let token = self.token ?? AccessToken(uid: uid, channel: channel, now: Int64(time(nil)), ttl: 86400).signed(secret: secret!)
+        let token = self.token ?? mint(uid)
         let videoSource = BotVideoSource(parsing: video), audioSource = BotAudioSource(parsing: audio)
         let bot = try await Bot.start(server: server, channel: channel, uid: uid, token: token,
                                       role: role == "audience" ? .audience : .broadcaster, video: videoSource, audio: audioSource,
