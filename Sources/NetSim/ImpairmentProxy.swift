@@ -11,7 +11,8 @@ public final class ImpairmentProxy: @unchecked Sendable {
     private let group: EventLoopGroup
     private var front: Channel!
     private let loop: EventLoop
-    private var clients: [SocketAddress: Channel] = [:]
+    /// Each client's socket toward the target (a bind in flight counts: datagrams queue behind it).
+    private var clients: [SocketAddress: EventLoopFuture<Channel>] = [:]
     private var upstream: ImpairmentModel
     private var downstream: ImpairmentModel
     private let counters = NIOLockedValueBox((up: 0, down: 0, upDropped: 0, downDropped: 0))
@@ -59,7 +60,7 @@ public final class ImpairmentProxy: @unchecked Sendable {
     public var statistics: (up: Int, down: Int, upDropped: Int, downDropped: Int) { counters.withLockedValue { $0 } }
 
     public func close() async {
-        try? await loop.submit { self.clients.values.forEach { $0.close(promise: nil) } }.get()
+        try? await loop.submit { self.clients.values.forEach { $0.whenSuccess { $0.close(promise: nil) } } }.get()
         try? await front.close()
     }
 
@@ -67,20 +68,25 @@ public final class ImpairmentProxy: @unchecked Sendable {
 
     private func fromClient(_ envelope: AddressedEnvelope<ByteBuffer>) {
         let client = envelope.remoteAddress
-        first.withLockedValue { $0 = $0 ?? Self.nowUs() }
-        let arrivals = upstream.schedule(bytes: envelope.data.readableBytes, nowUs: Self.nowUs())
+        let now = Self.nowUs()
+        first.withLockedValue { $0 = $0 ?? now }
+        let arrivals = upstream.schedule(bytes: envelope.data.readableBytes, nowUs: now)
         counters.withLockedValue {
             $0.up += 1
             if arrivals.isEmpty { $0.upDropped += 1 }
         }
         guard !arrivals.isEmpty else { return }
-        let send: @Sendable (Channel) -> Void = { [self] channel in
+        let channel = clients[client] ?? socket(for: client)
+        clients[client] = channel
+        channel.whenSuccess { [self] channel in
             for arrival in arrivals {
                 deliver(at: arrival) { channel.writeAndFlush(AddressedEnvelope(remoteAddress: self.target, data: envelope.data), promise: nil) }
             }
         }
-        if let channel = clients[client] { return send(channel) }
-        // A new client: a socket of its own toward the target.
+    }
+
+    /// A new client's socket of its own toward the target.
+    private func socket(for client: SocketAddress) -> EventLoopFuture<Channel> {
         DatagramBootstrap(group: loop)
             .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
             .channelInitializer { channel in
@@ -89,15 +95,6 @@ public final class ImpairmentProxy: @unchecked Sendable {
                 }
             }
             .bind(host: "127.0.0.1", port: 0)
-            .whenSuccess { [self] channel in
-                if let existing = clients[client] {
-                    channel.close(promise: nil)
-                    send(existing)
-                } else {
-                    clients[client] = channel
-                    send(channel)
-                }
-            }
     }
 
     private func fromTarget(_ envelope: AddressedEnvelope<ByteBuffer>, to client: SocketAddress) {
