@@ -34,6 +34,11 @@ final class Participant: @unchecked Sendable {
     /// (live ones count in their `Subscription`).
     var forwardedHistory: [ForwardedStream: Int] = [:]
     var ignoreScreenShare: Bool?
+    /// Users subscribed to in full, now and later, whatever auto-subscription says (`uids` pins).
+    var pinned: Set<String> = []
+    /// Users shown to this participant even where the screen-share filter hides them: every user
+    /// it ever pinned (unpinning drops the subscriptions, not the listing).
+    var revealed: Set<String> = []
     var version = 1
     var lastSeen: Int64
     /// Set while the signaling connection is gone and the participant may still `resume`.
@@ -81,12 +86,18 @@ final class Participant: @unchecked Sendable {
     }
 
     /// Whether `other` is shown to (and auto-subscribed by) this participant: screen shares are
-    /// hidden from their owner by default, and from everyone who asks with `ignoreScreenShare`.
+    /// hidden from their owner by default, and from everyone who asks with `ignoreScreenShare`,
+    /// unless they pinned it.
     func sees(_ other: Participant) -> Bool {
         guard other !== self else { return false }
-        guard case .screenShare(let owner) = other.kind else { return true }
+        guard case .screenShare(let owner) = other.kind, !revealed.contains(other.uid) else { return true }
         if let ignoreScreenShare { return !ignoreScreenShare }
         return owner != uid
+    }
+
+    /// Whether a track of a user this participant sees is subscribed to without being asked for.
+    func subscribesAutomatically(to track: PublishedTrack) -> Bool {
+        autoSubscribe.contains(track.info.kind) || pinned.contains(track.owner.uid)
     }
 
     func send(_ message: ServerMessage, requestID: UInt32? = nil) {

@@ -17,6 +17,8 @@ public final class SFU: @unchecked Sendable {
     public let configuration: ServerConfiguration
     public let port: SharedMediaPort
     let loop: EventLoop
+    /// The most users one participant may pin (`SubscriptionUpdate.uids`).
+    static let maxPinned = 64
     private var rooms: [String: Room] = [:]
     private var byPeer: [ObjectIdentifier: Participant] = [:]
     private var counters = ServerCounters()
@@ -201,13 +203,16 @@ public final class SFU: @unchecked Sendable {
                                                           request.autoSubscribeVideo ?? request.autoSubscribe ? TrackKind.video : nil]
                                                          .compactMap { $0 }),
                                       ignoreScreenShare: request.ignoreScreenShare, now: clock())
+        let pinned = Set((request.pinnedUIDs ?? []).prefix(Self.maxPinned))
+        participant.pinned = pinned
+        participant.revealed = pinned
         room.participants[request.uid] = participant
         byPeer[ObjectIdentifier(peer)] = participant
         participant.send(.joined(joinResponse(for: participant)), requestID: requestID)
         for other in room.participants.values where other.sees(participant) { other.send(.participantUpdate([participant.info])) }
         if !participant.autoSubscribe.isEmpty && participant.grants.subscribe {
             let tracks = room.participants.values.filter { participant.sees($0) }.flatMap(\.tracks)
-                .filter { participant.autoSubscribe.contains($0.info.kind) }
+                .filter { participant.subscribesAutomatically(to: $0) }
             subscribe(participant, to: tracks)
         }
     }
@@ -333,7 +338,7 @@ public final class SFU: @unchecked Sendable {
         participant.tracks.append(track)
         participantChanged(participant)
         for other in participant.room.participants.values
-        where other.autoSubscribe.contains(kind) && other.grants.subscribe && other.sees(participant) {
+        where other.grants.subscribe && other.sees(participant) && other.subscribesAutomatically(to: track) {
             subscribe(other, to: [track])
         }
         return track
@@ -413,6 +418,24 @@ public final class SFU: @unchecked Sendable {
             if update.subscribe { participant.autoSubscribe.insert(kind) } else { participant.autoSubscribe.remove(kind) }
             tracks = participant.room.participants.values.filter { participant.sees($0) }.flatMap(\.tracks)
                 .filter { $0.info.kind == kind }
+        }
+        if let uids = update.uids {
+            guard participant.pinned.count + uids.count <= Self.maxPinned || !update.subscribe else {
+                return fail(.invalidUID, "at most \(Self.maxPinned) pinned users")
+            }
+            for uid in uids where uid != participant.uid {
+                let other = participant.room.participants[uid]
+                if update.subscribe {
+                    let wasSeen = other.map(participant.sees) ?? false
+                    participant.pinned.insert(uid)
+                    participant.revealed.insert(uid)
+                    // A user the filter hid until now: list it first, then subscribe.
+                    if let other, !wasSeen { participant.send(.participantUpdate([other.info])) }
+                } else {
+                    participant.pinned.remove(uid)
+                }
+                tracks += other?.tracks ?? []
+            }
         }
         for sid in update.trackSids {
             guard let track = all.first(where: { $0.info.sid == sid }), track.owner !== participant else {

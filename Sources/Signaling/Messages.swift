@@ -97,11 +97,14 @@ public struct JoinRequest: Codable, Sendable, Hashable {
     /// Leave `*_sub` users out of auto-subscription and of the participant list (on by default for
     /// a screen share's owner; optional for everyone).
     public var ignoreScreenShare: Bool?
+    /// Users to show and subscribe to in full whatever the filter and auto-subscription say, for
+    /// example a screen share its owner wants to watch (protocol 1.2; see `SubscriptionUpdate.uids`).
+    public var pinnedUIDs: [String]?
     public var sdk: SDKInfo
 
     public init(token: String, channel: String, uid: String, role: ParticipantRole = .broadcaster, autoSubscribe: Bool = true,
                 autoSubscribeAudio: Bool? = nil, autoSubscribeVideo: Bool? = nil,
-                ignoreScreenShare: Bool? = nil, sdk: SDKInfo = SDKInfo()) {
+                ignoreScreenShare: Bool? = nil, pinnedUIDs: [String]? = nil, sdk: SDKInfo = SDKInfo()) {
         self.token = token
         self.channel = channel
         self.uid = uid
@@ -110,6 +113,7 @@ public struct JoinRequest: Codable, Sendable, Hashable {
         self.autoSubscribeAudio = autoSubscribeAudio
         self.autoSubscribeVideo = autoSubscribeVideo
         self.ignoreScreenShare = ignoreScreenShare
+        self.pinnedUIDs = pinnedUIDs
         self.sdk = sdk
     }
 }
@@ -188,15 +192,21 @@ public struct MuteRequest: Codable, Sendable, Hashable {
 /// Subscribes to or unsubscribes from tracks. With `kind`, it applies to every track of that kind
 /// the participant sees, now and later: auto-subscription of the kind is switched with it
 /// (`muteAllRemoteVideoStreams` and friends; protocol 1.1).
+///
+/// With `uids` (protocol 1.2), it pins (or unpins) whole users: every track they publish, now and
+/// later, and the users themselves become visible even when the screen-share filter hides them.
+/// This is how a filtered client still watches a screen share on purpose.
 public struct SubscriptionUpdate: Codable, Sendable, Hashable {
     public var trackSids: [String]
     public var subscribe: Bool
     public var kind: TrackKind?
+    public var uids: [String]?
 
-    public init(trackSids: [String], subscribe: Bool, kind: TrackKind? = nil) {
+    public init(trackSids: [String], subscribe: Bool, kind: TrackKind? = nil, uids: [String]? = nil) {
         self.trackSids = trackSids
         self.subscribe = subscribe
         self.kind = kind
+        self.uids = uids
     }
 }
 

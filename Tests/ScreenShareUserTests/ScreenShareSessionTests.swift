@@ -136,6 +136,56 @@ struct ScreenShareSessionTests {
         await server.shutdown()
     }
 
+    @Test("a filtered client still watches a screen on purpose: subscribe(uid:) lists it and brings its frames; unsubscribing stops them")
+    func explicitSubscribe() async throws {
+        let server = try await TestServer()
+        // The owner filters its share by default; 2001 asks for the filter and pins the share before joining.
+        let host = server.engine(), viewer = server.engine(ignoreScreenShare: true)
+        let hostEvents = EventLog(host), viewerEvents = EventLog(viewer)
+        let hostFrames = FrameLog(host, uid: "1001_sub"), viewerFrames = FrameLog(viewer, uid: "1001_sub")
+        try await viewer.subscribe(uid: "1001_sub")
+        try await host.join(token: server.token("1001", channel: Self.channel), channel: Self.channel, uid: "1001")
+        try await viewer.join(token: server.token("2001", channel: Self.channel), channel: Self.channel, uid: "2001")
+        let session = share(server)
+        try await session.start()
+        let pushing = feed(session, size: VideoSize(width: 1280, height: 720), moving: true, fps: 15)
+        defer { pushing.cancel() }
+
+        // The pinned viewer gets the share although it filters screen shares.
+        #expect(await viewerEvents.wait { if case .userJoined(let uid) = $0, uid == "1001_sub" { true } else { nil } } == true)
+        #expect(await eventually { viewerFrames.count >= 10 })
+        // The owner does not, until it asks.
+        let hostBefore = try await server.forwarded(to: "1001", from: "1001_sub", in: Self.channel)
+        #expect(hostBefore == 0)
+        #expect(hostFrames.count == 0)
+        #expect(!hostEvents.all.contains { if case .userJoined(let uid) = $0 { uid == "1001_sub" } else { false } })
+
+        try await host.subscribe(uid: "1001_sub")
+        #expect(await hostEvents.wait { if case .userJoined(let uid) = $0, uid == "1001_sub" { true } else { nil } } == true)
+        let first = await hostEvents.wait {
+            if case .firstRemoteVideoFrameDecoded(let uid, let source, _, _) = $0, uid == "1001_sub" { source } else { nil }
+        }
+        #expect(first == .screen)
+        #expect(await eventually { hostFrames.count >= 10 })
+        #expect(await eventually { try await server.forwarded(to: "1001", from: "1001_sub", in: Self.channel) > 20 })
+
+        // Dropping it stops the forwarding; the share stays listed and no userOffline is raised.
+        try await host.subscribe(uid: "1001_sub", false)
+        #expect(await eventually {
+            let a = try await server.forwarded(to: "1001", from: "1001_sub", in: Self.channel)
+            try await Task.sleep(for: .milliseconds(300))
+            return try await server.forwarded(to: "1001", from: "1001_sub", in: Self.channel) == a
+        })
+        #expect(!hostEvents.all.contains { if case .userOffline(let uid, _) = $0 { uid == "1001_sub" } else { false } })
+        let viewerCount = viewerFrames.count
+        #expect(await eventually { viewerFrames.count > viewerCount + 5 }, "the viewer's pin is its own")
+
+        await session.stop()
+        await viewer.leave()
+        await host.leave()
+        await server.shutdown()
+    }
+
     @Test("the frame policy fits, never stretches, and keeps sides even", arguments: [
         (1920, 1080, 1280, 720), (1280, 720, 1280, 720), (640, 480, 640, 480), (1080, 2340, 590, 1280),
         (2560, 1600, 1152, 720), (1170, 2532, 590, 1280), (801, 601, 800, 600), (3840, 2160, 1280, 720),

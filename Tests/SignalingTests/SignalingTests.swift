@@ -17,6 +17,8 @@ struct EnvelopeTests {
         .unpublishTrack(trackSid: "TR_1"),
         .mute(MuteRequest(trackSid: "TR_1", muted: true)),
         .updateSubscription(SubscriptionUpdate(trackSids: ["TR_1", "TR_2"], subscribe: false)),
+        .join(JoinRequest(token: "t", channel: "ScreenShare", uid: "1001", ignoreScreenShare: true, pinnedUIDs: ["1001_sub"])),
+        .updateSubscription(SubscriptionUpdate(trackSids: [], subscribe: true, uids: ["1001_sub"])),
         .leave(reason: .clientRequest),
         .ping(timestamp: 1_700_000_000_123),
         .refreshToken(token: "new"),
@@ -53,7 +55,7 @@ struct EnvelopeTests {
     @Test("the wire form is a versioned envelope with a type and a payload")
     func wireForm() throws {
         let text = String(decoding: ClientEnvelope(.ping(timestamp: 5), requestID: 1).encoded(), as: UTF8.self)
-        #expect(text == #"{"id":1,"payload":{"timestamp":5},"type":"ping","v":"1.1"}"#)
+        #expect(text == #"{"id":1,"payload":{"timestamp":5},"type":"ping","v":"1.2"}"#)
         // Unknown fields anywhere are ignored; a newer minor version is accepted.
         let newer = #"{"v":"1.7","type":"ping","extra":true,"payload":{"timestamp":9,"future":[1,2]}}"#
         #expect(try ClientEnvelope.decode(Array(newer.utf8)).message == .ping(timestamp: 9))

@@ -30,6 +30,8 @@ public final class RTCEngine: @unchecked Sendable {
     private var sinks = Sinks()
     /// Set by `leave()`: no automatic rejoin after it.
     private var leftByUser = false
+    /// Users subscribed to in full by `subscribe(uid:)`, carried into every (re)join.
+    private var pinnedUIDs: Set<String> = []
 
     /// Everything that exists only while joined.
     private final class Session: @unchecked Sendable {
@@ -228,7 +230,8 @@ public final class RTCEngine: @unchecked Sendable {
                 token: token, channel: channel, uid: uid, role: lock.withLock { role.participantRole },
                 autoSubscribe: options.autoSubscribeAudio || options.autoSubscribeVideo,
                 autoSubscribeAudio: options.autoSubscribeAudio, autoSubscribeVideo: options.autoSubscribeVideo,
-                ignoreScreenShare: configuration.ignoreScreenShareUsers)
+                ignoreScreenShare: configuration.ignoreScreenShareUsers,
+                pinnedUIDs: lock.withLock { pinnedUIDs.isEmpty ? nil : pinnedUIDs.sorted() })
             guard case .joined(let joined) = try await signaling.request(.join(request)) else {
                 throw RTCEngineError(.joinFailed, "unexpected reply to join")
             }
@@ -397,10 +400,25 @@ public final class RTCEngine: @unchecked Sendable {
         try await session.signaling.send(.updateSubscription(SubscriptionUpdate(trackSids: [], subscribe: !muted, kind: kind)))
     }
 
-    /// Subscribes to (or drops) specific tracks, for example a screen share hidden by the filter.
+    /// Subscribes to (or drops) specific tracks by sid (see `subscribe(uid:)` for a whole user).
     public func subscribe(trackSids: [String], _ subscribe: Bool = true) async throws {
         guard let session = lock.withLock({ self.session }) else { throw RTCEngineError(.invalidState, "not joined") }
         try await session.signaling.send(.updateSubscription(SubscriptionUpdate(trackSids: trackSids, subscribe: subscribe)))
+    }
+
+    /// Subscribes to every track of one user, now and later, whatever auto-subscription and the
+    /// screen-share filter say; `false` drops them again. This is how a client with
+    /// `ignoreScreenShareUsers` (a share's owner, by default) still watches a screen on purpose:
+    /// the user is then listed (`userJoined`) and its tracks arrive like any other.
+    /// Works before `join` too, and holds across rejoins.
+    public func subscribe(uid: String, _ subscribe: Bool = true) async throws {
+        guard !uid.isEmpty, uid.utf8.count <= 128 else { throw RTCEngineError(.invalidArgument, "uid must be 1 to 128 bytes") }
+        let session = lock.withLock { () -> Session? in
+            if subscribe { pinnedUIDs.insert(uid) } else { pinnedUIDs.remove(uid) }
+            return self.session
+        }
+        guard let session else { return }
+        try await session.signaling.send(.updateSubscription(SubscriptionUpdate(trackSids: [], subscribe: subscribe, uids: [uid])))
     }
 
     // MARK: Publishing
@@ -622,7 +640,8 @@ public final class RTCEngine: @unchecked Sendable {
             // The owner filter, also applied here: the server already hides screen shares from their
             // owner and from clients that ask, and this keeps a filtered share out of the user list.
             let filter = configuration.ignoreScreenShareUsers ?? false
-            for info in participants where info.uid != session.uid && !(filter && isScreenShareUID(info.uid)) {
+            for info in participants where info.uid != session.uid
+                && !(filter && isScreenShareUID(info.uid) && !pinnedUIDs.contains(info.uid)) {
                 let previous = session.remoteUsers[info.uid]
                 if let previous, previous.version >= info.version { continue }
                 session.remoteUsers[info.uid] = info
