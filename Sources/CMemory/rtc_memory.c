@@ -111,3 +111,59 @@ void rtc_malloc_tune_for_small_process(int arenas, size_t mmap_threshold) {
     rtc_malloc_map_big_buffers(mmap_threshold);
     mallopt(M_TRIM_THRESHOLD, (int)mmap_threshold);
 }
+
+long rtc_release_chunk_pages(uintptr_t address, size_t size) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (size <= page || address % page != 0 || size % page != 0) return 0;
+    if (madvise((void *)(address + page), size - page, MADV_DONTNEED) != 0) return -1;
+    return (long)((size - page) / page);
+}
+
+long rtc_drop_clean_file_pages(void) {
+    FILE *smaps = fopen("/proc/self/smaps", "r");
+    if (!smaps) return -1;
+    char line[4096];
+    unsigned long start = 0, end = 0;
+    int candidate = 0;
+    long rss = 0, anonymous = -1, dropped = 0;
+    // One mapping's header, then its "Key: value kB" lines; act on a mapping once its
+    // Anonymous line is read (it follows Rss).
+    while (fgets(line, sizeof line, smaps)) {
+        unsigned long a, b, offset, inode;
+        char perms[5], device[16];
+        int path = 0;
+        if (sscanf(line, "%lx-%lx %4s %lx %15s %lu %n", &a, &b, perms, &offset, device, &inode, &path) >= 6) {
+            start = a; end = b;
+            // Read-only private file pages: code and constants of the executable and libraries.
+            // Writable data and RELRO (which holds relocated, private copies) are never candidates:
+            // their pages are anonymous copies, so they also fail the Anonymous check below.
+            candidate = inode != 0 && path != 0 && line[path] == '/' && perms[1] == '-' && perms[3] == 'p';
+            rss = 0; anonymous = -1;
+            continue;
+        }
+        if (!candidate) continue;
+        if (sscanf(line, "Rss: %ld kB", &rss) == 1) continue;
+        if (sscanf(line, "Anonymous: %ld kB", &anonymous) == 1) {
+            if (anonymous == 0 && rss > 0 && madvise((void *)start, end - start, MADV_DONTNEED) == 0) dropped += rss;
+            candidate = 0;
+        }
+    }
+    fclose(smaps);
+    return dropped;
+}
+
+long rtc_resident_pages(uintptr_t address, size_t size) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = address - address % page;
+    size_t length = size + (address - start);
+    size_t count = (length + page - 1) / page;
+    unsigned char *vector = malloc(count);
+    if (!vector) return -1;
+    long resident = -1;
+    if (mincore((void *)start, length, vector) == 0) {
+        resident = 0;
+        for (size_t i = 0; i < count; i++) resident += vector[i] & 1;
+    }
+    free(vector);
+    return resident;
+}

@@ -51,4 +51,49 @@ struct ProcessMemoryTests {
         #expect(released == sizes[0] / 4096 - 2, "all but the header page and the written one")
         #expect(bytes[size / 2] == 42)
     }
+
+    @Test("releasing libvpx's token pages after every frame leaves the bitstream bit-exact and the buffer empty")
+    func tokenPagesReleasedPerFrame() throws {
+        ProcessMemory.mapBigBuffers()
+        // 1440p: a token buffer (88 MB) larger than any heap chunk an earlier test could have freed,
+        // so it gets a mapping of its own and the encoder finds it.
+        let size = VideoSize(width: 2560, height: 1440)
+        let configuration = VP8EncoderConfiguration(width: size.width, height: size.height, bitrateKbps: 3000,
+                                                    frameRate: 15, contentType: .screen)
+        let plain = try VP8Encoder(configuration: configuration)
+        plain.releasesTokenPages = false
+        let lean = try VP8Encoder(configuration: configuration)
+        lean.releasesTokenPages = true
+        let tokens = try #require(lean.tokenBuffer, "the token buffer is found")
+        let generator = try PatternGenerator(kind: .screen, size: size)
+        for index in 0..<12 {
+            var frame = generator.frame(at: index)
+            frame.timestampUs = Int64(index) * 66_667
+            if index == 6 { plain.requestKeyframe(); lean.requestKeyframe() }
+            let expected = try plain.encode(frame), actual = try lean.encode(frame)
+            #expect(actual == expected, "frame \(index): the same bytes with and without the release")
+            // Only the header page stays: every token page went back to the kernel.
+            let resident = rtc_resident_pages(tokens.address, tokens.size)
+            #expect(resident == 1, "frame \(index): \(resident) token pages resident")
+        }
+    }
+
+    @Test("dropping clean file pages shrinks the file-backed resident set and the process runs on")
+    func dropCleanFilePages() throws {
+        let before = Self.status("RssFile")
+        let dropped = ProcessMemory.dropCleanFilePages()
+        let after = Self.status("RssFile")
+        #expect(dropped > 0)
+        #expect(after < before, "RssFile \(before) → \(after) KiB")
+        // Code and constants come back from the files on use.
+        let generator = try PatternGenerator(kind: .screen, size: VideoSize(width: 64, height: 64))
+        #expect(generator.frame(at: 1).width == 64)
+    }
+
+    /// A `KEY: N kB` line of /proc/self/status.
+    static func status(_ key: String) -> Int {
+        let text = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        let line = text.split(separator: "\n").first { $0.hasPrefix(key + ":") } ?? ""
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? -1
+    }
 }

@@ -95,6 +95,12 @@ public final class VP8Encoder {
     private var frameIndex: Int64 = 0
     private var lastTimestampUs: Int64?
     private let converter = FrameConverter()
+    /// libvpx's token buffer (a glibc mmapped chunk), when `initTrimmed` found it. In a budgeted
+    /// process its pages go back to the kernel after every frame: the tokens are written and read
+    /// within one `vpx_codec_encode`, so between frames the buffer is dead scratch space, and a
+    /// sharp keyframe would otherwise leave megabytes of it resident for good.
+    private(set) var tokenBuffer: (address: UInt, size: Int)?
+    var releasesTokenPages = ProcessMemory.isBudgeted
 
     public init(configuration: VP8EncoderConfiguration) throws(CodecError) {
         try configuration.validate()
@@ -126,7 +132,8 @@ public final class VP8Encoder {
         config.kf_mode = VPX_KF_AUTO
         config.kf_min_dist = 0
         config.kf_max_dist = UInt32(configuration.keyframeInterval)
-        let status = Self.initTrimmed(&context, &config, width: configuration.width, height: configuration.height)
+        let (status, tokens) = Self.initTrimmed(&context, &config, width: configuration.width, height: configuration.height)
+        tokenBuffer = tokens
         guard status == VPX_CODEC_OK else {
             throw CodecError(.library, "VP8 encoder init failed: \(Self.describe(&context, status))")
         }
@@ -160,12 +167,15 @@ public final class VP8Encoder {
     /// glibc chunk of that size in memory mapped during the init (this lock keeps two inits apart, and
     /// no encode of the new encoder has run yet), and its zero pages are released: they read back as
     /// zero, so libvpx sees nothing change. Nothing is released unless exactly one such chunk is
-    /// found (the buffer came from the heap, or another thread mapped one too).
+    /// found (the buffer came from the heap, or another thread mapped one too); that chunk is
+    /// returned. In a budgeted process, the clean file pages mapped so far are dropped first, so
+    /// that the memset's brief peak does not stack on startup code that will not run again.
     private static func initTrimmed(_ context: inout vpx_codec_ctx_t, _ config: inout vpx_codec_enc_cfg_t,
-                                    width: Int, height: Int) -> vpx_codec_err_t {
+                                    width: Int, height: Int) -> (vpx_codec_err_t, (address: UInt, size: Int)?) {
         let macroblocks = ((width + 15) / 16) * ((height + 15) / 16)
         let tokenBytes = macroblocks * 24 * 16 * 16
         let window = (min: tokenBytes, max: tokenBytes + 4 * 4096)
+        if ProcessMemory.isBudgeted { ProcessMemory.dropCleanFilePages() }
         return initLock.withLock { _ in
             // The mappings before the init, in arrays sized to them.
             var room = 512
@@ -178,12 +188,13 @@ public final class VP8Encoder {
                 if Int(mapped) > room { room = Int(mapped) + 64 }
             } while Int(mapped) > starts.count
             let status = rtc_vpx_enc_init(&context, &config, 0)
-            guard status == VPX_CODEC_OK else { return status }
+            guard status == VPX_CODEC_OK else { return (status, nil) }
             var addresses = [UInt](repeating: 0, count: 4), sizes = [Int](repeating: 0, count: 4)
             let found = rtc_find_new_mmapped_chunks(&starts, &ends, mapped, window.min, window.max, &addresses, &sizes, 4)
             // Exactly one new chunk of that size, or nothing is touched.
-            if found == 1 { _ = rtc_release_zero_pages(addresses[0], sizes[0]) }
-            return status
+            guard found == 1 else { return (status, nil) }
+            _ = rtc_release_zero_pages(addresses[0], sizes[0])
+            return (status, (addresses[0], sizes[0]))
         }
     }
 
@@ -237,6 +248,7 @@ public final class VP8Encoder {
             throw CodecError(.invalidConfiguration, "VP8 encoder: bitrate \(kbps) kbps is out of range 10...100000")
         }
         configuration.bitrateKbps = kbps
+        // Rate settings only: the size stays, so libvpx keeps its buffers (and `tokenBuffer` stays valid).
         applyRateSettings(to: &config)
         let status = vpx_codec_enc_config_set(&context, &config)
         guard status == VPX_CODEC_OK else {
@@ -300,6 +312,7 @@ public final class VP8Encoder {
                                             temporalLayer: key ? 0 : layer,
                                             width: configuration.width, height: configuration.height))
         }
+        if releasesTokenPages, let tokens = tokenBuffer { _ = rtc_release_chunk_pages(tokens.address, tokens.size) }
         return output
     }
 
