@@ -55,6 +55,9 @@ public struct ImpairmentModel: Sendable {
     public private(set) var packetsDropped = 0
     /// When the last delivered packet arrives (no reordering beyond the profile's own).
     private var lastArrivalUs: Int64 = 0
+    /// How long the last packet scheduled waited in the bottleneck queue (µs; 0 without a cap, nil
+    /// when it was dropped).
+    public private(set) var lastQueueUs: Int64?
 
     public init(profile: ImpairmentProfile, seed: UInt64) {
         self.profile = profile
@@ -64,6 +67,7 @@ public struct ImpairmentModel: Sendable {
     /// Arrival times (µs) of a packet of `bytes` sent at `nowUs`: empty when lost, two with duplication.
     public mutating func schedule(bytes: Int, nowUs: Int64) -> [Int64] {
         packetsIn += 1
+        lastQueueUs = nil
         let start = startUs ?? nowUs
         startUs = start
         let elapsed = Double(nowUs - start) / 1e6
@@ -73,10 +77,15 @@ public struct ImpairmentModel: Sendable {
         }
         if random.chance(inBurst ? profile.burstLoss : profile.loss) { return drop() }
         var departure = nowUs
+        lastQueueUs = 0
         if profile.bandwidthBps > 0 {
             let serialization = Int64(Double(bytes * 8) / profile.bandwidthBps * 1e6)
             let queued = max(0, linkFreeUs - nowUs)
-            if Double(queued) / 1000 > profile.queueMs { return drop() }
+            if Double(queued) / 1000 > profile.queueMs {
+                lastQueueUs = nil
+                return drop()
+            }
+            lastQueueUs = queued
             linkFreeUs = max(linkFreeUs, nowUs) + serialization
             departure = linkFreeUs
         }

@@ -56,6 +56,20 @@ public final class ImpairmentProxy: @unchecked Sendable {
     public var firstPacketUs: Int64? { first.withLockedValue { $0 } }
     private let first = NIOLockedValueBox<Int64?>(nil)
 
+    /// One upstream packet as the proxy saw it: when it came in, its size, and how long it waited in
+    /// the bottleneck queue (nil when it was dropped by any impairment).
+    public struct TracedPacket: Sendable, Hashable {
+        public var atUs: Int64
+        public var bytes: Int
+        public var queueUs: Int64?
+    }
+
+    /// Starts (or stops) recording every upstream packet, for send-rate and queueing figures.
+    public func traceUpstream(_ on: Bool) { trace.withLockedValue { $0 = on ? [] : nil } }
+    /// The upstream packets recorded since `traceUpstream(true)`.
+    public var upstreamTrace: [TracedPacket] { trace.withLockedValue { $0 ?? [] } }
+    private let trace = NIOLockedValueBox<[TracedPacket]?>(nil)
+
     /// Packets seen and dropped each way.
     public var statistics: (up: Int, down: Int, upDropped: Int, downDropped: Int) { counters.withLockedValue { $0 } }
 
@@ -71,6 +85,8 @@ public final class ImpairmentProxy: @unchecked Sendable {
         let now = Self.nowUs()
         first.withLockedValue { $0 = $0 ?? now }
         let arrivals = upstream.schedule(bytes: envelope.data.readableBytes, nowUs: now)
+        let queueUs = arrivals.isEmpty ? nil : upstream.lastQueueUs
+        trace.withLockedValue { $0?.append(TracedPacket(atUs: now, bytes: envelope.data.readableBytes, queueUs: queueUs)) }
         counters.withLockedValue {
             $0.up += 1
             if arrivals.isEmpty { $0.upDropped += 1 }

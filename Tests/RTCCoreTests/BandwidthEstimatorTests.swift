@@ -1,4 +1,5 @@
 import Testing
+import RTCTransport
 @testable import RTCCore
 
 /// A bottleneck on a simulated clock: a FIFO drained at `capacityBps` (changed by the test), 20 ms
@@ -89,10 +90,9 @@ struct BandwidthEstimatorTests {
         #expect(p95 <= 200, "queueing p95 \(p95) ms")
     }
 
-    /// The figure for queueing (p95 ≤ 200 ms over the whole run) is not met yet: after the
-    /// drop the backlog drains at 15 % of the new capacity, and the quickening ramp overshoots after
-    /// the rise (docs/resilience.md). This test holds what is met.
-    @Test("capacity steps 2.5 → 0.5 → 2.5 Mbps: under the cap within 2 s, back to 85 % within 10 s")
+    /// The figures on the simulated path: under the cap within 2 s of the drop, 85 % within
+    /// 10 s of the rise, queueing p95 ≤ 200 ms over the whole run (lost packets count as the worst).
+    @Test("capacity steps 2.5 → 0.5 → 2.5 Mbps: under the cap within 2 s, back to 85 % within 10 s, queueing p95 ≤ 200 ms")
     func capacitySteps() {
         var path = SimulatedPath(capacityBps: 2_500_000)
         path.run(seconds: 20)
@@ -102,37 +102,45 @@ struct BandwidthEstimatorTests {
         path.run(seconds: 20)
         let down = path.firstTime(from: 20, below: 500_000)
         #expect(down != nil && down! - 20 <= 2, "under 0.5 Mbps \(String(describing: down.map { $0 - 20 })) s after the drop")
-        let low = path.target(at: 39)
-        #expect(low <= 500_000 && low >= 250_000, "while capped: \(low) bps")
+        // While capped, it probes around the cap: on average under it, and using most of it.
+        let capped = path.targets.filter { $0.0 >= 30_000_000 && $0.0 < 40_000_000 }.map(\.1)
+        let low = capped.reduce(0, +) / Double(max(1, capped.count))
+        #expect(low <= 500_000 && low >= 300_000, "while capped: \(low) bps on average")
         let up = path.firstTime(from: 40, atLeast: 0.85 * 2_500_000)
         #expect(up != nil && up! - 40 <= 10, "85 % of 2.5 Mbps \(String(describing: up.map { $0 - 40 })) s after the rise")
         // Nothing is lost to the 1 s queue limit once the estimate is under the cap.
         let lostLate = path.queueingMs.suffix(path.queueingMs.count / 3).filter { $0 == nil }.count
         #expect(lostLate == 0, "\(lostLate) packets lost after the rise")
+        // Queueing delay over the whole run, lost packets counted as the worst.
+        let delays = path.queueingMs.map { $0 ?? .infinity }.sorted()
+        let p95 = delays[delays.count * 95 / 100]
+        #expect(p95 <= 200, "queueing p95 \(p95) ms over the run")
     }
 
-    @Test("20 % random loss with no queue cuts the estimate; under 2 % it grows")
-    func lossBased() {
-        var estimator = BandwidthEstimator(startBps: 1_000_000)
-        var nowUs: Int64 = 0
-        for step in 0..<40 {
+    /// Every `lossEvery`-th packet of each 20-packet report lost (shifting per report), with a flat delay.
+    static func randomLoss(_ estimator: inout BandwidthEstimator, lossEvery: Int?, steps: Int, nowUs: inout Int64) {
+        for step in 0..<steps {
             nowUs += 50_000
             let feedback = (0..<20).map { index -> BandwidthEstimator.PacketResult in
                 let sent = nowUs - 70_000 + Int64(index) * 2_500
-                return .init(sendTimeUs: sent, size: 1_200, arrivalTimeUs: (index * 7 + step) % 5 == 0 ? nil : sent + 20_000)
+                let lost = lossEvery.map { (index + step) % $0 == 0 } ?? false
+                return .init(sendTimeUs: sent, size: 1_200, arrivalTimeUs: lost ? nil : sent + 20_000)
             }
             estimator.update(feedback: feedback, nowUs: nowUs)
         }
-        #expect(estimator.targetBps < 500_000, "\(estimator.targetBps)")
+    }
+
+    @Test("random loss with a flat delay: 15 % holds the estimate (NACK repairs it), 33 % cuts it; under 2 % it grows")
+    func lossBased() {
+        var nowUs: Int64 = 0
+        var moderate = BandwidthEstimator(startBps: 1_000_000)
+        Self.randomLoss(&moderate, lossEvery: 7, steps: 80, nowUs: &nowUs)  // 3 of 20: 15 %
+        #expect(moderate.targetBps >= 1_000_000, "\(moderate.targetBps)")
+        var heavy = BandwidthEstimator(startBps: 1_000_000)
+        Self.randomLoss(&heavy, lossEvery: 3, steps: 80, nowUs: &nowUs)  // 7 of 20: 35 %
+        #expect(heavy.targetBps < 500_000, "\(heavy.targetBps)")
         var clean = BandwidthEstimator(startBps: 500_000)
-        for step in 1...10 {
-            nowUs += 50_000
-            let feedback = (0..<20).map { index -> BandwidthEstimator.PacketResult in
-                let sent = nowUs - 70_000 + Int64(index) * 2_500
-                return .init(sendTimeUs: sent, size: 1_200, arrivalTimeUs: sent + 20_000 + Int64(step))
-            }
-            clean.update(feedback: feedback, nowUs: nowUs)
-        }
+        Self.randomLoss(&clean, lossEvery: nil, steps: 10, nowUs: &nowUs)
         #expect(clean.targetBps > 500_000, "\(clean.targetBps)")
     }
 
@@ -153,5 +161,66 @@ struct BandwidthEstimatorTests {
             }
             #expect(estimator.usage == expected, "slope \(slopeUsPerPacket) µs per packet")
         }
+    }
+}
+
+@Suite("Send side of transport-wide congestion control")
+struct SendSideCongestionTests {
+    @Test("feedback is matched to the send log across the sequence wrap; what it covers leaves flight")
+    func sendLogMatchesFeedback() throws {
+        var log = SendLog()
+        var receiver = TransportFeedbackBuilder()
+        // 65530 ... 65535, 0 ... 3: ten packets of 1000 bytes, 10 ms apart; 65534 and 1 are lost.
+        let sequences = (0..<10).map { UInt16(truncatingIfNeeded: 65_530 + $0) }
+        for (index, sequence) in sequences.enumerated() {
+            log.record(sequence: sequence, bytes: 1000, sendUs: Int64(index) * 10_000)
+            if sequence != 65_534 && sequence != 1 {
+                receiver.record(sequence: sequence, arrivalUs: 1_000_000 + Int64(index) * 10_000 + (sequence == 3 ? 40_000 : 0))
+            }
+        }
+        #expect(log.inFlightBytes == 10_000)
+        let made = receiver.makeFeedback(senderSSRC: 1, mediaSSRC: 2)
+        let feedback = try #require(made)
+        let results = log.results(for: feedback)
+        #expect(results.count == 10)
+        #expect(results.map(\.sendTimeUs) == (0..<10).map { Int64($0) * 10_000 })
+        #expect(results.filter { $0.arrivalTimeUs == nil }.count == 2)
+        #expect(results[4].arrivalTimeUs == nil && results[7].arrivalTimeUs == nil)
+        // Arrivals keep their spacing on the receiver's clock (250 µs ticks): 10 ms, and 50 ms before the late one.
+        let arrivals = results.compactMap(\.arrivalTimeUs)
+        #expect(arrivals[1] - arrivals[0] == 10_000)
+        #expect(arrivals[7] - arrivals[6] == 50_000)
+        #expect(log.inFlightBytes == 0)
+        // The same feedback again changes nothing in flight.
+        _ = log.results(for: feedback)
+        #expect(log.inFlightBytes == 0)
+    }
+
+    @Test("a lost feedback report does not keep its packets in flight once a later report arrives")
+    func lostFeedback() throws {
+        var log = SendLog()
+        var receiver = TransportFeedbackBuilder()
+        for sequence in UInt16(0)..<20 {
+            log.record(sequence: sequence, bytes: 500, sendUs: Int64(sequence) * 5_000)
+            receiver.record(sequence: sequence, arrivalUs: 100_000 + Int64(sequence) * 5_000)
+            if sequence == 9 { _ = receiver.makeFeedback(senderSSRC: 1, mediaSSRC: 2) }  // lost on the way back
+        }
+        #expect(log.inFlightBytes == 10_000)
+        let made = receiver.makeFeedback(senderSSRC: 1, mediaSSRC: 2)
+        let second = try #require(made)
+        #expect(log.results(for: second).count == 10)
+        #expect(log.inFlightBytes == 0)
+    }
+
+    @Test("the encoder's floor follows pixels and frame rate; a track that may scale gets a half-size floor")
+    func encoderFloor() {
+        let hd = VideoSize(width: 1280, height: 720)
+        #expect(SendSideCongestion.encoderFloorKbps(size: hd, frameRate: 30) == 394)
+        #expect(SendSideCongestion.encoderFloorKbps(size: hd, frameRate: 15) == 197)
+        #expect(SendSideCongestion.encoderFloorKbps(size: VideoSize(width: 160, height: 90), frameRate: 15) == SendSideCongestion.minimumVideoKbps)
+        let camera = VideoEncoderConfiguration(dimensions: hd, frameRate: 30, bitrateKbps: 2500)
+        #expect(SendSideCongestion.encoderFloorKbps(for: camera) == SendSideCongestion.encoderFloorKbps(size: hd.scaled(down: 2), frameRate: 30))
+        let screen = VideoEncoderConfiguration(dimensions: hd, frameRate: 15, bitrateKbps: 2500, degradationPreference: .maintainResolution)
+        #expect(SendSideCongestion.encoderFloorKbps(for: screen) == 197)
     }
 }

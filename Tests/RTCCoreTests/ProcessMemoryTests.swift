@@ -8,7 +8,7 @@ import Testing
 /// (In this long-lived test process libvpx's own buffer may come back from a freed heap chunk, which
 /// the encoder then leaves alone; the sharers pin the threshold at start, and the share-memory bench
 /// shows the effect there.)
-@Suite("Process memory")
+@Suite("Process memory", .serialized)
 struct ProcessMemoryTests {
     @Test("a zero-filled 22 MB buffer is found as the one new chunk and its pages are released")
     func releaseZeroPages() throws {

@@ -292,7 +292,10 @@ public final class VP8Encoder {
         let nominal = Int64((1_000_000 / configuration.frameRate).rounded())
         var duration = nominal
         if let last = lastTimestampUs, frame.timestampUs > last {
-            duration = min(frame.timestampUs - last, nominal * 10)
+            // At most three frame intervals: after a gap (frames skipped for congestion, a paused
+            // source) CBR would otherwise grant the next frame the whole gap's bits, a burst the
+            // path has to queue.
+            duration = min(frame.timestampUs - last, nominal * 3)
         }
         lastTimestampUs = frame.timestampUs
         let status = vpx_codec_encode(&context, &image, frame.timestampUs, UInt(duration), flags,

@@ -5,15 +5,19 @@ import Glibc
 /// A send-side bandwidth estimate in the spirit of GCC (draft-ietf-rmcat-gcc-02), fed by
 /// transport-wide feedback: per packet, when it was sent, its size, and when it arrived (or that it
 /// was lost). Pure logic on caller-given times (µs), so tests drive it with a simulated link and no
-/// sleeps. Not yet wired into the engine (docs/resilience.md).
+/// sleeps. The engine runs one per publisher transport (`SendSideCongestion`).
 ///
 /// - Delay: packets sent within 5 ms form a group; the growth of one-way delay between groups goes
 ///   through a trendline filter (least-squares slope of the smoothed accumulated delay), compared with
-///   an adaptive threshold: overuse, underuse or normal.
-/// - Rate (AIMD): overuse cuts to 0.85 of the rate that was acknowledged; normal grows 8 %/s (faster
-///   the longer the path stays calm) far from the last overuse point and about a packet per response
-///   time near it; underuse holds.
-/// - Loss: over 10 % cuts by half the loss, under 2 % allows 5 % growth.
+///   an adaptive threshold: overuse, underuse or normal. A standing queue (the least delay of a
+///   report over its 10 s floor) of 100 ms or more that still grows is overuse at once.
+/// - Rate (AIMD): overuse cuts to 0.85 of the rate that was acknowledged, lower still in proportion
+///   to the standing queue so that it drains; normal grows 8 %/s (faster the longer the path stays
+///   calm) far from the last overuse point and about a packet per response time near it, never far
+///   above what was acknowledged, and not while a queue stands; underuse holds. A sender that uses
+///   less than its estimate keeps it.
+/// - Loss: over 10 % with a standing queue (or over 20 % without one) cuts by half the loss, once
+///   per 300 ms + RTT; under 2 % allows 5 % growth.
 /// The estimate is the smaller of the two, within `minimumBps...maximumBps`.
 public struct BandwidthEstimator: Sendable {
     public struct PacketResult: Sendable, Hashable {
@@ -58,13 +62,25 @@ public struct BandwidthEstimator: Sendable {
     private var firstUpdateUs: Int64?
     private var linkCapacityBps: Double?
     private var lastDecreaseUs: Int64?
+    private var lastLossDecreaseUs: Int64?
     private var acknowledged: [(arrivalUs: Int64, bytes: Int)] = []
+    // Standing queue: one-way delay (arrival minus send, clocks unsynchronised) over its minimum
+    // of the last 10 s, per 1 s bucket so the minimum can age out.
+    private var delayFloors: [(startUs: Int64, minimumUs: Int64)] = []
+    /// The least one-way delay of the last report above the path's floor: the standing queue (ms).
+    public private(set) var queueDelayMs = 0.0
 
     static let groupSpanUs: Int64 = 5_000
     static let trendWindow = 20
     static let smoothing = 0.9
     static let trendGain = 4.0
     static let overuseTimeUs: Int64 = 10_000
+    /// A standing queue this long (ms) holds the rate; the cut grows with the queue up to this one.
+    static let standingQueueMs = 60.0
+    static let drainTargetMs = 500.0
+    static let fastOveruseMs = 100.0
+    /// A standing queue this long (ms) makes loss over 10 % count as congestion.
+    static let lossQueueMs = 30.0
 
     public init(startBps: Double = 300_000, minimumBps: Double = 50_000, maximumBps: Double = 2_500_000) {
         self.minimumBps = minimumBps
@@ -82,6 +98,7 @@ public struct BandwidthEstimator: Sendable {
     public mutating func update(feedback: [PacketResult], nowUs: Int64, rttMs: Double = 100) -> Double {
         guard !feedback.isEmpty else { return targetBps }
         var lost = 0
+        var leastDelayUs: Int64?
         for packet in feedback {
             guard let arrival = packet.arrivalTimeUs else {
                 lost += 1
@@ -89,7 +106,17 @@ public struct BandwidthEstimator: Sendable {
             }
             acknowledged.append((arrival, packet.size))
             addToGroup(sendUs: packet.sendTimeUs, arrivalUs: arrival, nowUs: nowUs)
+            recordOneWayDelay(arrival - packet.sendTimeUs, arrivalUs: arrival)
+            leastDelayUs = min(leastDelayUs ?? .max, arrival - packet.sendTimeUs)
         }
+        // The least delayed packet of the report: a standing queue delays every packet, while a
+        // frame sent as a burst into a slow link only delays its own tail.
+        let previousQueueDelayMs = queueDelayMs
+        if let least = leastDelayUs, let floor = delayFloors.map(\.minimumUs).min() { queueDelayMs = Double(least - floor) / 1000 }
+        // A standing queue that is long and still growing is overuse now, whatever the trendline
+        // (which needs a few hundred ms of groups to turn): a sudden drop in capacity fills the
+        // queue faster than the filter sees it.
+        if queueDelayMs >= Self.fastOveruseMs && queueDelayMs > previousQueueDelayMs { usage = .overusing }
         if let latest = acknowledged.last?.arrivalUs {
             acknowledged.removeAll { $0.arrivalUs < latest - 500_000 }
             if let first = acknowledged.first?.arrivalUs, latest - first >= 200_000 {
@@ -98,11 +125,20 @@ public struct BandwidthEstimator: Sendable {
             }
         }
         updateDelayBased(nowUs: nowUs, rttMs: rttMs)
-        updateLossBased(lossFraction: Double(lost) / Double(feedback.count))
+        updateLossBased(lossFraction: Double(lost) / Double(feedback.count), nowUs: nowUs, rttMs: rttMs)
         return targetBps
     }
 
     // MARK: Delay
+
+    private mutating func recordOneWayDelay(_ delayUs: Int64, arrivalUs: Int64) {
+        if let last = delayFloors.last, arrivalUs - last.startUs < 1_000_000 {
+            delayFloors[delayFloors.count - 1].minimumUs = min(last.minimumUs, delayUs)
+        } else {
+            delayFloors.append((arrivalUs, delayUs))
+            if delayFloors.count > 10 { delayFloors.removeFirst() }
+        }
+    }
 
     private mutating func addToGroup(sendUs: Int64, arrivalUs: Int64, nowUs: Int64) {
         guard var current = group else {
@@ -180,15 +216,22 @@ public struct BandwidthEstimator: Sendable {
         case .overusing:
             // At most one cut per response time: the queue needs that long to show the effect.
             if let last = lastDecreaseUs, Double(nowUs - last) / 1000 < max(rttMs, 100) { return }
+            // Below what got through, and further below it the longer the standing queue: 0.85 of
+            // the acknowledged rate only drains a queue at 15 % of the capacity, so a queue built
+            // while the drop went unseen (2.5 → 0.5 Mbps) would stand for seconds.
             let measured = acknowledgedBps ?? delayBasedBps
-            let cut = 0.85 * measured
+            let cut = 0.85 * measured * min(max(1 - queueDelayMs / Self.drainTargetMs, 0.4), 1)
             linkCapacityBps = measured
             delayBasedBps = min(delayBasedBps, max(cut, minimumBps))
             lastDecreaseUs = nowUs
         case .underusing:
             break  // hold while the queue drains
         case .normal:
-            guard elapsed > 0 else { return }
+            // No growth over a standing queue: it is still draining.
+            guard elapsed > 0, queueDelayMs < Self.standingQueueMs else { return }
+            // The path carries clearly more than the capacity last seen: that estimate is stale.
+            if let capacity = linkCapacityBps, let acknowledged = acknowledgedBps, acknowledged > 1.25 * capacity { linkCapacityBps = nil }
+            let before = delayBasedBps
             let nearCapacity = linkCapacityBps.map { abs(delayBasedBps - $0) < 0.15 * $0 } ?? false
             if nearCapacity {
                 // About one 1200-byte packet more per response time.
@@ -201,17 +244,27 @@ public struct BandwidthEstimator: Sendable {
                 delayBasedBps *= pow(1.08 + 0.05 * min(max(calmSeconds, 0), 8), min(elapsed, 1))
                 if let capacity = linkCapacityBps, delayBasedBps > 1.5 * capacity { linkCapacityBps = nil }
             }
-            // Never run far ahead of what the receiver actually acknowledged.
-            if let acknowledged = acknowledgedBps { delayBasedBps = min(delayBasedBps, 1.5 * acknowledged + 10_000) }
+            // Never grow far ahead of what the receiver actually acknowledged; but a sender that
+            // uses less than its estimate (a still screen sends little) keeps what it has: a quiet
+            // path is no sign of a narrow one.
+            if let acknowledged = acknowledgedBps { delayBasedBps = max(before, min(delayBasedBps, 1.5 * acknowledged + 10_000)) }
             delayBasedBps = min(delayBasedBps, maximumBps)
         }
     }
 
     // MARK: Loss
 
-    private mutating func updateLossBased(lossFraction: Double) {
-        if lossFraction > 0.10 {
-            lossBasedBps = max(minimumBps, lossBasedBps * (1 - 0.5 * lossFraction))
+    private mutating func updateLossBased(lossFraction: Double, nowUs: Int64, rttMs: Double) {
+        // Over 10 % is congestion when a queue stands behind it; with a flat delay the path is
+        // losing packets at random (radio, a policer-free lossy link) and only heavy loss cuts:
+        // NACK repairs the rest, and cutting would only starve the encoder.
+        let queued = queueDelayMs >= Self.lossQueueMs || usage == .overusing
+        if lossFraction > (queued ? 0.10 : 0.20) {
+            // One cut per 300 ms plus a round trip: the losses of one episode show up in several
+            // feedback reports, and compounding them would collapse the rate.
+            if let last = lastLossDecreaseUs, Double(nowUs - last) / 1000 < 300 + rttMs { return }
+            lastLossDecreaseUs = nowUs
+            lossBasedBps = max(minimumBps, min(lossBasedBps, delayBasedBps) * (1 - 0.5 * lossFraction))
         } else if lossFraction < 0.02 {
             lossBasedBps = min(maximumBps, max(lossBasedBps, delayBasedBps) * 1.05)
         }

@@ -164,16 +164,18 @@ final class LocalAudioSender: @unchecked Sendable {
         }
         lastRTPTimestamp = rtpTimestamp
         let level = Self.audioLevel(pcm)
+        let transportSequence = sequencer.take()
         let header = RTPHeader(
             marker: false, payloadType: SDPCodecs.opusPayloadType, sequenceNumber: sequenceNumber, timestamp: rtpTimestamp,
             ssrc: state.ssrc,
             extensions: [
                 RTPHeaderExtension(id: SDPExtensionID.audioLevel, data: AudioLevel(voiceActivity: level < 60, level: level).data),
                 RTPHeaderExtension(id: SDPExtensionID.absSendTime, data: AbsSendTime(microseconds: UInt64(MediaClock.wallUs())).data),
-                RTPHeaderExtension(id: SDPExtensionID.transportWideSequence, data: TransportSequenceNumber(sequencer.take()).data),
+                RTPHeaderExtension(id: SDPExtensionID.transportWideSequence, data: TransportSequenceNumber(transportSequence).data),
             ])
         sequenceNumber &+= 1
         let packet = RTPPacket(header: header, payload: ByteBuffer(bytes: payload)).serialized
+        sequencer.sent(transportSequence, bytes: packet.readableBytes)
         state.counters.withLock { counters in
             counters.packetsSent += 1
             counters.bytesSent += packet.readableBytes

@@ -20,6 +20,8 @@ final class SenderState: Sendable {
         var height = 0
         var lossFraction = 0.0
         var roundTripTimeMs: Double?
+        /// The encoder's bitrate as bandwidth estimation set it (video), nil while it is the configured one.
+        var targetBitrateKbps: Int?
     }
 
     let ssrc: UInt32
@@ -53,10 +55,14 @@ final class SenderState: Sendable {
     }
 }
 
-/// Hands out transport-wide sequence numbers across the tracks of one transport.
+/// Hands out transport-wide sequence numbers across the tracks of one transport, and logs each
+/// packet sent for congestion control.
 final class TransportSequencer: Sendable {
     private let next = Mutex<UInt16>(UInt16.random(in: 0...UInt16.max))
+    let congestion = SendSideCongestion()
     func take() -> UInt16 { next.withLock { value in defer { value &+= 1 }; return value } }
+    /// The packet with transport-wide number `sequence` leaves now.
+    func sent(_ sequence: UInt16, bytes: Int) { congestion.sent(sequence: sequence, bytes: bytes) }
 }
 
 /// A local video track: frames pushed from any thread are rate-limited, oriented, scaled and VP8
@@ -72,6 +78,10 @@ final class LocalVideoSender: @unchecked Sendable {
     /// Mutable state below is confined to `thread`.
     private var configuration: VideoEncoderConfiguration
     private var encoder: VP8Encoder?
+    /// The bounds are divided by this (1 or 2) while bandwidth estimation leaves too little for the
+    /// full size; only when the degradation preference lets the resolution give.
+    private var downscale = 1
+    private var downscaleChangedUs: Int64 = 0
     private let converter = FrameConverter()
     private var packetizer = VP8Packetizer(initialPictureID: UInt16.random(in: 0...0x7FFF))
     private var sequenceNumber = UInt16.random(in: 0...UInt16.max)
@@ -86,11 +96,21 @@ final class LocalVideoSender: @unchecked Sendable {
     private let history = Mutex(PacketHistory<ByteBuffer>(capacity: 512))
     var onError: (@Sendable (RTCEngineError) -> Void)?
 
+    /// When the current run of frames skipped for pushback began (encode thread).
+    private var pushbackSinceUs: Int64?
+    static let maxPushbackUs: Int64 = 300_000
+    static let maxDownscale = 2
+    /// Bytes retransmissions may still spend (a bucket refilled at a share of the estimate), and
+    /// when it was last refilled: a burst of NACKs after a congestion loss must not send a second
+    /// burst into the same queue.
+    private let retransmitBudget = Mutex((bytes: 0.0, atUs: Int64(0)))
+
     private struct Control {
         var muted = false
         var keyframeRequested = false
         var pendingConfiguration: VideoEncoderConfiguration?
-        var pendingBitrateKbps: Int?
+        /// The bandwidth estimate's target (never above the configured bitrate); nil before any.
+        var targetBitrateKbps: Int?
     }
 
     init(ssrc: UInt32, mid: String, source: TrackSource, configuration: VideoEncoderConfiguration, sequencer: TransportSequencer,
@@ -116,7 +136,7 @@ final class LocalVideoSender: @unchecked Sendable {
     func reconfigure(_ configuration: VideoEncoderConfiguration) { control.withLock { $0.pendingConfiguration = configuration } }
 
     /// A new target from bandwidth estimation.
-    func setTargetBitrate(kbps: Int) { control.withLock { $0.pendingBitrateKbps = kbps } }
+    func setTargetBitrate(kbps: Int) { control.withLock { $0.targetBitrateKbps = kbps } }
 
     /// Queues a frame; a frame that would wait behind two others is dropped (counted).
     func push(_ frame: VideoFrame) {
@@ -140,13 +160,26 @@ final class LocalVideoSender: @unchecked Sendable {
             encoder = nil
         }
         guard limiter.admit(timestampUs: pushed.timestampUs) else { return }
+        // Congestion-window pushback: skip frames while the path is backed up, never for longer
+        // than `maxPushbackUs` in a row (a bounded freeze, and a frame that tells feedback apart).
+        let now = MediaClock.monotonicUs()
+        if sequencer.congestion.shouldPushBack(nowUs: now) {
+            let since = pushbackSinceUs ?? now
+            pushbackSinceUs = since
+            if now - since < Self.maxPushbackUs {
+                state.counters.withLock { $0.framesDropped += 1 }
+                return
+            }
+        }
+        pushbackSinceUs = nil
         let control = self.control.withLock { control -> Control in
-            defer { control.keyframeRequested = false; control.pendingBitrateKbps = nil }
+            defer { control.keyframeRequested = false }
             return control
         }
         do {
             var rotation = pushed.rotation
-            var bounds = configuration.dimensions
+            adaptResolution(targetKbps: control.targetBitrateKbps, nowUs: now)
+            var bounds = configuration.dimensions.scaled(down: downscale)
             let fitted: VideoFrame
             switch configuration.orientationMode {
             case .adaptive:
@@ -171,7 +204,11 @@ final class LocalVideoSender: @unchecked Sendable {
                 }
             }
             guard let encoder else { return }
-            if let kbps = control.pendingBitrateKbps { try encoder.setBitrate(kbps: kbps) }
+            let kbps = min(control.targetBitrateKbps ?? configuration.bitrateKbps, configuration.bitrateKbps)
+            if kbps != encoder.configuration.bitrateKbps {
+                try encoder.setBitrate(kbps: kbps)
+                state.counters.withLock { $0.targetBitrateKbps = kbps }
+            }
             if control.keyframeRequested { encoder.requestKeyframe() }
             let captureMono = monotonicCapture(of: pushed.timestampUs)
             let rtpTimestamp = rtpBase &+ UInt32(truncatingIfNeeded: (pushed.timestampUs - firstCaptureUs!) * 90 / 1000)
@@ -180,6 +217,34 @@ final class LocalVideoSender: @unchecked Sendable {
             }
         } catch {
             onError?(RTCEngineError(.codec, "video track \(mid): \(error)"))
+        }
+    }
+
+    /// Whether the resolution may give under congestion: not for screen content, nor when the
+    /// app asked to keep it.
+    static func mayScale(_ configuration: VideoEncoderConfiguration) -> Bool {
+        configuration.degradationPreference != .maintainResolution && configuration.contentHint != .detail
+    }
+
+    /// Halves the bounds when the estimate's target is under what the encoder needs at the current
+    /// size (once: half the bounds at the least), and doubles them back when it is twice the full
+    /// size's need; at most one step per 2 s. Each step costs a keyframe, which a narrow path has to
+    /// queue, so the steps are few and far apart.
+    private func adaptResolution(targetKbps: Int?, nowUs: Int64) {
+        guard Self.mayScale(configuration), let target = targetKbps else {
+            downscale = 1
+            return
+        }
+        guard nowUs - downscaleChangedUs >= 2_000_000 else { return }
+        let floor = { (divisor: Int) in
+            SendSideCongestion.encoderFloorKbps(size: self.configuration.dimensions.scaled(down: divisor), frameRate: self.configuration.frameRate)
+        }
+        if downscale < Self.maxDownscale && target < floor(downscale) {
+            downscale *= 2
+            downscaleChangedUs = nowUs
+        } else if downscale > 1 && target >= 2 * floor(downscale / 2) {
+            downscale /= 2
+            downscaleChangedUs = nowUs
         }
     }
 
@@ -212,13 +277,15 @@ final class LocalVideoSender: @unchecked Sendable {
         let orientation = RTPHeaderExtension(id: SDPExtensionID.videoOrientation, data: VideoOrientation(rotation: rotation.rawValue).data)
         for (index, payload) in payloads.enumerated() {
             let last = index == payloads.count - 1
-            var extensions = [sendTime, RTPHeaderExtension(id: SDPExtensionID.transportWideSequence, data: TransportSequenceNumber(sequencer.take()).data)]
+            let transportSequence = sequencer.take()
+            var extensions = [sendTime, RTPHeaderExtension(id: SDPExtensionID.transportWideSequence, data: TransportSequenceNumber(transportSequence).data)]
             // CVO on the last packet of every frame (as libwebrtc does), so a receiver always has it.
             if last { extensions.append(orientation) }
             let header = RTPHeader(marker: last, payloadType: SDPCodecs.vp8PayloadType, sequenceNumber: sequenceNumber,
                                    timestamp: rtpTimestamp, ssrc: state.ssrc, extensions: extensions)
             sequenceNumber &+= 1
             let packet = RTPPacket(header: header, payload: payload).serialized
+            sequencer.sent(transportSequence, bytes: packet.readableBytes)
             bytes += packet.readableBytes
             payloadBytes += payload.readableBytes
             packets.append(packet)
@@ -240,7 +307,23 @@ final class LocalVideoSender: @unchecked Sendable {
     /// Sends again the packets a NACK asks for, those still in the history; returns how many.
     @discardableResult
     func retransmit(_ sequences: [UInt16]) -> Int {
-        let packets = history.withLock { history in sequences.compactMap { history.packet($0) } }
+        var packets = history.withLock { history in sequences.compactMap { history.packet($0) } }
+        guard !packets.isEmpty else { return 0 }
+        // Half the estimate, up to 200 ms of it at once.
+        let rateBytes = sequencer.congestion.targetBps / 8 * 0.5
+        let now = MediaClock.monotonicUs()
+        packets = retransmitBudget.withLock { budget in
+            let refill = Double(now - budget.atUs) / 1e6 * rateBytes
+            budget.bytes = min(budget.bytes + refill, max(rateBytes * 0.4, 16_000))
+            budget.atUs = now
+            var allowed = 0
+            for packet in packets {
+                guard budget.bytes >= Double(packet.readableBytes) else { break }
+                budget.bytes -= Double(packet.readableBytes)
+                allowed += 1
+            }
+            return Array(packets.prefix(allowed))
+        }
         guard !packets.isEmpty else { return 0 }
         state.counters.withLock {
             $0.packetsSent += packets.count

@@ -133,6 +133,9 @@ public final class RTCEngine: @unchecked Sendable {
             return session?.videoSender
         }
         sender?.reconfigure(configuration)
+        lock.withLock { session }?.sequencer.congestion.setMaximumVideo(
+            kbps: configuration.bitrateKbps,
+            floorKbps: SendSideCongestion.encoderFloorKbps(for: configuration))
     }
 
     /// Echo cancellation, noise suppression and gain control on the local audio track. Nil (the
@@ -470,6 +473,9 @@ public final class RTCEngine: @unchecked Sendable {
         let send: @Sendable ([ByteBuffer]) -> Void = { [weak transport] packets in transport?.sendRTP(batch: packets) }
         let report: @Sendable (RTCEngineError) -> Void = { [weak self] error in self?.emit(.error(error)) }
         if wantVideo {
+            session.sequencer.congestion.setMaximumVideo(
+                kbps: videoSettings.bitrateKbps,
+                floorKbps: SendSideCongestion.encoderFloorKbps(for: videoSettings))
             let sender = LocalVideoSender(ssrc: UInt32.random(in: 1...UInt32.max), mid: "v\(session.ticks)", source: session.options.videoSource,
                                           configuration: videoSettings, sequencer: session.sequencer, send: send)
             sender.onError = report
@@ -544,6 +550,9 @@ public final class RTCEngine: @unchecked Sendable {
                 video?.requestKeyframe()
             case .nack(let nack) where nack.mediaSSRC == video?.state.ssrc:
                 video?.retransmit(nack.lostSequenceNumbers)
+            case .transportFeedback(let feedback):
+                let rtt = video?.state.counters.withLock { $0.roundTripTimeMs }
+                if let kbps = session.sequencer.congestion.received(feedback, rttMs: rtt) { video?.setTargetBitrate(kbps: kbps) }
             case .receiverReport(let report):
                 for block in report.reports {
                     if block.ssrc == video?.state.ssrc { video?.state.received(block, arrivalWallUs: now) }

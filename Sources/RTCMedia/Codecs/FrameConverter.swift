@@ -17,6 +17,12 @@ public struct VideoSize: Sendable, Hashable, CustomStringConvertible {
         self.init(width: width, height: height)
     }
 
+    /// Both sides divided by `divisor` (rounded down to even, at least 2): a step down in resolution.
+    public func scaled(down divisor: Int) -> VideoSize {
+        guard divisor > 1 else { return self }
+        return VideoSize(width: max(2, width / divisor & ~1), height: max(2, height / divisor & ~1))
+    }
+
     /// The largest size with this size's aspect ratio that fits inside `bounds`, with even
     /// dimensions (4:2:0 chroma) and never larger than this size: frames are shrunk, never stretched.
     public func fitted(into bounds: VideoSize) -> VideoSize {
