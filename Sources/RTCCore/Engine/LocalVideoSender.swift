@@ -227,8 +227,8 @@ final class LocalVideoSender: @unchecked Sendable {
     }
 
     /// Halves the bounds when the estimate's target is under what the encoder needs at the current
-    /// size (once: half the bounds at the least), and doubles them back when it is twice the full
-    /// size's need; at most one step per 2 s. Each step costs a keyframe, which a narrow path has to
+    /// size (once: half the bounds at the least), and doubles them back when it is three times the
+    /// full size's need; at most one step per 2 s. Each step costs a keyframe, which a narrow path has to
     /// queue, so the steps are few and far apart.
     private func adaptResolution(targetKbps: Int?, nowUs: Int64) {
         guard Self.mayScale(configuration), let target = targetKbps else {
@@ -242,7 +242,7 @@ final class LocalVideoSender: @unchecked Sendable {
         if downscale < Self.maxDownscale && target < floor(downscale) {
             downscale *= 2
             downscaleChangedUs = nowUs
-        } else if downscale > 1 && target >= 2 * floor(downscale / 2) {
+        } else if downscale > 1 && target >= 3 * floor(downscale / 2) {
             downscale /= 2
             downscaleChangedUs = nowUs
         }
