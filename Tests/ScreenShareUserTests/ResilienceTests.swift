@@ -221,9 +221,9 @@ struct CongestionTests {
             + "85 % of 2.5 Mbps \(recovered.map { String(format: "%.1f", $0) } ?? "never") s after the rise, queueing p95 "
             + "\(String(format: "%.0f", p95)) ms, \(dropped)/\(trace.count) dropped at the queue; Mbps: \(table.joined(separator: ", "))")
         #expect(under != nil && under! <= 2, "under the cap \(String(describing: under)) s after the drop")
-        // The issue asks for 85 % within 10 s; runs measure 6 to 9 s (docs/resilience.md), too close to
-        // the bound for a check that must not flake, so this holds recovery within the phase and the
-        // printed figure is the one to read.
+        // The issue asks for 85 % within 10 s; runs measure 6 to 13 s (docs/resilience.md: the ramp is
+        // slow when the last probe of the narrow path ends in a cut just before the rise), so this
+        // holds recovery within the phase and the printed figure is the one to read.
         #expect(recovered != nil && recovered! <= phase - 0.5, "85 % \(String(describing: recovered)) s after the rise")
         #expect(p95 <= 200, "queueing p95 \(p95) ms")
         await sender.leave()
