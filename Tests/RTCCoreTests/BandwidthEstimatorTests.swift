@@ -62,11 +62,6 @@ struct SimulatedPath {
         targets.append((nowUs, estimator.targetBps))
     }
 
-    func target(at seconds: Double) -> Double {
-        let at = Int64(seconds * 1e6)
-        return targets.last { $0.0 <= at }?.1 ?? 0
-    }
-
     /// The first time at or after `from` s when the target is at most / at least `bps`.
     func firstTime(from: Double, below bps: Double) -> Double? {
         targets.first { Double($0.0) / 1e6 >= from && $0.1 <= bps }.map { Double($0.0) / 1e6 }

@@ -112,7 +112,7 @@ public struct BandwidthEstimator: Sendable {
         // The least delayed packet of the report: a standing queue delays every packet, while a
         // frame sent as a burst into a slow link only delays its own tail.
         let previousQueueDelayMs = queueDelayMs
-        if let least = leastDelayUs, let floor = delayFloors.map(\.minimumUs).min() { queueDelayMs = Double(least - floor) / 1000 }
+        if let least = leastDelayUs, let floor = delayFloors.lazy.map(\.minimumUs).min() { queueDelayMs = Double(least - floor) / 1000 }
         // A standing queue that is long and still growing is overuse now, whatever the trendline
         // (which needs a few hundred ms of groups to turn): a sudden drop in capacity fills the
         // queue faster than the filter sees it.

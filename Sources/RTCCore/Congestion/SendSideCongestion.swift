@@ -114,9 +114,16 @@ final class SendSideCongestion: Sendable {
         }
     }
 
-    /// Logs one packet as sent now.
+    /// Logs one packet as sent now (an audio packet).
     func sent(sequence: UInt16, bytes: Int, nowUs: Int64 = MediaClock.monotonicUs()) {
         state.withLock { $0.log.record(sequence: sequence, bytes: bytes, sendUs: nowUs) }
+    }
+
+    /// Logs packets (transport-wide number, bytes) as sent now: a frame's packets under one lock.
+    func sent(_ packets: [(sequence: UInt16, bytes: Int)], nowUs: Int64 = MediaClock.monotonicUs()) {
+        state.withLock { state in
+            for packet in packets { state.log.record(sequence: packet.sequence, bytes: packet.bytes, sendUs: nowUs) }
+        }
     }
 
     /// Takes one feedback packet; returns a new video target (kbps) when it moved by 5 % or more,
@@ -139,8 +146,9 @@ final class SendSideCongestion: Sendable {
     }
 
     /// Congestion-window pushback: true while more bytes are in flight than the estimate carries in
-    /// a round trip plus 400 ms (the server's 100 ms feedback interval and a frame burst's slack), so that the video sender skips frames until the queue the path
-    /// built drains, instead of waiting for its encoder's rate control to catch up with a cut.
+    /// a round trip plus 400 ms (the server's 100 ms feedback interval and a frame burst's slack),
+    /// so that the video sender skips frames until the queue the path built drains, instead of
+    /// waiting for its encoder's rate control to catch up with a cut.
     /// Only while feedback flows (a second without any turns it off: no feedback path, or a
     /// blackout in which nothing would ever be acknowledged).
     func shouldPushBack(nowUs: Int64 = MediaClock.monotonicUs()) -> Bool {
@@ -153,9 +161,4 @@ final class SendSideCongestion: Sendable {
 
     /// The current estimate, bits per second.
     var targetBps: Double { state.withLock { $0.estimator.targetBps } }
-
-    /// The estimate (bits per second) and the standing queue it sees (ms).
-    var estimate: (bps: Double, queueDelayMs: Double) {
-        state.withLock { ($0.estimator.targetBps, $0.estimator.queueDelayMs) }
-    }
 }

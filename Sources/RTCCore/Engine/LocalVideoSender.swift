@@ -20,8 +20,6 @@ final class SenderState: Sendable {
         var height = 0
         var lossFraction = 0.0
         var roundTripTimeMs: Double?
-        /// The encoder's bitrate as bandwidth estimation set it (video), nil while it is the configured one.
-        var targetBitrateKbps: Int?
     }
 
     let ssrc: UInt32
@@ -61,7 +59,8 @@ final class TransportSequencer: Sendable {
     private let next = Mutex<UInt16>(UInt16.random(in: 0...UInt16.max))
     let congestion = SendSideCongestion()
     func take() -> UInt16 { next.withLock { value in defer { value &+= 1 }; return value } }
-    /// The packet with transport-wide number `sequence` leaves now.
+    /// These packets (transport-wide number, bytes) leave now.
+    func sent(_ packets: [(sequence: UInt16, bytes: Int)]) { congestion.sent(packets) }
     func sent(_ sequence: UInt16, bytes: Int) { congestion.sent(sequence: sequence, bytes: bytes) }
 }
 
@@ -205,10 +204,7 @@ final class LocalVideoSender: @unchecked Sendable {
             }
             guard let encoder else { return }
             let kbps = min(control.targetBitrateKbps ?? configuration.bitrateKbps, configuration.bitrateKbps)
-            if kbps != encoder.configuration.bitrateKbps {
-                try encoder.setBitrate(kbps: kbps)
-                state.counters.withLock { $0.targetBitrateKbps = kbps }
-            }
+            if kbps != encoder.configuration.bitrateKbps { try encoder.setBitrate(kbps: kbps) }
             if control.keyframeRequested { encoder.requestKeyframe() }
             let captureMono = monotonicCapture(of: pushed.timestampUs)
             let rtpTimestamp = rtpBase &+ UInt32(truncatingIfNeeded: (pushed.timestampUs - firstCaptureUs!) * 90 / 1000)
@@ -228,8 +224,8 @@ final class LocalVideoSender: @unchecked Sendable {
 
     /// Halves the bounds when the estimate's target is under what the encoder needs at the current
     /// size (once: half the bounds at the least), and doubles them back when it is three times the
-    /// full size's need; at most one step per 2 s. Each step costs a keyframe, which a narrow path has to
-    /// queue, so the steps are few and far apart.
+    /// full size's need; at most one step per 2 s. Each step costs a keyframe, which a narrow path
+    /// has to queue, so the steps are few and far apart.
     private func adaptResolution(targetKbps: Int?, nowUs: Int64) {
         guard Self.mayScale(configuration), let target = targetKbps else {
             downscale = 1
@@ -271,6 +267,8 @@ final class LocalVideoSender: @unchecked Sendable {
         var packets: [ByteBuffer] = []
         packets.reserveCapacity(payloads.count)
         var bytes = 0, payloadBytes = 0
+        var logged: [(sequence: UInt16, bytes: Int)] = []
+        logged.reserveCapacity(payloads.count)
         let firstSequence = sequenceNumber
         // The same for every packet of the frame: built once.
         let sendTime = RTPHeaderExtension(id: SDPExtensionID.absSendTime, data: AbsSendTime(microseconds: UInt64(MediaClock.wallUs())).data)
@@ -285,7 +283,7 @@ final class LocalVideoSender: @unchecked Sendable {
                                    timestamp: rtpTimestamp, ssrc: state.ssrc, extensions: extensions)
             sequenceNumber &+= 1
             let packet = RTPPacket(header: header, payload: payload).serialized
-            sequencer.sent(transportSequence, bytes: packet.readableBytes)
+            logged.append((transportSequence, packet.readableBytes))
             bytes += packet.readableBytes
             payloadBytes += payload.readableBytes
             packets.append(packet)
@@ -301,6 +299,7 @@ final class LocalVideoSender: @unchecked Sendable {
         history.withLock { history in
             for (offset, packet) in packets.enumerated() { history.insert(packet, sequence: firstSequence &+ UInt16(truncatingIfNeeded: offset)) }
         }
+        sequencer.sent(logged)
         send(packets)
     }
 
