@@ -164,7 +164,7 @@ struct BlackoutTests {
 
 @Suite("Congestion control through the impairment proxy", .serialized)
 struct CongestionTests {
-    /// The last phase is longer than the others: recovery has measured up to 14 s (see below).
+    /// The last phase is longer than the others: recovery has measured up to 17 s in CI (see below).
     static let recoveryPhase = 20.0
 
     /// Send rate into the bottleneck per 500 ms window (bits per second), by window end (s from `originUs`).
