@@ -16,6 +16,12 @@ extension FuzzHarness {
             _ = try? VideoOrientation(parsing: element.data)
             _ = try? AudioLevel(parsing: element.data)
         }
+        // The same bytes as an RFC 4588 retransmission: unwrapping and wrapping again gives it back.
+        if let original = try? RTXPacket.unwrap(packet, ssrc: 1, payloadType: 96) {
+            let rewrapped = RTXPacket.wrap(original, ssrc: packet.header.ssrc, payloadType: packet.header.payloadType,
+                                           sequenceNumber: packet.header.sequenceNumber)
+            precondition(rewrapped.payload == packet.payload && rewrapped.header == packet.header, "RTX round trip changed the packet")
+        }
     }
 
     public static func rtcp(_ bytes: [UInt8]) {

@@ -102,4 +102,32 @@ struct RTPTests {
         #expect(throws: ParseError.self) { try RTPPacket(parsing: buffer(hex("a0 60 0001 00000000 00000001 01 09"))) }
         #expect(throws: ParseError.self) { try RTPPacket(parsing: buffer(hex("a0 60 0001 00000000 00000001 00"))) }
     }
+
+    @Test("RFC 4588: wrapping puts the OSN before the payload on the RTX stream; unwrapping restores the original")
+    func rtxRoundTrip() throws {
+        let original = try RTPPacket(parsing: buffer(Self.packets[2].1))  // one-byte extensions
+        let rtx = RTXPacket.wrap(original, ssrc: 0xAABB_CCDD, payloadType: 97, sequenceNumber: 7)
+        #expect(rtx.header.ssrc == 0xAABB_CCDD && rtx.header.payloadType == 97 && rtx.header.sequenceNumber == 7)
+        #expect(rtx.header.timestamp == original.header.timestamp && rtx.header.extensions == original.header.extensions)
+        #expect(bytes(rtx.payload) == [0x00, 0x01, 0xfc])  // OSN 1, then the Opus byte
+        let wire = try RTPPacket(parsing: rtx.serialized)
+        let restored = try #require(try RTXPacket.unwrap(wire, ssrc: original.header.ssrc, payloadType: original.header.payloadType))
+        #expect(restored == original)
+    }
+
+    @Test("RTX payloads: padding only is no packet, one byte is an error", arguments: [
+        ("padding only", "a0 61 0009 00000000 00000002 00 00 03", nil),
+        ("OSN only", "80 61 0009 00000000 00000002 12 34", 0x1234),
+        ("one byte", "80 61 0009 00000000 00000002 12", -1),
+    ] as [(String, String, Int?)])
+    func rtxPayloads(name: String, wire: String, osn: Int?) throws {
+        let packet = try RTPPacket(parsing: buffer(hex(wire)))
+        if osn == -1 {
+            #expect(throws: ParseError.self, "\(name)") { try RTXPacket.unwrap(packet, ssrc: 1, payloadType: 96) }
+            return
+        }
+        let unwrapped = try RTXPacket.unwrap(packet, ssrc: 1, payloadType: 96)
+        #expect(unwrapped.map { Int($0.header.sequenceNumber) } == osn, "\(name)")
+        #expect(unwrapped.map { $0.payload.readableBytes == 0 && $0.header.ssrc == 1 } ?? true)
+    }
 }

@@ -14,9 +14,14 @@ public struct MediaSectionDescription: Sendable, Hashable {
     /// `a=msid` stream and track ids.
     public var streamID: String?
     public var trackID: String?
+    /// The RFC 4588 retransmission format (`rtx/90000` with `apt=` the codec), video only; nil
+    /// when retransmissions travel as the original packets.
+    public var rtxPayloadType: UInt8?
+    /// The retransmission stream's SSRC (`a=ssrc-group:FID <ssrc> <rtxSSRC>`), for sections that send.
+    public var rtxSSRC: UInt32?
 
     public init(mid: String, kind: Kind, direction: Direction, payloadType: UInt8? = nil, ssrc: UInt32? = nil,
-                streamID: String? = nil, trackID: String? = nil) {
+                streamID: String? = nil, trackID: String? = nil, rtxPayloadType: UInt8? = nil, rtxSSRC: UInt32? = nil) {
         self.mid = mid
         self.kind = kind
         self.direction = direction
@@ -24,6 +29,8 @@ public struct MediaSectionDescription: Sendable, Hashable {
         self.ssrc = ssrc
         self.streamID = streamID
         self.trackID = trackID
+        self.rtxPayloadType = kind == .video ? rtxPayloadType : nil
+        self.rtxSSRC = self.rtxPayloadType == nil ? nil : rtxSSRC
     }
 
     /// The direction as the other side sees it.
@@ -39,6 +46,8 @@ public struct MediaSectionDescription: Sendable, Hashable {
 /// The codecs and header extensions this SDK offers (DESIGN.md §3).
 public enum SDPCodecs {
     public static let vp8PayloadType: UInt8 = 96
+    /// RFC 4588 retransmissions of VP8 (`a=fmtp:97 apt=96`).
+    public static let rtxPayloadType: UInt8 = 97
     public static let opusPayloadType: UInt8 = 111
     /// Header extension ids this SDK uses in what it offers.
     public static let extensions: [(id: UInt8, uri: String, kinds: Set<MediaSectionDescription.Kind>)] = [
@@ -80,10 +89,16 @@ extension SessionDescription {
                 lines.append(.attribute("extmap", "\(ext.id) \(ext.uri)"))
             }
             let pt = section.payloadType
+            var formats = [String(pt)]
             if section.kind == .video {
                 lines.append(.attribute("rtpmap", "\(pt) VP8/90000"))
                 for feedback in ["goog-remb", "transport-cc", "ccm fir", "nack", "nack pli"] {
                     lines.append(.attribute("rtcp-fb", "\(pt) \(feedback)"))
+                }
+                if let rtx = section.rtxPayloadType {
+                    formats.append(String(rtx))
+                    lines.append(.attribute("rtpmap", "\(rtx) rtx/90000"))
+                    lines.append(.attribute("fmtp", "\(rtx) apt=\(pt)"))
                 }
             } else {
                 lines.append(.attribute("rtpmap", "\(pt) opus/48000/2"))
@@ -93,7 +108,9 @@ extension SessionDescription {
             if let ssrc = section.ssrc, section.direction == .sendonly || section.direction == .sendrecv {
                 let stream = section.streamID ?? "-", track = section.trackID ?? "track-\(ssrc)"
                 lines.append(.attribute("msid", "\(stream) \(track)"))
+                if let rtx = section.rtxSSRC { lines.append(.attribute("ssrc-group", "FID \(ssrc) \(rtx)")) }
                 lines.append(.attribute("ssrc", "\(ssrc) cname:\(cname)"))
+                if let rtx = section.rtxSSRC { lines.append(.attribute("ssrc", "\(rtx) cname:\(cname)")) }
             }
             if index == 0, let candidate {
                 let entry = ICECandidate(foundation: "1", priority: ICEPriority.candidate(), address: candidate.ipAddress ?? "127.0.0.1",
@@ -102,25 +119,45 @@ extension SessionDescription {
                 lines.append(.attribute("end-of-candidates"))
             }
             return MediaDescription(mediaLine: MediaLine(kind: section.kind.rawValue, port: String(port), proto: "UDP/TLS/RTP/SAVPF",
-                                                         formats: [String(pt)]), lines: lines)
+                                                         formats: formats), lines: lines)
         }
         return SessionDescription(sessionLines: session, media: media)
     }
 
     /// The sections of this description: each m-section's mid, kind, direction, first codec of
-    /// ours (VP8 or Opus), and the first SSRC that is not a retransmission (FID) SSRC.
+    /// ours (VP8 or Opus), the first SSRC that is not a retransmission (FID) SSRC, and for video
+    /// the RFC 4588 format that retransmits that codec (`apt=`) with its FID SSRC.
     public var sections: [MediaSectionDescription] {
         media.compactMap { section -> MediaSectionDescription? in
             guard let kind = MediaSectionDescription.Kind(rawValue: section.mediaLine.kind), let mid = section.mid else { return nil }
             let wanted = kind == .video ? "VP8" : "opus"
             let codec = section.rtpMaps.first { $0.encoding.lowercased() == wanted.lowercased() }
-            let retransmission = Set(section.ssrcGroups.filter { $0.semantics == "FID" }.flatMap { $0.ssrcs.dropFirst() })
+            let groups = section.ssrcGroups.filter { $0.semantics == "FID" && $0.ssrcs.count >= 2 }
+            let retransmission = Set(groups.flatMap { $0.ssrcs.dropFirst() })
             let ssrc = section.ssrcs.first { !retransmission.contains($0) }
             let msid = section.msid?.split(separator: " ").map(String.init)
+            var rtx: UInt8?
+            if kind == .video, let codec {
+                let parameters = section.formatParameters
+                rtx = section.rtpMaps.first { map in
+                    map.encoding.lowercased() == "rtx" && Self.associatedPayloadType(parameters[map.payloadType]) == codec.payloadType
+                }?.payloadType
+            }
+            let rtxSSRC = ssrc.flatMap { ssrc in groups.first { $0.ssrcs[0] == ssrc }?.ssrcs[1] }
             return MediaSectionDescription(mid: mid, kind: kind, direction: MediaSectionDescription.Direction(rawValue: section.direction) ?? .sendrecv,
                                            payloadType: codec?.payloadType, ssrc: ssrc, streamID: msid?.first,
-                                           trackID: msid.flatMap { $0.count > 1 ? $0[1] : nil })
+                                           trackID: msid.flatMap { $0.count > 1 ? $0[1] : nil }, rtxPayloadType: rtx, rtxSSRC: rtxSSRC)
         }
+    }
+
+    /// The `apt=` of an rtx format's parameters (`apt=96` or `apt=96;rtx-time=3000`).
+    static func associatedPayloadType(_ parameters: String?) -> UInt8? {
+        guard let parameters else { return nil }
+        for pair in parameters.split(separator: ";") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { $0.filter { $0 != " " } }
+            if parts.count == 2, parts[0].lowercased() == "apt" { return UInt8(parts[1]) }
+        }
+        return nil
     }
 
     /// The transport parameters this description gives: ICE credentials, fingerprint, loopback or
