@@ -111,6 +111,9 @@ final class PublishedTrack: @unchecked Sendable {
     var info: TrackInfo
     unowned let owner: Participant
     var payloadType: UInt8?
+    /// The publisher's RFC 4588 retransmission stream (from its offer), video only.
+    var rtxPayloadType: UInt8?
+    var rtxSSRC: UInt32?
     /// The last 512 packets, to answer subscribers' NACKs without asking the publisher.
     var cache = PacketHistory<RTPPacket>(capacity: 512)
     var keyframeThrottle: Throttle
@@ -175,6 +178,10 @@ public struct ServerCounters: Sendable, Hashable {
     /// NACKs the server sent upstream to publishers.
     public var nacksSent = 0
     public var retransmissions = 0
+    /// RFC 4588 packets publishers sent: repairs forwarded, and copies of packets already here or
+    /// padding (bandwidth probes) dropped after their arrival was recorded for feedback.
+    public var rtxRepairs = 0
+    public var rtxDropped = 0
     public var keyframeRequestsForwarded = 0
     public var keyframeRequestsThrottled = 0
     public var signalingErrors = 0

@@ -391,19 +391,27 @@ public final class SFU: @unchecked Sendable {
                 track.info.mid = section.mid
                 if track.info.ssrc == nil { track.info.ssrc = section.ssrc }
                 track.payloadType = section.payloadType
+                track.rtxPayloadType = section.rtxPayloadType
+                track.rtxSSRC = section.rtxSSRC
             } else {
                 let screen: Bool = if case .screenShare = participant.kind { true } else { false }
                 let source: TrackSource = kind == .video ? (screen ? .screen : .camera) : (screen ? .screenAudio : .microphone)
                 if let reason = mayPublish(participant, kind: kind, source: source) { return fail(.permissionDenied, reason) }
                 let track = addTrack(to: participant, kind: kind, source: source, mid: section.mid, ssrc: section.ssrc)
                 track.payloadType = section.payloadType
+                track.rtxPayloadType = section.rtxPayloadType
+                track.rtxSSRC = section.rtxSSRC
                 participant.send(.trackPublished(track.info))
             }
         }
         let answer = SessionDescription.make(
             sessionID: UInt64(truncatingIfNeeded: participant.sid.hashValue), transport: port.localParameters(credentials: session.localParameters.ice),
             iceLite: true, setup: "passive",
-            sections: offer.sections.map { MediaSectionDescription(mid: $0.mid, kind: $0.kind, direction: $0.reversed, payloadType: $0.payloadType) })
+            // RFC 4588 accepted for a sending section with its FID SSRC: repairs and probes on their own stream.
+            sections: offer.sections.map {
+                MediaSectionDescription(mid: $0.mid, kind: $0.kind, direction: $0.reversed, payloadType: $0.payloadType,
+                                        rtxPayloadType: $0.rtxSSRC == nil ? nil : $0.rtxPayloadType)
+            })
         participant.send(.answer(SessionDescriptionMessage(transport: .publisher, sdp: answer.serialized)), requestID: requestID)
     }
 
@@ -540,23 +548,36 @@ public final class SFU: @unchecked Sendable {
         }
         counters.packetsIn += 1
         counters.bytesIn += datagram.readableBytes
+        let arrivalUs = Int64(start.uptimeNanoseconds / 1000)
+        // Every packet with the transport-wide number counts for feedback, probes included.
+        if let id = publisher.transportWideSequenceID, let data = packet.header.extensionData(id: id),
+           let sequence = try? TransportSequenceNumber(parsing: data) {
+            publisher.transportFeedback.record(sequence: sequence.value, arrivalUs: arrivalUs)
+        }
         let ssrc = packet.header.ssrc
-        guard let track = publisher.tracks.first(where: { $0.info.ssrc == ssrc })
+        if let track = publisher.tracks.first(where: { $0.rtxSSRC == ssrc && $0.rtxPayloadType == packet.header.payloadType }) {
+            // RFC 4588: the original inside, unless it is padding or already here (a probe's copy).
+            guard let mediaSSRC = track.info.ssrc, let payloadType = track.payloadType,
+                  let original = try? RTXPacket.unwrap(packet, ssrc: mediaSSRC, payloadType: payloadType),
+                  track.cache.packet(original.header.sequenceNumber) == nil
+            else {
+                counters.rtxDropped += 1
+                return
+            }
+            counters.rtxRepairs += 1
+            packet = original
+        }
+        guard let track = publisher.tracks.first(where: { $0.info.ssrc == packet.header.ssrc })
             ?? publisher.tracks.first(where: { $0.info.ssrc == nil && $0.payloadType == packet.header.payloadType })
         else {
             counters.packetsDropped += 1
             return
         }
-        if track.info.ssrc == nil { track.info.ssrc = ssrc }
-        if let id = publisher.transportWideSequenceID, let data = packet.header.extensionData(id: id),
-           let sequence = try? TransportSequenceNumber(parsing: data) {
-            publisher.transportFeedback.record(sequence: sequence.value, arrivalUs: Int64(start.uptimeNanoseconds / 1000))
-        }
-        if track.statistics == nil { track.statistics = ReceptionStatistics(ssrc: ssrc, clockRate: track.clockRate) }
-        track.statistics?.record(sequenceNumber: packet.header.sequenceNumber, rtpTimestamp: packet.header.timestamp,
-                                 arrivalUs: Int64(start.uptimeNanoseconds / 1000))
+        if track.info.ssrc == nil { track.info.ssrc = packet.header.ssrc }
+        if track.statistics == nil { track.statistics = ReceptionStatistics(ssrc: packet.header.ssrc, clockRate: track.clockRate) }
+        track.statistics?.record(sequenceNumber: packet.header.sequenceNumber, rtpTimestamp: packet.header.timestamp, arrivalUs: arrivalUs)
         track.cache.insert(packet, sequence: packet.header.sequenceNumber)
-        if track.info.kind == .video { track.nack.received(packet.header.sequenceNumber, nowUs: Int64(start.uptimeNanoseconds / 1000)) }
+        if track.info.kind == .video { track.nack.received(packet.header.sequenceNumber, nowUs: arrivalUs) }
         guard !track.info.muted else { return }
         let original = packet.header
         var wrote = false

@@ -12,7 +12,7 @@ final class ServerMetrics: @unchecked Sendable {
     private let factory: PrometheusMetricsFactory
     private let rooms, participants, tracks: CoreMetrics.Gauge
     private let packetsIn, bytesIn, packetsOut, bytesOut, nacks, retransmissions, keyframeRequests, keyframeThrottled,
-                signalingErrors, dropped: CoreMetrics.Counter
+                signalingErrors, dropped, rtxRepairs, rtxDropped: CoreMetrics.Counter
     /// Forwarding latency per packet (time on the event loop from receipt to the last send).
     let forwardLatency: CoreMetrics.Timer
     private var last = ServerCounters()
@@ -38,6 +38,8 @@ final class ServerMetrics: @unchecked Sendable {
         keyframeThrottled = counter("rtc_keyframe_requests_throttled_total")
         signalingErrors = counter("rtc_signaling_errors_total")
         dropped = counter("rtc_packets_dropped_total")
+        rtxRepairs = counter("rtc_rtx_repairs_total")
+        rtxDropped = counter("rtc_rtx_dropped_total")
         forwardLatency = CoreMetrics.Timer(label: "rtc_forward_latency_seconds", dimensions: [], factory: factory)
     }
 
@@ -57,6 +59,8 @@ final class ServerMetrics: @unchecked Sendable {
         add(keyframeThrottled, counters.keyframeRequestsThrottled, last.keyframeRequestsThrottled)
         add(signalingErrors, counters.signalingErrors, last.signalingErrors)
         add(dropped, counters.packetsDropped, last.packetsDropped)
+        add(rtxRepairs, counters.rtxRepairs, last.rtxRepairs)
+        add(rtxDropped, counters.rtxDropped, last.rtxDropped)
         last = counters
         var text: [UInt8] = []
         registry.emit(into: &text)

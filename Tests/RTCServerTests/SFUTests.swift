@@ -276,6 +276,54 @@ struct SFURTCPTests {
         await sfu.shutdown()
     }
 
+    @Test("RFC 4588 from a publisher: a repair is forwarded as the original; a copy of what is here and padding are dropped, yet acknowledged in transport-wide feedback")
+    func rtxFromPublisher() async throws {
+        let sfu = try await SFU.start(configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret"),
+                                      group: SFUTests.group)
+        let publisher = TestClient(uid: "pub", sfu: sfu, group: SFUTests.group)
+        let viewer = TestClient(uid: "view", sfu: sfu, group: SFUTests.group)
+        _ = try await publisher.join(channel: "room", token: token("pub"))
+        _ = try await viewer.join(channel: "room", token: token("view"))
+        var section = SFUTests.video(0xB0)
+        section.rtxPayloadType = 97
+        section.rtxSSRC = 0xB1
+        guard case .answer(let answer)? = try await publisher.publish([section]) else { Issue.record("no answer"); return }
+        #expect(try SessionDescription(parsing: answer.sdp).sections.first?.rtxPayloadType == 97)
+        #expect(try await eventually { try await viewer.subscriber.withLockedValue { $0 }?.state.get() == .connected })
+        let ssrc = try #require(viewer.subscribedSSRCs.withLockedValue { $0.values.first })
+        // 0...9 but 5.
+        publisher.send((0..<10).filter { $0 != 5 }.map { TestClient.packet(ssrc: 0xB0, sequence: $0) })
+        #expect(try await eventually { viewer.receivedCount(ssrc: ssrc) == 9 })
+        let before = try await sfu.counterSnapshot.get()
+        let repair = RTXPacket.wrap(TestClient.packet(ssrc: 0xB0, sequence: 5), ssrc: 0xB1, payloadType: 97, sequenceNumber: 100)
+        let copy = RTXPacket.wrap(TestClient.packet(ssrc: 0xB0, sequence: 6), ssrc: 0xB1, payloadType: 97, sequenceNumber: 101)
+        let padding = RTPPacket(header: RTPHeader(payloadType: 97, sequenceNumber: 102, timestamp: 0, ssrc: 0xB1),
+                                payload: ByteBuffer(), paddingLength: 200)
+        let numbers = publisher.send([repair, copy, padding])
+        #expect(try await eventually { viewer.receivedCount(ssrc: ssrc) == 10 })
+        #expect(try await eventually {
+            let now = try await sfu.counterSnapshot.get()
+            return now.rtxRepairs - before.rtxRepairs == 1 && now.rtxDropped - before.rtxDropped == 2
+        })
+        // The repair arrives as packet 5 (sequence numbers map one to one on this fresh stream).
+        let sequences = viewer.received.withLockedValue { $0[ssrc] ?? [] }
+        #expect(sequences.count == 10 && Set(sequences).count == 10)
+        #expect(try await sfu.counterSnapshot.get().packetsDropped == before.packetsDropped)
+        // All three are acknowledged by the server's transport-wide feedback.
+        #expect(try await eventually {
+            var acknowledged: Set<UInt16> = []
+            for case .transportFeedback(let feedback) in publisher.publisherRTCP.withLockedValue({ $0 }) {
+                for (offset, packet) in feedback.packets.enumerated() where packet.status != .notReceived {
+                    acknowledged.insert(feedback.baseSequenceNumber &+ UInt16(truncatingIfNeeded: offset))
+                }
+            }
+            return Set(numbers).isSubset(of: acknowledged)
+        })
+        await publisher.close()
+        await viewer.close()
+        await sfu.shutdown()
+    }
+
     @Test("tokenWillExpire comes before expiry, refreshToken renews without leaving, and expiry removes the participant")
     func tokenLifetime() async throws {
         // Warn 58 s before expiry: a 60 s token is warned at the first housekeeping tick.

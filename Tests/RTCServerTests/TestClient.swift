@@ -128,16 +128,28 @@ final class TestClient: @unchecked Sendable {
 
     /// Sends `count` packets on `ssrc`, in batches, starting at `sequence`.
     func sendRTP(ssrc: UInt32, payloadType: UInt8 = 96, count: Int, startingAt sequence: UInt16 = 0) {
-        guard let publisher else { return }
-        publisher.sendRTP(batch: (0..<count).map { index in
-            let number = sequence &+ UInt16(index)
+        send((0..<count).map { index in Self.packet(ssrc: ssrc, payloadType: payloadType, sequence: sequence &+ UInt16(index)) })
+    }
+
+    /// The packet `sendRTP` sends as `sequence`.
+    static func packet(ssrc: UInt32, payloadType: UInt8 = 96, sequence: UInt16) -> RTPPacket {
+        RTPPacket(header: RTPHeader(marker: true, payloadType: payloadType, sequenceNumber: sequence, timestamp: UInt32(sequence) * 3000, ssrc: ssrc),
+                  payload: ByteBuffer(bytes: [UInt8](repeating: UInt8(truncatingIfNeeded: sequence), count: 200)))
+    }
+
+    /// Sends packets as they are, each with the next transport-wide sequence number; returns those numbers.
+    @discardableResult
+    func send(_ packets: [RTPPacket]) -> [UInt16] {
+        guard let publisher else { return [] }
+        var numbers: [UInt16] = []
+        publisher.sendRTP(batch: packets.map { packet in
+            var packet = packet
             transportSequence &+= 1
-            var header = RTPHeader(marker: true, payloadType: payloadType, sequenceNumber: number,
-                                   timestamp: UInt32(number) * 3000, ssrc: ssrc)
-            header.setExtension(id: 3, data: TransportSequenceNumber(transportSequence).data)
-            return RTPPacket(header: header,
-                             payload: ByteBuffer(bytes: [UInt8](repeating: UInt8(truncatingIfNeeded: number), count: 200))).serialized
+            numbers.append(transportSequence)
+            packet.header.setExtension(id: 3, data: TransportSequenceNumber(transportSequence).data)
+            return packet.serialized
         })
+        return numbers
     }
 
     func receivedCount(ssrc: UInt32?) -> Int {

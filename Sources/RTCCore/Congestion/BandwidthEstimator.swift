@@ -25,11 +25,14 @@ public struct BandwidthEstimator: Sendable {
         public var size: Int
         /// Nil when the feedback reports it lost.
         public var arrivalTimeUs: Int64?
+        /// The probe cluster the packet was sent in, if any.
+        public var probeCluster: Int?
 
-        public init(sendTimeUs: Int64, size: Int, arrivalTimeUs: Int64?) {
+        public init(sendTimeUs: Int64, size: Int, arrivalTimeUs: Int64?, probeCluster: Int? = nil) {
             self.sendTimeUs = sendTimeUs
             self.size = size
             self.arrivalTimeUs = arrivalTimeUs
+            self.probeCluster = probeCluster
         }
     }
 
@@ -61,7 +64,8 @@ public struct BandwidthEstimator: Sendable {
     private var lastUpdateUs: Int64?
     private var firstUpdateUs: Int64?
     private var linkCapacityBps: Double?
-    private var lastDecreaseUs: Int64?
+    /// When the delay-based rate was last cut.
+    public private(set) var lastDecreaseUs: Int64?
     private var lastLossDecreaseUs: Int64?
     private var acknowledged: [(arrivalUs: Int64, bytes: Int)] = []
     // Standing queue: one-way delay (arrival minus send, clocks unsynchronised) over its minimum
@@ -127,6 +131,16 @@ public struct BandwidthEstimator: Sendable {
         updateDelayBased(nowUs: nowUs, rttMs: rttMs)
         updateLossBased(lossFraction: Double(lost) / Double(feedback.count), nowUs: nowUs, rttMs: rttMs)
         return targetBps
+    }
+
+    /// A probe measured that the path carries `bps`: the estimate jumps to it when that is more
+    /// (a capacity that came back), and the capacity seen at the last overuse is forgotten. Not
+    /// while overusing or over a standing queue: a probe then measures how fast the queue drains.
+    public mutating func applyProbe(bps: Double) {
+        guard bps > delayBasedBps, usage != .overusing, queueDelayMs < Self.lossQueueMs else { return }
+        delayBasedBps = min(bps, maximumBps)
+        lossBasedBps = max(lossBasedBps, delayBasedBps)
+        linkCapacityBps = nil
     }
 
     // MARK: Delay

@@ -12,10 +12,12 @@ struct SendLog: Sendable {
         var valid: Bool
         /// Bytes sent up to and including this packet.
         var cumulativeBytes: Int
+        /// The probe cluster it was sent in, -1 for none.
+        var probeCluster: Int32
     }
 
     static let capacity = 4096
-    private var entries = [Entry](repeating: Entry(sequence: 0, sendUs: 0, bytes: 0, valid: false, cumulativeBytes: 0),
+    private var entries = [Entry](repeating: Entry(sequence: 0, sendUs: 0, bytes: 0, valid: false, cumulativeBytes: 0, probeCluster: -1),
                                   count: SendLog.capacity)
     private var sentBytes = 0
     /// `cumulativeBytes` of the latest-sent packet any feedback covered.
@@ -26,10 +28,10 @@ struct SendLog: Sendable {
     /// bytes "in flight" for good.
     var inFlightBytes: Int { sentBytes - reportedBytes }
 
-    mutating func record(sequence: UInt16, bytes: Int, sendUs: Int64) {
+    mutating func record(sequence: UInt16, bytes: Int, sendUs: Int64, probeCluster: Int? = nil) {
         sentBytes += bytes
         entries[Int(sequence) % Self.capacity] = Entry(sequence: sequence, sendUs: sendUs, bytes: Int32(clamping: bytes), valid: true,
-                                                       cumulativeBytes: sentBytes)
+                                                       cumulativeBytes: sentBytes, probeCluster: Int32(clamping: probeCluster ?? -1))
     }
 
     /// The feedback's packets, in sequence order, with their send times and sizes; arrivals on the
@@ -49,7 +51,8 @@ struct SendLog: Sendable {
             let entry = entries[Int(sequence) % Self.capacity]
             guard entry.valid, entry.sequence == sequence else { continue }
             reportedBytes = max(reportedBytes, entry.cumulativeBytes)
-            results.append(BandwidthEstimator.PacketResult(sendTimeUs: entry.sendUs, size: Int(entry.bytes), arrivalTimeUs: arrival))
+            results.append(BandwidthEstimator.PacketResult(sendTimeUs: entry.sendUs, size: Int(entry.bytes), arrivalTimeUs: arrival,
+                                                           probeCluster: entry.probeCluster >= 0 ? Int(entry.probeCluster) : nil))
         }
         return results
     }
@@ -69,6 +72,10 @@ final class SendSideCongestion: Sendable {
         var appliedAtUs: Int64 = 0
         var lastFeedbackUs: Int64?
         var rttMs = 100.0
+        var probes = ProbeRateEstimator()
+        var probeController = ProbeController()
+        /// A probe the controller asked for, until the pacer takes it.
+        var pendingProbe: ProbeCluster?
     }
 
     /// What audio is kept (Opus at 32 kbps plus RTP/UDP/SRTP overhead), bits per second.
@@ -114,27 +121,35 @@ final class SendSideCongestion: Sendable {
         }
     }
 
-    /// Logs one packet as sent now (an audio packet).
-    func sent(sequence: UInt16, bytes: Int, nowUs: Int64 = MediaClock.monotonicUs()) {
-        state.withLock { $0.log.record(sequence: sequence, bytes: bytes, sendUs: nowUs) }
-    }
-
-    /// Logs packets (transport-wide number, bytes) as sent now: a frame's packets under one lock.
-    func sent(_ packets: [(sequence: UInt16, bytes: Int)], nowUs: Int64 = MediaClock.monotonicUs()) {
+    /// Logs packets (transport-wide number, bytes, probe cluster) as sent now, under one lock.
+    func sent(_ packets: [(sequence: UInt16, bytes: Int, probeCluster: Int?)], nowUs: Int64 = MediaClock.monotonicUs()) {
         state.withLock { state in
-            for packet in packets { state.log.record(sequence: packet.sequence, bytes: packet.bytes, sendUs: nowUs) }
+            for packet in packets {
+                state.log.record(sequence: packet.sequence, bytes: packet.bytes, sendUs: nowUs, probeCluster: packet.probeCluster)
+            }
         }
     }
 
     /// Takes one feedback packet; returns a new video target (kbps) when it moved by 5 % or more,
-    /// or a second passed since the last one.
-    func received(_ feedback: TransportFeedback, rttMs: Double?, nowUs: Int64 = MediaClock.monotonicUs()) -> Int? {
+    /// or a second passed since the last one. With `probing`, a probe may become due
+    /// (``takeProbe()``).
+    func received(_ feedback: TransportFeedback, rttMs: Double?, probing: Bool = false, nowUs: Int64 = MediaClock.monotonicUs()) -> Int? {
         state.withLock { state in
             let results = state.log.results(for: feedback)
             guard !results.isEmpty else { return nil }
             state.lastFeedbackUs = nowUs
             state.rttMs = rttMs ?? state.rttMs
-            let estimate = state.estimator.update(feedback: results, nowUs: nowUs, rttMs: state.rttMs)
+            var estimate = state.estimator.update(feedback: results, nowUs: nowUs, rttMs: state.rttMs)
+            let probeResult = state.probes.update(feedback: results, nowUs: nowUs)
+            if let probeResult {
+                state.estimator.applyProbe(bps: probeResult)
+                estimate = state.estimator.targetBps
+            }
+            if probing {
+                state.pendingProbe = state.probeController.next(
+                    estimateBps: estimate, maximumBps: state.estimator.maximumBps, queueDelayMs: state.estimator.queueDelayMs,
+                    overusing: state.estimator.usage == .overusing, lastDecreaseUs: state.estimator.lastDecreaseUs, probeResult: probeResult, nowUs: nowUs) ?? state.pendingProbe
+            }
             let video = min(max(Int((estimate - Self.audioReserveBps) / 1000), state.floorVideoKbps), state.maximumVideoKbps)
             if let applied = state.appliedVideoKbps, abs(video - applied) * 20 < applied, nowUs - state.appliedAtUs < 1_000_000 {
                 return nil
@@ -161,4 +176,12 @@ final class SendSideCongestion: Sendable {
 
     /// The current estimate, bits per second.
     var targetBps: Double { state.withLock { $0.estimator.targetBps } }
+
+    /// The probe that became due, once.
+    func takeProbe() -> ProbeCluster? {
+        state.withLock { state in
+            defer { state.pendingProbe = nil }
+            return state.pendingProbe
+        }
+    }
 }

@@ -20,8 +20,7 @@ final class LocalAudioSender: @unchecked Sendable {
     let source: TrackSource
     let mid: String
     private let thread: MediaThread
-    private let send: @Sendable ([ByteBuffer]) -> Void
-    private let sequencer: TransportSequencer
+    private let pacer: Pacer
     // Confined to `thread`:
     private var resampler: AudioResampler?
     private var encoder: OpusEncoder?
@@ -46,13 +45,11 @@ final class LocalAudioSender: @unchecked Sendable {
         var packetLossPercent: Int?
     }
 
-    init(ssrc: UInt32, mid: String, source: TrackSource, processing: Bool, sequencer: TransportSequencer,
-         send: @escaping @Sendable ([ByteBuffer]) -> Void) {
+    init(ssrc: UInt32, mid: String, source: TrackSource, processing: Bool, pacer: Pacer) {
         state = SenderState(ssrc: ssrc, clockRate: Self.sampleRate)
         self.mid = mid
         self.source = source
-        self.sequencer = sequencer
-        self.send = send
+        self.pacer = pacer
         control = Mutex(Control(processingEnabled: processing))
         thread = MediaThread(name: "audio-send-\(ssrc)")
     }
@@ -164,27 +161,23 @@ final class LocalAudioSender: @unchecked Sendable {
         }
         lastRTPTimestamp = rtpTimestamp
         let level = Self.audioLevel(pcm)
-        let transportSequence = sequencer.take()
+        // The pacer fills in the transport-wide sequence and abs-send-time as the packet leaves.
         let header = RTPHeader(
             marker: false, payloadType: SDPCodecs.opusPayloadType, sequenceNumber: sequenceNumber, timestamp: rtpTimestamp,
             ssrc: state.ssrc,
-            extensions: [
-                RTPHeaderExtension(id: SDPExtensionID.audioLevel, data: AudioLevel(voiceActivity: level < 60, level: level).data),
-                RTPHeaderExtension(id: SDPExtensionID.absSendTime, data: AbsSendTime(microseconds: UInt64(MediaClock.wallUs())).data),
-                RTPHeaderExtension(id: SDPExtensionID.transportWideSequence, data: TransportSequenceNumber(transportSequence).data),
-            ])
+            extensions: [RTPHeaderExtension(id: SDPExtensionID.audioLevel, data: AudioLevel(voiceActivity: level < 60, level: level).data)]
+                + RTPHeader.pacedExtensions)
         sequenceNumber &+= 1
-        let packet = RTPPacket(header: header, payload: ByteBuffer(bytes: payload)).serialized
-        sequencer.sent(transportSequence, bytes: packet.readableBytes)
+        let packet = RTPPacket(header: header, payload: ByteBuffer(bytes: payload))
         state.counters.withLock { counters in
             counters.packetsSent += 1
-            counters.bytesSent += packet.readableBytes
+            counters.bytesSent += packet.serializedSize
             counters.payloadBytesSent += payload.count
             counters.framesEncoded += 1
             counters.lastRTPTimestamp = rtpTimestamp
             counters.lastCaptureMonoUs = captureUs + clockOffsetUs
         }
-        send([packet])
+        pacer.enqueue([packet], priority: .audio)
     }
 
     /// RFC 6464 level: -dBov of the frame's RMS, 0 (loudest) ... 127 (silence).

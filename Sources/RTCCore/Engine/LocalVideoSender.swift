@@ -53,26 +53,28 @@ final class SenderState: Sendable {
     }
 }
 
-/// Hands out transport-wide sequence numbers across the tracks of one transport, and logs each
-/// packet sent for congestion control.
+/// Hands out transport-wide sequence numbers across the tracks of one transport (the pacer stamps
+/// them as packets leave), and holds its congestion control.
 final class TransportSequencer: Sendable {
     private let next = Mutex<UInt16>(UInt16.random(in: 0...UInt16.max))
     let congestion = SendSideCongestion()
     func take() -> UInt16 { next.withLock { value in defer { value &+= 1 }; return value } }
-    /// These packets (transport-wide number, bytes) leave now.
-    func sent(_ packets: [(sequence: UInt16, bytes: Int)]) { congestion.sent(packets) }
-    func sent(_ sequence: UInt16, bytes: Int) { congestion.sent(sequence: sequence, bytes: bytes) }
 }
 
 /// A local video track: frames pushed from any thread are rate-limited, oriented, scaled and VP8
-/// encoded on a thread of the track's own, then packetized into RTP with the transport-wide
-/// sequence, abs-send-time and video-orientation (CVO) extensions.
+/// encoded on a thread of the track's own, then packetized into RTP with the video-orientation
+/// (CVO) extension and handed to the transport's pacer (which adds the transport-wide sequence
+/// and abs-send-time). NACKed packets go again as RFC 4588 retransmissions once the server's
+/// answer accepts them (as the original packets before), and recent packets sent again that way
+/// are what bandwidth probes are made of.
 final class LocalVideoSender: @unchecked Sendable {
     let state: SenderState
     let source: TrackSource
     let mid: String
+    /// The retransmission stream's SSRC (`a=ssrc-group:FID`).
+    let rtxSSRC: UInt32
     private let thread: MediaThread
-    private let send: @Sendable ([ByteBuffer]) -> Void
+    private let pacer: Pacer
     private let sequencer: TransportSequencer
     /// Mutable state below is confined to `thread`.
     private var configuration: VideoEncoderConfiguration
@@ -90,9 +92,8 @@ final class LocalVideoSender: @unchecked Sendable {
     private var clockOffsetUs: Int64?
     private var firstCaptureUs: Int64?
     private let control = Mutex(Control())
-    /// The last packets sent, by sequence number, to answer NACKs (RFC 4585; retransmitted as sent).
-    /// 512 packets are 2-3 s of 720p at 1.5-2.5 Mbps, several times the NACK horizon, at ~0.7 MB.
-    private let history = Mutex(PacketHistory<ByteBuffer>(capacity: 512))
+    /// The last packets sent, to answer NACKs (RFC 4585) and to probe with, and the RTX stream.
+    private let history = Mutex(SentVideo())
     var onError: (@Sendable (RTCEngineError) -> Void)?
 
     /// When the current run of frames skipped for pushback began (encode thread).
@@ -112,14 +113,33 @@ final class LocalVideoSender: @unchecked Sendable {
         var targetBitrateKbps: Int?
     }
 
+    /// What was sent, by sequence number: 512 packets are 2-3 s of 720p at 1.5-2.5 Mbps, several
+    /// times the NACK horizon, at ~0.7 MB. With the RTX stream's state.
+    private struct SentVideo {
+        var packets = PacketHistory<RTPPacket>(capacity: 512)
+        var newest: UInt16?
+        /// Set once the server's answer accepts RFC 4588 retransmissions.
+        var rtxPayloadType: UInt8?
+        var rtxSequence = UInt16.random(in: 0...UInt16.max)
+        /// How far back from the newest packet the next padding packet is taken.
+        var paddingOffset: UInt16 = 0
+
+        mutating func rtx(of packet: RTPPacket, ssrc: UInt32) -> RTPPacket? {
+            guard let payloadType = rtxPayloadType else { return nil }
+            defer { rtxSequence &+= 1 }
+            return RTXPacket.wrap(packet, ssrc: ssrc, payloadType: payloadType, sequenceNumber: rtxSequence)
+        }
+    }
+
     init(ssrc: UInt32, mid: String, source: TrackSource, configuration: VideoEncoderConfiguration, sequencer: TransportSequencer,
-         send: @escaping @Sendable ([ByteBuffer]) -> Void) {
+         pacer: Pacer) {
         state = SenderState(ssrc: ssrc, clockRate: 90000)
+        rtxSSRC = UInt32.random(in: 1...UInt32.max)
         self.mid = mid
         self.source = source
         self.configuration = configuration
         self.sequencer = sequencer
-        self.send = send
+        self.pacer = pacer
         limiter = FrameRateLimiter(maxFramesPerSecond: Double(configuration.frameRate))
         thread = MediaThread(name: "video-send-\(ssrc)")
     }
@@ -137,6 +157,24 @@ final class LocalVideoSender: @unchecked Sendable {
     /// A new target from bandwidth estimation.
     func setTargetBitrate(kbps: Int) { control.withLock { $0.targetBitrateKbps = kbps } }
 
+    /// The server accepted RFC 4588 retransmissions with this payload type.
+    func enableRTX(payloadType: UInt8) { history.withLock { $0.rtxPayloadType = payloadType } }
+
+    /// A recent packet sent again on the RTX stream, to fill a bandwidth probe: the newest first,
+    /// then further back (up to 32 packets), so the receiver either drops it as a duplicate or
+    /// gains a packet it lost. Nil without RTX or before anything was sent.
+    func paddingPacket() -> RTPPacket? {
+        history.withLock { sent in
+            guard sent.rtxPayloadType != nil, let newest = sent.newest else { return nil }
+            for _ in 0..<32 {
+                let sequence = newest &- sent.paddingOffset
+                sent.paddingOffset = (sent.paddingOffset + 1) % 32
+                if let packet = sent.packets.packet(sequence) { return sent.rtx(of: packet, ssrc: rtxSSRC) }
+            }
+            return nil
+        }
+    }
+
     /// Queues a frame; a frame that would wait behind two others is dropped (counted).
     func push(_ frame: VideoFrame) {
         guard !muted else { return }
@@ -144,7 +182,10 @@ final class LocalVideoSender: @unchecked Sendable {
         if !queued { state.counters.withLock { $0.framesDropped += 1 } }
     }
 
-    func stop() { thread.stop() }
+    func stop() {
+        thread.stop()
+        history.withLock { $0.rtxPayloadType = nil }  // nothing more to probe with
+    }
 
     // MARK: On the track's thread
 
@@ -264,27 +305,20 @@ final class LocalVideoSender: @unchecked Sendable {
 
     private func packetizeAndSend(_ encoded: EncodedVideoFrame, rtpTimestamp: UInt32, rotation: VideoRotation, captureMonoUs: Int64) {
         let payloads = packetizer.packetize(ByteBuffer(bytes: encoded.data))
-        var packets: [ByteBuffer] = []
+        var packets: [RTPPacket] = []
         packets.reserveCapacity(payloads.count)
         var bytes = 0, payloadBytes = 0
-        var logged: [(sequence: UInt16, bytes: Int)] = []
-        logged.reserveCapacity(payloads.count)
-        let firstSequence = sequenceNumber
-        // The same for every packet of the frame: built once.
-        let sendTime = RTPHeaderExtension(id: SDPExtensionID.absSendTime, data: AbsSendTime(microseconds: UInt64(MediaClock.wallUs())).data)
+        // The same for every packet of the frame: built once. The pacer fills in the placeholders.
+        let paced = RTPHeader.pacedExtensions
         let orientation = RTPHeaderExtension(id: SDPExtensionID.videoOrientation, data: VideoOrientation(rotation: rotation.rawValue).data)
         for (index, payload) in payloads.enumerated() {
             let last = index == payloads.count - 1
-            let transportSequence = sequencer.take()
-            var extensions = [sendTime, RTPHeaderExtension(id: SDPExtensionID.transportWideSequence, data: TransportSequenceNumber(transportSequence).data)]
             // CVO on the last packet of every frame (as libwebrtc does), so a receiver always has it.
-            if last { extensions.append(orientation) }
             let header = RTPHeader(marker: last, payloadType: SDPCodecs.vp8PayloadType, sequenceNumber: sequenceNumber,
-                                   timestamp: rtpTimestamp, ssrc: state.ssrc, extensions: extensions)
+                                   timestamp: rtpTimestamp, ssrc: state.ssrc, extensions: last ? paced + [orientation] : paced)
             sequenceNumber &+= 1
-            let packet = RTPPacket(header: header, payload: payload).serialized
-            logged.append((transportSequence, packet.readableBytes))
-            bytes += packet.readableBytes
+            let packet = RTPPacket(header: header, payload: payload)
+            bytes += packet.serializedSize
             payloadBytes += payload.readableBytes
             packets.append(packet)
         }
@@ -296,17 +330,19 @@ final class LocalVideoSender: @unchecked Sendable {
             counters.lastRTPTimestamp = rtpTimestamp
             counters.lastCaptureMonoUs = captureMonoUs
         }
-        history.withLock { history in
-            for (offset, packet) in packets.enumerated() { history.insert(packet, sequence: firstSequence &+ UInt16(truncatingIfNeeded: offset)) }
+        history.withLock { sent in
+            for packet in packets { sent.packets.insert(packet, sequence: packet.header.sequenceNumber) }
+            sent.newest = packets.last?.header.sequenceNumber ?? sent.newest
+            sent.paddingOffset = 0
         }
-        sequencer.sent(logged)
-        send(packets)
+        pacer.enqueue(packets, priority: .video)
     }
 
-    /// Sends again the packets a NACK asks for, those still in the history; returns how many.
+    /// Sends again the packets a NACK asks for, those still in the history (as RFC 4588
+    /// retransmissions once negotiated); returns how many.
     @discardableResult
     func retransmit(_ sequences: [UInt16]) -> Int {
-        var packets = history.withLock { history in sequences.compactMap { history.packet($0) } }
+        var packets = history.withLock { sent in sequences.compactMap { sent.packets.packet($0) } }
         guard !packets.isEmpty else { return 0 }
         // Half the estimate, up to 200 ms of it at once.
         let rateBytes = sequencer.congestion.targetBps / 8 * 0.5
@@ -317,19 +353,24 @@ final class LocalVideoSender: @unchecked Sendable {
             budget.atUs = now
             var allowed = 0
             for packet in packets {
-                guard budget.bytes >= Double(packet.readableBytes) else { break }
-                budget.bytes -= Double(packet.readableBytes)
+                guard budget.bytes >= Double(packet.serializedSize) else { break }
+                budget.bytes -= Double(packet.serializedSize)
                 allowed += 1
             }
             return Array(packets.prefix(allowed))
         }
         guard !packets.isEmpty else { return 0 }
-        state.counters.withLock {
-            $0.packetsSent += packets.count
-            $0.retransmitted += packets.count
+        let (outgoing, onRTX) = history.withLock { sent -> ([RTPPacket], Bool) in
+            guard sent.rtxPayloadType != nil else { return (packets, false) }
+            return (packets.compactMap { sent.rtx(of: $0, ssrc: rtxSSRC) }, true)
         }
-        send(packets)
-        return packets.count
+        state.counters.withLock {
+            // Retransmissions on their own stream are not the media stream's packets (its sender report).
+            if !onRTX { $0.packetsSent += outgoing.count }
+            $0.retransmitted += outgoing.count
+        }
+        pacer.enqueue(outgoing, priority: .retransmission)
+        return outgoing.count
     }
 }
 

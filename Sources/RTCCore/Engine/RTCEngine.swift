@@ -43,6 +43,8 @@ public final class RTCEngine: @unchecked Sendable {
         let joinStartUs: Int64
         var participantSid = ""
         var publisher: MediaTransport?
+        /// Paces what the publisher transport sends (made with it).
+        var pacer: Pacer?
         var subscriber: MediaTransport?
         var videoSender: LocalVideoSender?
         var audioSender: LocalAudioSender?
@@ -307,6 +309,7 @@ public final class RTCEngine: @unchecked Sendable {
         session.playout?.stop()
         session.videoSender?.stop()
         session.audioSender?.stop()
+        session.pacer?.stop()
         for receiver in session.videoReceivers.values { receiver.stop() }
         await session.publisher?.close()
         await session.subscriber?.close()
@@ -460,24 +463,29 @@ public final class RTCEngine: @unchecked Sendable {
         guard wantVideo || wantAudio else { return }
         let fresh = session.publisher == nil
         let transport: MediaTransport
-        if let existing = session.publisher {
+        let pacer: Pacer
+        if let existing = session.publisher, let existingPacer = session.pacer {
             transport = existing
+            pacer = existingPacer
         } else {
             transport = try await MediaTransport.bind(.client(), group: group)
             transport.onRTCP = { [weak self, weak session] datagram in
                 guard let self, let session else { return }
                 self.publisherRTCP(datagram, session: session)
             }
+            pacer = Pacer(loop: transport.channel.eventLoop, sequencer: session.sequencer) { [weak transport] packets in
+                transport?.sendRTP(batch: packets)
+            }
             session.publisher = transport
+            session.pacer = pacer
         }
-        let send: @Sendable ([ByteBuffer]) -> Void = { [weak transport] packets in transport?.sendRTP(batch: packets) }
         let report: @Sendable (RTCEngineError) -> Void = { [weak self] error in self?.emit(.error(error)) }
         if wantVideo {
             session.sequencer.congestion.setMaximumVideo(
                 kbps: videoSettings.bitrateKbps,
                 floorKbps: SendSideCongestion.encoderFloorKbps(for: videoSettings))
             let sender = LocalVideoSender(ssrc: UInt32.random(in: 1...UInt32.max), mid: "v\(session.ticks)", source: session.options.videoSource,
-                                          configuration: videoSettings, sequencer: session.sequencer, send: send)
+                                          configuration: videoSettings, sequencer: session.sequencer, pacer: pacer)
             sender.onError = report
             let reply = try await session.signaling.request(.publishTrack(PublishTrackRequest(
                 kind: .video, source: session.options.videoSource, mid: sender.mid, ssrc: sender.state.ssrc)))
@@ -490,7 +498,7 @@ public final class RTCEngine: @unchecked Sendable {
         if wantAudio {
             let source = session.options.audioSource
             let sender = LocalAudioSender(ssrc: UInt32.random(in: 1...UInt32.max), mid: "a\(session.ticks)", source: source,
-                                          processing: processing ?? (source == .microphone), sequencer: session.sequencer, send: send)
+                                          processing: processing ?? (source == .microphone), pacer: pacer)
             sender.onError = report
             let reply = try await session.signaling.request(.publishTrack(PublishTrackRequest(
                 kind: .audio, source: source, mid: sender.mid, ssrc: sender.state.ssrc)))
@@ -504,7 +512,8 @@ public final class RTCEngine: @unchecked Sendable {
             var sections: [MediaSectionDescription] = []
             if let video = session.videoSender {
                 sections.append(MediaSectionDescription(mid: video.mid, kind: .video, direction: .sendonly, ssrc: video.state.ssrc,
-                                                        streamID: session.participantSid, trackID: session.videoTrackSid))
+                                                        streamID: session.participantSid, trackID: session.videoTrackSid,
+                                                        rtxPayloadType: SDPCodecs.rtxPayloadType, rtxSSRC: video.rtxSSRC))
             }
             if let audio = session.audioSender {
                 sections.append(MediaSectionDescription(mid: audio.mid, kind: .audio, direction: .sendonly, ssrc: audio.state.ssrc,
@@ -517,6 +526,12 @@ public final class RTCEngine: @unchecked Sendable {
         guard case .answer(let answer) = try await session.signaling.request(.offer(SessionDescriptionMessage(transport: .publisher,
                                                                                                              sdp: offer.serialized)))
         else { throw RTCEngineError(.joinFailed, "unexpected reply to the publisher offer") }
+        // RFC 4588 retransmissions (and probes made of them) once the server's answer accepts them.
+        if let video = lock.withLock({ session.videoSender }),
+           let rtx = (try? SessionDescription(parsing: answer.sdp))?.sections.first(where: { $0.mid == video.mid })?.rtxPayloadType {
+            video.enableRTX(payloadType: rtx)
+            pacer.setPaddingSource { [weak video] in video?.paddingPacket() }
+        }
         if fresh {
             let remote: TransportParameters
             do {
@@ -552,7 +567,11 @@ public final class RTCEngine: @unchecked Sendable {
                 video?.retransmit(nack.lostSequenceNumbers)
             case .transportFeedback(let feedback):
                 let rtt = video?.state.counters.withLock { $0.roundTripTimeMs }
-                if let kbps = session.sequencer.congestion.received(feedback, rttMs: rtt) { video?.setTargetBitrate(kbps: kbps) }
+                let congestion = session.sequencer.congestion
+                let pacer = lock.withLock { session.pacer }
+                if let kbps = congestion.received(feedback, rttMs: rtt, probing: pacer?.canProbe ?? false) { video?.setTargetBitrate(kbps: kbps) }
+                pacer?.setEstimate(bps: congestion.targetBps)
+                if let probe = congestion.takeProbe() { pacer?.probe(probe) }
             case .receiverReport(let report):
                 for block in report.reports {
                     if block.ssrc == video?.state.ssrc { video?.state.received(block, arrivalWallUs: now) }

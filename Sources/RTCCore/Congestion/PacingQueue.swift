@@ -1,0 +1,119 @@
+import NIOCore
+import RTCTransport
+
+/// The order in which queued packets leave the pacer.
+enum PacketPriority: Int, Sendable, CaseIterable {
+    /// Never held back: a 20 ms Opus packet is small and late audio is lost audio.
+    case audio = 0
+    /// Repairs before new media: the receiver is already waiting for them.
+    case retransmission = 1
+    case video = 2
+}
+
+/// A probe: send at `bps` until at least `minBytes` and `minPackets` have left, every packet
+/// marked with `id`, so that their feedback tells what the path carries at that rate
+/// (see ``ProbeRateEstimator``).
+struct ProbeCluster: Sendable, Hashable {
+    var id: Int
+    var bps: Double
+    var minBytes: Int
+    var minPackets: Int
+
+    /// A cluster of about 40 ms at `bps`, at least 5 packets.
+    init(id: Int, bps: Double) {
+        self.id = id
+        self.bps = bps
+        minBytes = Int(bps / 8 * 0.040)
+        minPackets = 5
+    }
+}
+
+/// The pacing logic, on caller-given times (µs): queued packets leave at the pacing rate in bursts
+/// of at most 5 ms of it, by priority (audio at once, then retransmissions, then video). The rate
+/// rises so that nothing waits much over 250 ms (a keyframe on a narrow path leaves within that,
+/// not over a second: the bottleneck queues the rest, and the estimator sees it). During a probe the rate is the probe's, and when no media is queued the
+/// padding source fills the gap (RTX copies of recent video packets).
+struct PacingQueue {
+    struct Released {
+        var packet: RTPPacket
+        var probeCluster: Int?
+    }
+
+    static let burstUs: Int64 = 5_000
+    static let maxQueueUs: Int64 = 250_000
+    /// A probe that cannot finish within this long (nothing to send, or a padding source that
+    /// gives out) ends with what it sent.
+    static let probeTimeoutUs: Int64 = 500_000
+
+    /// The pacing rate without a probe or a backlog (the owner sets 2.5 x the estimate).
+    var pacingBps: Double
+    /// Per priority: packets with the time they were queued.
+    private var queues = PacketPriority.allCases.map { _ in CircularBuffer<(packet: RTPPacket, queuedUs: Int64)>() }
+    private(set) var queuedBytes = 0
+    /// Bytes sent ahead of the rate; paid off at the rate as time passes.
+    private var debtBytes = 0.0
+    private var lastUs: Int64?
+    private var probe: (cluster: ProbeCluster, bytes: Int, packets: Int, startUs: Int64?)?
+
+    init(pacingBps: Double) { self.pacingBps = pacingBps }
+
+    var queuedPackets: Int { queues.reduce(0) { $0 + $1.count } }
+    var isProbing: Bool { probe != nil }
+
+    mutating func enqueue(_ packets: [RTPPacket], priority: PacketPriority, nowUs: Int64) {
+        for packet in packets {
+            queues[priority.rawValue].append((packet, nowUs))
+            queuedBytes += packet.serializedSize
+        }
+    }
+
+    /// Starts a probe (replacing one under way).
+    mutating func startProbe(_ cluster: ProbeCluster) { probe = (cluster, 0, 0, nil) }
+
+    /// The rate at `nowUs`: the probe's, or the pacing rate raised so that the backlog has left
+    /// by the time its oldest packet has waited 250 ms.
+    func rateBps(nowUs: Int64) -> Double {
+        if let probe { return probe.cluster.bps }
+        let oldest = queues.compactMap { $0.first?.queuedUs }.min() ?? nowUs
+        let leftUs = max(Self.maxQueueUs - (nowUs - oldest), 10_000)
+        return max(pacingBps, Double(queuedBytes) * 8 / (Double(leftUs) / 1e6), 8_000)
+    }
+
+    /// The packets that leave now and when to call again (nil: nothing is waiting).
+    mutating func release(nowUs: Int64, padding: () -> RTPPacket?) -> (released: [Released], nextUs: Int64?) {
+        if let last = lastUs { debtBytes = max(0, debtBytes - rateBps(nowUs: last) / 8 * Double(max(0, nowUs - last)) / 1e6) }
+        lastUs = nowUs
+        if let started = probe?.startUs, nowUs - started > Self.probeTimeoutUs { probe = nil }
+        var released: [Released] = []
+        // Audio goes at once; it still counts against the rate.
+        while let item = queues[PacketPriority.audio.rawValue].popFirst() { released.append(send(item.packet, nowUs: nowUs)) }
+        while debtBytes < rateBps(nowUs: nowUs) / 8 * Double(Self.burstUs) / 1e6 {
+            if let item = queues[PacketPriority.retransmission.rawValue].popFirst() ?? queues[PacketPriority.video.rawValue].popFirst() {
+                released.append(send(item.packet, nowUs: nowUs))
+            } else if probe != nil, let packet = padding() {
+                queuedBytes += packet.serializedSize
+                released.append(send(packet, nowUs: nowUs))
+            } else {
+                if probe != nil { probe = nil }  // nothing to probe with
+                break
+            }
+        }
+        guard queuedPackets > 0 || probe != nil else { return (released, nil) }
+        // When the debt is down to one burst again.
+        let rate = rateBps(nowUs: nowUs)
+        let waitUs = (debtBytes - rate / 8 * Double(Self.burstUs) / 1e6) / (rate / 8) * 1e6
+        return (released, nowUs + max(Int64(waitUs), 500))
+    }
+
+    private mutating func send(_ packet: RTPPacket, nowUs: Int64) -> Released {
+        let size = packet.serializedSize
+        queuedBytes -= size
+        debtBytes += Double(size)
+        guard var current = probe else { return Released(packet: packet, probeCluster: nil) }
+        current.bytes += size
+        current.packets += 1
+        current.startUs = current.startUs ?? nowUs
+        probe = current.bytes >= current.cluster.minBytes && current.packets >= current.cluster.minPackets ? nil : current
+        return Released(packet: packet, probeCluster: current.cluster.id)
+    }
+}
