@@ -29,7 +29,8 @@ struct ProbeCluster: Sendable, Hashable {
 }
 
 /// The pacing logic, on caller-given times (µs): queued packets leave at the pacing rate in bursts
-/// of at most 5 ms of it, by priority (audio at once, then retransmissions, then video). The rate
+/// of at most 40 ms of it (as libwebrtc's pacer now does: a small frame leaves at once, a large one
+/// is spread), 5 ms while probing (a probe's timing is its measurement), by priority (audio at once, then retransmissions, then video). The rate
 /// rises so that nothing waits much over 250 ms (a keyframe on a narrow path leaves within that,
 /// not over a second: the bottleneck queues the rest, and the estimator sees it). During a probe the rate is the probe's, and when no media is queued the
 /// padding source fills the gap (RTX copies of recent video packets).
@@ -39,7 +40,8 @@ struct PacingQueue {
         var probeCluster: Int?
     }
 
-    static let burstUs: Int64 = 5_000
+    static let burstUs: Int64 = 40_000
+    static let probeBurstUs: Int64 = 5_000
     static let maxQueueUs: Int64 = 250_000
     /// A probe that cannot finish within this long (nothing to send, or a padding source that
     /// gives out) ends with what it sent.
@@ -76,7 +78,13 @@ struct PacingQueue {
         if let probe { return probe.cluster.bps }
         let oldest = queues.compactMap { $0.first?.queuedUs }.min() ?? nowUs
         let leftUs = max(Self.maxQueueUs - (nowUs - oldest), 10_000)
-        return max(pacingBps, Double(queuedBytes) * 8 / (Double(leftUs) / 1e6), 8_000)
+        // What was sent ahead of the rate (a burst) is still to be paid off before the deadline too.
+        return max(pacingBps, (Double(queuedBytes) + debtBytes) * 8 / (Double(leftUs) / 1e6), 8_000)
+    }
+
+    /// How far ahead of the rate sending may run.
+    private func burstBytes(nowUs: Int64) -> Double {
+        rateBps(nowUs: nowUs) / 8 * Double(probe == nil ? Self.burstUs : Self.probeBurstUs) / 1e6
     }
 
     /// The packets that leave now and when to call again (nil: nothing is waiting).
@@ -87,7 +95,7 @@ struct PacingQueue {
         var released: [Released] = []
         // Audio goes at once; it still counts against the rate.
         while let item = queues[PacketPriority.audio.rawValue].popFirst() { released.append(send(item.packet, nowUs: nowUs)) }
-        while debtBytes < rateBps(nowUs: nowUs) / 8 * Double(Self.burstUs) / 1e6 {
+        while debtBytes < burstBytes(nowUs: nowUs) {
             if let item = queues[PacketPriority.retransmission.rawValue].popFirst() ?? queues[PacketPriority.video.rawValue].popFirst() {
                 released.append(send(item.packet, nowUs: nowUs))
             } else if probe != nil, let packet = padding() {
@@ -100,8 +108,7 @@ struct PacingQueue {
         }
         guard queuedPackets > 0 || probe != nil else { return (released, nil) }
         // When the debt is down to one burst again.
-        let rate = rateBps(nowUs: nowUs)
-        let waitUs = (debtBytes - rate / 8 * Double(Self.burstUs) / 1e6) / (rate / 8) * 1e6
+        let waitUs = (debtBytes - burstBytes(nowUs: nowUs)) / (rateBps(nowUs: nowUs) / 8) * 1e6
         return (released, nowUs + max(Int64(waitUs), 500))
     }
 
