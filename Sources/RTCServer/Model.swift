@@ -45,12 +45,17 @@ final class Participant: @unchecked Sendable {
     var disconnectedAt: Int64?
 
     var publisher: MediaSession?
+    /// The publisher session's ICE credentials now, ours and the client's (an ICE restart changes both).
+    var publisherICE: (local: ICECredentials, remoteUfrag: String)?
     /// The header extension id of the transport-wide sequence number in the publisher's offer.
     var transportWideSequenceID: UInt8?
     /// Arrivals of the publisher's packets, for transport-wide CC feedback.
     var transportFeedback = TransportFeedbackBuilder()
     var tracks: [PublishedTrack] = []
-    let subscriberCredentials = ICECredentials.random()
+    /// Our ICE credentials on the subscriber transport (new ones when it restarts ICE).
+    var subscriberCredentials = ICECredentials.random()
+    /// The client's ufrag on the subscriber transport: an answer with another one restarts ICE.
+    var subscriberRemoteUfrag: String?
     var subscriber: MediaSession?
     var subscriptions: [Subscription] = []
     /// Subscriber m-sections in offer order; removed subscriptions stay as inactive sections (JSEP).
@@ -180,6 +185,8 @@ public struct ServerCounters: Sendable, Hashable {
     public var retransmissions = 0
     /// RFC 4588 packets publishers sent: repairs forwarded, and copies of packets already here or
     /// padding (bandwidth probes) dropped after their arrival was recorded for feedback.
+    /// ICE restarts (RFC 8445 §9) on either transport.
+    public var iceRestarts = 0
     public var rtxRepairs = 0
     public var rtxDropped = 0
     public var keyframeRequestsForwarded = 0

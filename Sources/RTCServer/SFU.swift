@@ -234,6 +234,13 @@ public final class SFU: @unchecked Sendable {
         participant.lastSeen = clock()
         byPeer[ObjectIdentifier(peer)] = participant
         participant.send(.resumed(joinResponse(for: participant)), requestID: requestID)
+        // A client that lost its signaling connection may have lost its media path too (a new
+        // network): restart ICE on the subscriber transport, which we offer. The client restarts
+        // its publisher transport with an offer of its own.
+        if participant.subscriber != nil {
+            participant.subscriberCredentials = .random()
+            offerSubscriber(participant)
+        }
     }
 
     /// Removes a participant: its tracks, subscriptions, transports; tells the room; and takes its
@@ -370,10 +377,18 @@ public final class SFU: @unchecked Sendable {
             return fail(.permissionDenied, reason)
         }
         let session: MediaSession
-        if let existing = participant.publisher {
+        if let existing = participant.publisher, let ice = participant.publisherICE {
             session = existing
+            if remote.ice.ufrag != ice.remoteUfrag {
+                // The client restarts ICE (RFC 8445 §9): new credentials on both sides, checks start over.
+                let local = ICECredentials.random()
+                session.restartICE(local: local, remote: remote)
+                participant.publisherICE = (local, remote.ice.ufrag)
+                counters.iceRestarts += 1
+            }
         } else {
             session = port.makeSessionOnLoop(remote: remote)
+            participant.publisherICE = (session.localParameters.ice, remote.ice.ufrag)
             session.onRTP = { [weak self, weak participant] packet in
                 guard let self, let participant else { return }
                 self.forward(packet, from: participant)
@@ -405,7 +420,8 @@ public final class SFU: @unchecked Sendable {
             }
         }
         let answer = SessionDescription.make(
-            sessionID: UInt64(truncatingIfNeeded: participant.sid.hashValue), transport: port.localParameters(credentials: session.localParameters.ice),
+            sessionID: UInt64(truncatingIfNeeded: participant.sid.hashValue),
+            transport: port.localParameters(credentials: participant.publisherICE?.local ?? session.localParameters.ice),
             iceLite: true, setup: "passive",
             // RFC 4588 accepted for a sending section with its FID SSRC: repairs and probes on their own stream.
             sections: offer.sections.map {
@@ -522,6 +538,7 @@ public final class SFU: @unchecked Sendable {
                 remote = try SessionDescription(parsing: description.sdp).transportParameters(offererRole: .server)
             } catch { return fail(.negotiationFailed, "bad answer: \(error)") }
             let session = port.makeSessionOnLoop(remote: remote, local: participant.subscriberCredentials)
+            participant.subscriberRemoteUfrag = remote.ice.ufrag
             session.onRTCP = { [weak self, weak participant] packet in
                 guard let self, let participant else { return }
                 self.subscriberRTCP(packet, from: participant)
@@ -532,6 +549,14 @@ public final class SFU: @unchecked Sendable {
             }
             participant.subscriber = session
         } else {
+            // New client credentials answer an offer that restarted ICE (ours are in that offer).
+            if let session = participant.subscriber,
+               let remote = try? SessionDescription(parsing: description.sdp).transportParameters(offererRole: .server),
+               remote.ice.ufrag != participant.subscriberRemoteUfrag {
+                session.restartICE(local: participant.subscriberCredentials, remote: remote)
+                participant.subscriberRemoteUfrag = remote.ice.ufrag
+                counters.iceRestarts += 1
+            }
             // New subscriptions on a running transport: their first frames need a keyframe.
             for subscription in participant.subscriptions { requestKeyframe(subscription.track) }
         }

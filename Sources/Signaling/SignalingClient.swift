@@ -18,6 +18,14 @@ public struct SignalingClientError: Error, Sendable, Hashable, CustomStringConve
 /// becomes a thrown ``SignalingError``). Everything else the server sends arrives on ``events``.
 /// After `join` it pings at the interval the server gave; if the connection drops, it reconnects
 /// and sends `resume` while the server's resume window lasts.
+/// What happened to a joined signaling connection.
+public enum SignalingConnectionEvent: Sendable, Hashable {
+    /// The connection dropped; the client is reconnecting to resume.
+    case lost
+    /// It resumed within the server's window: same participant, nobody saw it leave.
+    case resumed
+}
+
 public actor SignalingClient {
     public let host: String
     public let port: Int
@@ -36,6 +44,9 @@ public actor SignalingClient {
     public nonisolated let events: AsyncStream<ServerMessage>
     /// How many times the client reconnected and resumed.
     public private(set) var resumes = 0
+    private let connectionContinuation: AsyncStream<SignalingConnectionEvent>.Continuation
+    /// The joined connection's life: lost, then resumed within the window (or the stream ends).
+    public nonisolated let connectionEvents: AsyncStream<SignalingConnectionEvent>
 
     /// `url` is `ws://host:port/path` or `wss://host:port/path`; `tls` configures the latter
     /// (default: the system's trust roots and hostname verification).
@@ -57,6 +68,7 @@ public actor SignalingClient {
         path = slash == rest.endIndex ? "/rtc" : String(rest[slash...])
         self.group = group
         (events, eventsContinuation) = AsyncStream.makeStream(of: ServerMessage.self)
+        (connectionEvents, connectionContinuation) = AsyncStream.makeStream(of: SignalingConnectionEvent.self)
     }
 
     /// Opens the WebSocket.
@@ -134,8 +146,10 @@ public actor SignalingClient {
         pending.removeAll()
         guard !closing, let joined else {
             eventsContinuation.finish()
+            connectionContinuation.finish()
             return
         }
+        connectionContinuation.yield(.lost)
         // Reconnect and resume inside the window.
         let deadline = ContinuousClock.now + .seconds(joined.resumeWindow)
         while ContinuousClock.now < deadline && !closing {
@@ -144,6 +158,7 @@ public actor SignalingClient {
                 if case .resumed(let response) = try await request(.resume(ResumeRequest(token: joined.token, participantSid: joined.sid))) {
                     self.joined = (joined.token, response.participant.sid, response.pingInterval, response.resumeWindow)
                     resumes += 1
+                    connectionContinuation.yield(.resumed)
                     return
                 }
             } catch let error as SignalingError where error.code == .resumeFailed {
@@ -160,6 +175,7 @@ public actor SignalingClient {
         try? await channel?.close()
         channel = nil
         eventsContinuation.finish()
+        connectionContinuation.finish()
     }
 
     /// Sends a request and waits for the reply with its id.
@@ -226,6 +242,7 @@ public actor SignalingClient {
         try? await channel?.close()
         channel = nil
         eventsContinuation.finish()
+        connectionContinuation.finish()
     }
 }
 

@@ -1,6 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
-import RTCCore
+@testable import RTCCore
 import RTCTestSupport
 import Signaling
 import Testing
@@ -321,6 +321,46 @@ struct EngineMediaTests {
 
 @Suite("RTCEngine reconnect", .serialized)
 struct EngineReconnectTests {
+    @Test("a dropped signaling connection resumes in the window: same identity, ICE restarts on both transports, no userOffline, media both ways")
+    func resumeWithICERestart() async throws {
+        let server = try await TestServer()
+        let host = server.engine(), viewer = server.engine()
+        let hostEvents = EventLog(host), viewerEvents = EventLog(viewer)
+        try await host.enableVideo()
+        try await viewer.enableVideo()
+        let atViewer = NIOLockedValueBox<[Int64]>([]), atHost = NIOLockedValueBox<[Int64]>([])
+        viewer.setRemoteVideoSink { _ in atViewer.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
+        host.setRemoteVideoSink { _ in atHost.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
+        try await viewer.join(token: server.token("2001", channel: "resume"), channel: "resume", uid: "2001")
+        try await host.join(token: server.token("1001", channel: "resume"), channel: "resume", uid: "1001")
+        let hostVideo = pushPattern(host), viewerVideo = pushPattern(viewer)
+        defer { hostVideo.cancel(); viewerVideo.cancel() }
+        #expect(await eventually { atViewer.withLockedValue { $0.count } >= 10 && atHost.withLockedValue { $0.count } >= 10 })
+        let sid = try await server.app.sfu.participants(in: "resume").get().first { $0.uid == "1001" }?.sid
+        let before = try await server.app.sfu.counterSnapshot.get()
+        let droppedAt = MediaClock.monotonicUs()
+        await host.dropSignalingConnection()
+        #expect(await eventually {
+            hostEvents.all.contains { if case .connectionStateChanged(.connected, .resumed) = $0 { true } else { false } }
+        })
+        // Both transports restarted ICE: the host's offer for its publisher transport, the server's for its subscriber one.
+        #expect(await eventually { try await server.app.sfu.counterSnapshot.get().iceRestarts - before.iceRestarts == 2 })
+        let restartedAt = MediaClock.monotonicUs()
+        #expect(await eventually {
+            atViewer.withLockedValue { $0.filter { $0 > restartedAt }.count } >= 10
+                && atHost.withLockedValue { $0.filter { $0 > restartedAt }.count } >= 10
+        })
+        print("resume: back \(String(format: "%.2f", Double(restartedAt - droppedAt) / 1e6)) s after the drop, ICE restarted on both transports")
+        #expect(hostEvents.all.contains { if case .connectionStateChanged(.reconnecting, .interrupted) = $0 { true } else { false } })
+        #expect(!hostEvents.all.contains { if case .connectionStateChanged(_, .rejoined) = $0 { true } else { false } })
+        #expect(!viewerEvents.all.contains { if case .userOffline = $0 { true } else { false } })
+        #expect(try await server.app.sfu.participants(in: "resume").get().first { $0.uid == "1001" }?.sid == sid)
+        #expect(host.connectionState == .connected)
+        await host.leave()
+        await viewer.leave()
+        await server.shutdown()
+    }
+
     @Test("a server restart: both clients join again and media flows within 5 s")
     func serverRestart() async throws {
         let server = try await TestServer()

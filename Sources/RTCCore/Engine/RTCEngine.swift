@@ -46,6 +46,13 @@ public final class RTCEngine: @unchecked Sendable {
         /// Paces what the publisher transport sends (made with it).
         var pacer: Pacer?
         var subscriber: MediaTransport?
+        /// The transports' local ICE credentials after an ICE restart (nil: those they were made with).
+        var publisherICE: ICECredentials?
+        var subscriberICE: ICECredentials?
+        /// The server's ufrag on the subscriber transport: an offer with another restarts ICE.
+        var subscriberRemoteUfrag: String?
+        var connectionTask: Task<Void, Never>?
+        var publisherOfferVersion = 0
         var videoSender: LocalVideoSender?
         var audioSender: LocalAudioSender?
         var videoTrackSid: String?
@@ -266,6 +273,12 @@ public final class RTCEngine: @unchecked Sendable {
             }
             self?.signalingEnded(session)
         }
+        session.connectionTask = Task { [weak self] in
+            for await event in signaling.connectionEvents {
+                guard let self else { return }
+                await self.signalingConnection(event, session: session)
+            }
+        }
         let elapsed = Int((MediaClock.monotonicUs() - session.joinStartUs) / 1000)
         setConnectionState(.connected, rejoining ? .rejoined : .joinSuccess)
         emit(.joinedChannel(channel: channel, uid: uid, elapsedMs: elapsed))
@@ -314,6 +327,7 @@ public final class RTCEngine: @unchecked Sendable {
         await session.publisher?.close()
         await session.subscriber?.close()
         session.eventTask?.cancel()
+        session.connectionTask?.cancel()
     }
 
     /// Switches between broadcaster and audience. Going to audience unpublishes the local tracks.
@@ -508,24 +522,7 @@ public final class RTCEngine: @unchecked Sendable {
                 session.audioTrackSid = info.sid
             }
         }
-        let sections: [MediaSectionDescription] = lock.withLock {
-            var sections: [MediaSectionDescription] = []
-            if let video = session.videoSender {
-                sections.append(MediaSectionDescription(mid: video.mid, kind: .video, direction: .sendonly, ssrc: video.state.ssrc,
-                                                        streamID: session.participantSid, trackID: session.videoTrackSid,
-                                                        rtxPayloadType: SDPCodecs.rtxPayloadType, rtxSSRC: video.rtxSSRC))
-            }
-            if let audio = session.audioSender {
-                sections.append(MediaSectionDescription(mid: audio.mid, kind: .audio, direction: .sendonly, ssrc: audio.state.ssrc,
-                                                        streamID: session.participantSid, trackID: session.audioTrackSid))
-            }
-            return sections
-        }
-        let offer = SessionDescription.make(sessionID: UInt64(session.rtcpSSRC), version: session.ticks + 1,
-                                            transport: transport.localParameters, iceLite: false, setup: "actpass", sections: sections)
-        guard case .answer(let answer) = try await session.signaling.request(.offer(SessionDescriptionMessage(transport: .publisher,
-                                                                                                             sdp: offer.serialized)))
-        else { throw RTCEngineError(.joinFailed, "unexpected reply to the publisher offer") }
+        let answer = try await negotiatePublisher(session, transport: transport, ice: lock.withLock { session.publisherICE })
         // RFC 4588 retransmissions (and probes made of them) once the server's answer accepts them.
         if let video = lock.withLock({ session.videoSender }),
            let rtx = (try? SessionDescription(parsing: answer.sdp))?.sections.first(where: { $0.mid == video.mid })?.rtxPayloadType {
@@ -550,6 +547,63 @@ public final class RTCEngine: @unchecked Sendable {
             guard try await transport.state.get() == .connected else {
                 throw RTCEngineError(.transportFailed, "the publisher transport did not connect within 10 s")
             }
+        }
+    }
+
+    /// Offers the publisher transport's sections with local credentials `ice` (nil: the
+    /// transport's own) and returns the server's answer.
+    private func negotiatePublisher(_ session: Session, transport: MediaTransport, ice: ICECredentials?) async throws -> SessionDescriptionMessage {
+        let sections: [MediaSectionDescription] = lock.withLock {
+            var sections: [MediaSectionDescription] = []
+            if let video = session.videoSender {
+                sections.append(MediaSectionDescription(mid: video.mid, kind: .video, direction: .sendonly, ssrc: video.state.ssrc,
+                                                        streamID: session.participantSid, trackID: session.videoTrackSid,
+                                                        rtxPayloadType: SDPCodecs.rtxPayloadType, rtxSSRC: video.rtxSSRC))
+            }
+            if let audio = session.audioSender {
+                sections.append(MediaSectionDescription(mid: audio.mid, kind: .audio, direction: .sendonly, ssrc: audio.state.ssrc,
+                                                        streamID: session.participantSid, trackID: session.audioTrackSid))
+            }
+            session.publisherOfferVersion += 1
+            return sections
+        }
+        var parameters = transport.localParameters
+        if let ice { parameters.ice = ice }
+        let offer = SessionDescription.make(sessionID: UInt64(session.rtcpSSRC), version: lock.withLock { session.publisherOfferVersion },
+                                            transport: parameters, iceLite: false, setup: "actpass", sections: sections)
+        guard case .answer(let answer) = try await session.signaling.request(.offer(SessionDescriptionMessage(transport: .publisher,
+                                                                                                             sdp: offer.serialized)))
+        else { throw RTCEngineError(.joinFailed, "unexpected reply to the publisher offer") }
+        return answer
+    }
+
+    /// Test hook: drops the signaling connection without a leave, as a network change would.
+    func dropSignalingConnection() async {
+        await lock.withLock { session }?.signaling.dropConnection()
+    }
+
+    /// The signaling connection dropped (`reconnecting`) or resumed within the server's window:
+    /// then the session is the same (the others saw nothing), and ICE restarts on the publisher
+    /// transport (our offer) and the subscriber transport (the server's offer follows the resume),
+    /// since a lost connection often means a changed network; `connected` with `resumed`.
+    private func signalingConnection(_ event: SignalingConnectionEvent, session: Session) async {
+        guard lock.withLock({ self.session === session && !session.leaving }) else { return }
+        switch event {
+        case .lost:
+            setConnectionState(.reconnecting, .interrupted)
+        case .resumed:
+            if let transport = lock.withLock({ session.publisher }) {
+                let ice = ICECredentials.random()
+                do {
+                    let answer = try await negotiatePublisher(session, transport: transport, ice: ice)
+                    let remote = try SessionDescription(parsing: answer.sdp).transportParameters(offererRole: .client)
+                    transport.session.restartICE(local: ice, remote: remote)
+                    lock.withLock { session.publisherICE = ice }
+                } catch {
+                    emit(.error(RTCEngineError(.transportFailed, "ICE restart of the publisher transport: \(error)")))
+                }
+            }
+            setConnectionState(.connected, .resumed)
         }
     }
 
@@ -740,11 +794,22 @@ public final class RTCEngine: @unchecked Sendable {
             }
             session.subscriber = transport
         }
+        let remote = try offer.transportParameters(offererRole: .server)
+        // The server's new credentials restart ICE (after a resume): ours change too (RFC 8445 §9).
+        let restart = !fresh && remote.ice.ufrag != lock.withLock({ session.subscriberRemoteUfrag })
+        let ice: ICECredentials? = restart ? ICECredentials.random() : lock.withLock { session.subscriberICE }
+        var parameters = transport.localParameters
+        if let ice { parameters.ice = ice }
         let answer = SessionDescription.make(
-            sessionID: UInt64(session.rtcpSSRC) &+ 1, transport: transport.localParameters, iceLite: false, setup: "active",
+            sessionID: UInt64(session.rtcpSSRC) &+ 1, transport: parameters, iceLite: false, setup: "active",
             sections: offer.sections.map { MediaSectionDescription(mid: $0.mid, kind: $0.kind, direction: $0.reversed, payloadType: $0.payloadType) })
+        lock.withLock {
+            session.subscriberRemoteUfrag = remote.ice.ufrag
+            session.subscriberICE = ice
+        }
+        if restart, let ice { transport.session.restartICE(local: ice, remote: remote) }
         try await session.signaling.send(.answer(SessionDescriptionMessage(transport: .subscriber, sdp: answer.serialized)))
-        if fresh { transport.start(remote: try offer.transportParameters(offererRole: .server)) }
+        if fresh { transport.start(remote: remote) }
     }
 
     private func receiverOutputs(_ session: Session) -> ReceiverOutputs {
