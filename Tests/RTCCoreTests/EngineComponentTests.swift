@@ -222,6 +222,48 @@ struct EngineComponentTests {
         #expect(buffer.packetsConcealed == 2)
     }
 
+    /// Plays packets 0..<count through `buffer` on a simulated clock: packet `n` is sent at
+    /// n x 20 ms and arrives `delayMs(n)` later; playout pops every 20 ms, and `onTick` sees the
+    /// buffer after each pop (with the tick's index).
+    static func playAudio(_ buffer: inout AudioJitterBuffer, count: Int, delayMs: (Int) -> Int,
+                          onTick: (Int, AudioJitterBuffer) -> Void) {
+        let arrivals = (0..<count).map { (sequence: $0, atUs: Int64($0) * 20_000 + Int64(delayMs($0)) * 1000) }.sorted { $0.atUs < $1.atUs }
+        var index = 0
+        for tick in 0..<count {
+            let tickUs = Int64(tick) * 20_000
+            while index < arrivals.count, arrivals[index].atUs <= tickUs {
+                let sequence = UInt16(truncatingIfNeeded: arrivals[index].sequence)
+                buffer.insert(sequenceNumber: sequence, payload: [UInt8(truncatingIfNeeded: sequence)], arrivalUs: arrivals[index].atUs)
+                index += 1
+            }
+            _ = buffer.pop()
+            onTick(tick, buffer)
+        }
+    }
+
+    @Test("adaptive playout delay: jitter raises the target and concealment stops; calm brings it back to the floor")
+    func audioAdaptiveDelay() {
+        var buffer = AudioJitterBuffer(targetPackets: 3)
+        // 5 s steady, 10 s of 0-120 ms jitter (in order: a queue that fills and drains, a
+        // deterministic pattern), then 7 s steady again.
+        let jitter = { (n: Int) in (250..<750).contains(n) ? 10 + (n * 37 % 100) * 120 / 100 : 10 }
+        var snapshots: [Int: AudioJitterBuffer] = [:]
+        Self.playAudio(&buffer, count: 1100, delayMs: jitter) { tick, state in
+            if [249, 500, 749, 1099].contains(tick) { snapshots[tick] = state }
+        }
+        let steady = snapshots[249]!, early = snapshots[500]!, adapted = snapshots[749]!, calm = snapshots[1099]!
+        #expect(steady.targetPackets == 3 && steady.packetsConcealed == 0 && steady.packetsAccelerated == 0)
+        #expect(early.targetPackets >= 6, "target \(early.targetPackets) under 120 ms of jitter")
+        // Once adapted, the second 5 s of jitter lose (almost) nothing.
+        let lost = { (state: AudioJitterBuffer) in state.packetsConcealed + state.packetsLate }
+        #expect(lost(adapted) - lost(early) <= 3, "\(lost(adapted) - lost(early)) concealed or late after adapting, \(lost(early)) before")
+        #expect(adapted.framesExpanded > 0)
+        // Calm again: after the window the target and the buffer come back down.
+        #expect(calm.targetPackets == 3)
+        #expect(calm.packetsAccelerated > 0 && calm.bufferedPackets <= 5, "\(calm.bufferedPackets) buffered")
+        #expect(lost(calm) == lost(adapted))
+    }
+
     @Test("audio playout caps its delay by dropping the oldest packets")
     func audioJitterCap() {
         var buffer = AudioJitterBuffer(targetPackets: 2, maxPackets: 4)

@@ -185,7 +185,7 @@ final class RemoteAudioReceiver: @unchecked Sendable {
     func receive(_ packet: RTPPacket, bytes: Int, arrivalUs: Int64) {
         state.record(packet, bytes: bytes, arrivalUs: arrivalUs)
         let payload = Array(packet.payload.readableBytesView)
-        jitter.withLock { $0.insert(sequenceNumber: packet.header.sequenceNumber, payload: payload) }
+        jitter.withLock { $0.insert(sequenceNumber: packet.header.sequenceNumber, payload: payload, arrivalUs: arrivalUs) }
     }
 
     /// The next 20 ms (48 kHz stereo), on the playout thread; nil while nothing is playing.

@@ -136,8 +136,18 @@ public enum AudioPlayoutDecision: Sendable, Equatable {
 /// from the next one's FEC when that is already here, else concealed (playout never stops for a
 /// burst: 300 ms by default); after `maxConcealed` packets in a row with nothing buffered it
 /// rebuffers; past `maxPackets` it drops the oldest to cap delay.
+///
+/// Adaptive playout delay (when packets come with their arrival times): each packet's transit
+/// (arrival minus its place in the stream, 20 ms per sequence number) over the last 5 s gives the
+/// spread late packets need, its 95th percentile above the fastest; the target is that spread in
+/// packets plus one, never under the configured `targetPackets` (the floor) nor over half of
+/// `maxPackets`. Playout follows the target: a buffer two packets over it drops one packet, one
+/// under it plays one concealed frame without advancing (to grow), each at most every 200 ms.
+/// Whole 20 ms frames, not time-stretching: a small step, rarely taken.
 public struct AudioJitterBuffer: Sendable {
-    public var targetPackets: Int
+    /// The current playout target (packets): the floor, or more under jitter.
+    public private(set) var targetPackets: Int
+    public let minimumTargetPackets: Int
     public var maxPackets: Int
     public var maxConcealed: Int
     private var packets: [UInt16: [UInt8]] = [:]
@@ -147,16 +157,33 @@ public struct AudioJitterBuffer: Sendable {
     public private(set) var packetsLate = 0
     public private(set) var packetsConcealed = 0
     public private(set) var packetsRecovered = 0
+    /// Packets dropped to shorten the delay, and concealed frames played to lengthen it.
+    public private(set) var packetsAccelerated = 0
+    public private(set) var framesExpanded = 0
+    // Delay estimation.
+    private var highest: (sequence: UInt16, extended: Int64)?
+    private var transits: [Int64] = []
+    private var transitIndex = 0
+    private var insertsSinceEstimate = 0
+    private var popsSinceAdjust = 0
+
+    static let packetUs: Int64 = 20_000
+    /// 5 s of 20 ms packets.
+    static let transitWindow = 250
+    static let adjustEveryPops = 10
 
     public init(targetPackets: Int = 3, maxPackets: Int = 25, maxConcealed: Int = 15) {
         self.targetPackets = targetPackets
+        minimumTargetPackets = targetPackets
         self.maxPackets = maxPackets
         self.maxConcealed = maxConcealed
     }
 
     public var bufferedPackets: Int { packets.count }
 
-    public mutating func insert(sequenceNumber: UInt16, payload: [UInt8]) {
+    /// Takes a packet; `arrivalUs` (monotonic) feeds the adaptive delay.
+    public mutating func insert(sequenceNumber: UInt16, payload: [UInt8], arrivalUs: Int64? = nil) {
+        if let arrivalUs { recordTransit(sequenceNumber, arrivalUs: arrivalUs) }
         if let next, Int16(bitPattern: sequenceNumber &- next) < 0 {
             packetsLate += 1
             return
@@ -166,6 +193,32 @@ public struct AudioJitterBuffer: Sendable {
             packets[oldest] = nil
             if let next, oldest == next { self.next = next &+ 1 }
         }
+    }
+
+    private mutating func recordTransit(_ sequence: UInt16, arrivalUs: Int64) {
+        let extended: Int64
+        if let highest {
+            extended = highest.extended + Int64(Int16(bitPattern: sequence &- highest.sequence))
+            if extended > highest.extended { self.highest = (sequence, extended) }
+        } else {
+            extended = 0
+            highest = (sequence, 0)
+        }
+        let transit = arrivalUs - extended * Self.packetUs
+        if transits.count < Self.transitWindow {
+            transits.append(transit)
+        } else {
+            transits[transitIndex] = transit
+            transitIndex = (transitIndex + 1) % Self.transitWindow
+        }
+        insertsSinceEstimate += 1
+        // Re-estimated every 5 packets (100 ms): a sort of at most 250 values.
+        guard insertsSinceEstimate >= 5 || transits.count < 20 else { return }
+        insertsSinceEstimate = 0
+        let sorted = transits.sorted()
+        let spread = sorted[(sorted.count - 1) * 95 / 100] - sorted[0]
+        let needed = Int((spread + Self.packetUs - 1) / Self.packetUs) + 1
+        targetPackets = min(max(needed, minimumTargetPackets), max(minimumTargetPackets, maxPackets / 2))
     }
 
     private var oldest: UInt16? {
@@ -180,8 +233,24 @@ public struct AudioJitterBuffer: Sendable {
             playing = true
             next = start
             concealedInARow = 0
+            popsSinceAdjust = 0
         }
-        guard let sequence = next else { return .silence }
+        guard var sequence = next else { return .silence }
+        popsSinceAdjust += 1
+        if !transits.isEmpty, popsSinceAdjust >= Self.adjustEveryPops {
+            if packets.count > targetPackets + 2, packets[sequence] != nil {
+                // Too much delay: skip a packet.
+                packets[sequence] = nil
+                sequence &+= 1
+                packetsAccelerated += 1
+                popsSinceAdjust = 0
+            } else if !packets.isEmpty, packets.count + 1 < targetPackets {
+                // Too little for the jitter seen: play a concealed frame and keep the packet.
+                framesExpanded += 1
+                popsSinceAdjust = 0
+                return .conceal
+            }
+        }
         next = sequence &+ 1
         if let packet = packets.removeValue(forKey: sequence) {
             concealedInARow = 0
