@@ -147,6 +147,10 @@ final class Subscription: @unchecked Sendable {
     var rewriter: StreamRewriter
     /// RTP packets forwarded (the per-pair counter tests and operators read).
     var packetsForwarded = 0
+    /// The RFC 4588 stream repairs to this subscriber travel on (video), once its answer accepts it.
+    let rtxSSRC: UInt32
+    var rtxPayloadType: UInt8?
+    var rtxSequence: UInt16
 
     init(track: PublishedTrack, subscriber: Participant, mid: String) {
         self.track = track
@@ -154,6 +158,14 @@ final class Subscription: @unchecked Sendable {
         self.mid = mid
         var random = SystemRandomNumberGenerator()
         rewriter = StreamRewriter(outputSSRC: UInt32.random(in: 1...UInt32.max, using: &random))
+        rtxSSRC = UInt32.random(in: 1...UInt32.max, using: &random)
+        rtxSequence = UInt16.random(in: 0...UInt16.max, using: &random)
+    }
+
+    /// The RTX format offered for this subscription: 97, or 98 when the codec itself is 97.
+    var offeredRTXPayloadType: UInt8? {
+        guard track.info.kind == .video else { return nil }
+        return track.payloadType == SDPCodecs.rtxPayloadType ? SDPCodecs.rtxPayloadType + 1 : SDPCodecs.rtxPayloadType
     }
 }
 

@@ -494,7 +494,8 @@ public final class SFU: @unchecked Sendable {
         let track = subscription.track
         return MediaSectionDescription(mid: subscription.mid, kind: track.info.kind == .video ? .video : .audio, direction: .sendonly,
                                        payloadType: track.payloadType, ssrc: subscription.rewriter.outputSSRC,
-                                       streamID: track.owner.sid, trackID: track.info.sid)
+                                       streamID: track.owner.sid, trackID: track.info.sid,
+                                       rtxPayloadType: subscription.offeredRTXPayloadType, rtxSSRC: subscription.rtxSSRC)
     }
 
     private func unsubscribe(_ subscription: Subscription) {
@@ -532,6 +533,13 @@ public final class SFU: @unchecked Sendable {
             return fail(.negotiationFailed, "no subscriber offer is waiting for an answer")
         }
         participant.awaitingSubscriberAnswer = false
+        // RFC 4588 repairs to the subscriber where its answer kept the rtx format.
+        if let answered = try? SessionDescription(parsing: description.sdp).sections {
+            for subscription in participant.subscriptions {
+                let section = answered.first { $0.mid == subscription.mid }
+                subscription.rtxPayloadType = section?.rtxPayloadType == subscription.offeredRTXPayloadType ? section?.rtxPayloadType : nil
+            }
+        }
         if participant.subscriber == nil {
             let remote: TransportParameters
             do {
@@ -656,6 +664,10 @@ public final class SFU: @unchecked Sendable {
                     guard var packet = subscription.track.cache.packet(subscription.rewriter.inputSequence(of: lost)) else { continue }
                     var rewriter = subscription.rewriter
                     rewriter.rewrite(&packet.header)
+                    if let payloadType = subscription.rtxPayloadType {
+                        packet = RTXPacket.wrap(packet, ssrc: subscription.rtxSSRC, payloadType: payloadType, sequenceNumber: subscription.rtxSequence)
+                        subscription.rtxSequence &+= 1
+                    }
                     counters.retransmissions += 1
                     session.sendRTP(packet.serialized)
                 }

@@ -248,6 +248,9 @@ struct SFURTCPTests {
             .receiverReport(ReceiverReport(ssrc: 1)),
             .nack(GenericNACK(senderSSRC: 1, mediaSSRC: ssrc, lost: [sequences[3], sequences[4], sequences[10]])),
         ]))
+        // The viewer's answer kept the rtx format: the repairs come on its RFC 4588 stream, the
+        // original (rewritten) sequence numbers inside.
+        #expect(try await eventually { viewer.repaired.withLockedValue { $0[ssrc] ?? [] } == [sequences[3], sequences[4], sequences[10]] })
         for _ in 0..<5 {
             transport.sendRTCP(RTCPPacket.serializeCompound([
                 .receiverReport(ReceiverReport(ssrc: 1)), .pictureLossIndication(PictureLossIndication(senderSSRC: 1, mediaSSRC: ssrc)),

@@ -45,6 +45,10 @@ final class TestClient: @unchecked Sendable {
     let received = NIOLockedValueBox<[UInt32: [UInt16]]>([:])
     /// The SSRC each subscribed track arrives with (from the subscriber offers: trackID → SSRC).
     let subscribedSSRCs = NIOLockedValueBox<[String: UInt32]>([:])
+    /// RFC 4588 streams in the subscriber offers (RTX SSRC → media SSRC), and the original
+    /// sequence numbers repairs on them carried, by media SSRC.
+    let retransmissionSSRCs = NIOLockedValueBox<[UInt32: UInt32]>([:])
+    let repaired = NIOLockedValueBox<[UInt32: [UInt16]]>([:])
 
     init(uid: String, sfu: SFU, group: EventLoopGroup) {
         self.uid = uid
@@ -100,6 +104,7 @@ final class TestClient: @unchecked Sendable {
         let offer = try SessionDescription(parsing: sdp)
         for section in offer.sections {
             if let ssrc = section.ssrc, let track = section.trackID { subscribedSSRCs.withLockedValue { $0[track] = ssrc } }
+            if let ssrc = section.ssrc, let rtx = section.rtxSSRC { retransmissionSSRCs.withLockedValue { $0[rtx] = ssrc } }
         }
         var transport = subscriber.withLockedValue { $0 }
         let fresh = transport == nil
@@ -107,6 +112,12 @@ final class TestClient: @unchecked Sendable {
             let made = try await MediaTransport.bind(.client(), group: group)
             made.onRTP = { [weak self] datagram in
                 guard let self, let packet = try? RTPPacket(parsing: datagram) else { return }
+                if let media = self.retransmissionSSRCs.withLockedValue({ $0[packet.header.ssrc] }) {
+                    if let original = try? RTXPacket.unwrap(packet, ssrc: media, payloadType: 96) {
+                        self.repaired.withLockedValue { $0[media, default: []].append(original.header.sequenceNumber) }
+                    }
+                    return
+                }
                 self.received.withLockedValue { $0[packet.header.ssrc, default: []].append(packet.header.sequenceNumber) }
             }
             subscriber.withLockedValue { $0 = made }
@@ -115,7 +126,7 @@ final class TestClient: @unchecked Sendable {
         let answer = SessionDescription.make(sessionID: 2, transport: transport!.localParameters, iceLite: false, setup: "active",
                                              sections: offer.sections.map {
                                                  MediaSectionDescription(mid: $0.mid, kind: $0.kind, direction: $0.reversed,
-                                                                         payloadType: $0.payloadType)
+                                                                         payloadType: $0.payloadType, rtxPayloadType: $0.rtxPayloadType)
                                              })
         send(.answer(SessionDescriptionMessage(transport: .subscriber, sdp: answer.serialized)))
         if fresh { transport!.start(remote: try offer.transportParameters(offererRole: .server)) }

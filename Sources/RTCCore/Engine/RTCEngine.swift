@@ -53,6 +53,8 @@ public final class RTCEngine: @unchecked Sendable {
         var subscriberRemoteUfrag: String?
         var connectionTask: Task<Void, Never>?
         var publisherOfferVersion = 0
+        /// RFC 4588 streams the server repairs on: RTX SSRC → (media SSRC, its payload type, the RTX payload type).
+        var retransmissionStreams: [UInt32: (ssrc: UInt32, payloadType: UInt8, rtxPayloadType: UInt8)] = [:]
         var videoSender: LocalVideoSender?
         var audioSender: LocalAudioSender?
         var videoTrackSid: String?
@@ -780,6 +782,12 @@ public final class RTCEngine: @unchecked Sendable {
                 session.videoReceivers[ssrc] = nil
             }
             for ssrc in session.audioReceivers.keys where !active.contains(ssrc) { session.audioReceivers[ssrc] = nil }
+            session.retransmissionStreams = [:]
+            for section in offer.sections where section.direction == .sendonly {
+                if let ssrc = section.ssrc, let rtx = section.rtxSSRC, let rtxPayloadType = section.rtxPayloadType {
+                    session.retransmissionStreams[rtx] = (ssrc, section.payloadType, rtxPayloadType)
+                }
+            }
         }
         for receiver in stopped { receiver.stop() }
         let fresh = session.subscriber == nil
@@ -802,7 +810,10 @@ public final class RTCEngine: @unchecked Sendable {
         if let ice { parameters.ice = ice }
         let answer = SessionDescription.make(
             sessionID: UInt64(session.rtcpSSRC) &+ 1, transport: parameters, iceLite: false, setup: "active",
-            sections: offer.sections.map { MediaSectionDescription(mid: $0.mid, kind: $0.kind, direction: $0.reversed, payloadType: $0.payloadType) })
+            sections: offer.sections.map {
+                MediaSectionDescription(mid: $0.mid, kind: $0.kind, direction: $0.reversed, payloadType: $0.payloadType,
+                                        rtxPayloadType: $0.rtxPayloadType)
+            })
         lock.withLock {
             session.subscriberRemoteUfrag = remote.ice.ufrag
             session.subscriberICE = ice
@@ -844,8 +855,15 @@ public final class RTCEngine: @unchecked Sendable {
 
     /// On the subscriber transport's event loop, per packet.
     private func subscriberRTP(_ datagram: ByteBuffer, session: Session) {
-        guard let packet = try? RTPPacket(parsing: datagram) else { return }
+        guard var packet = try? RTPPacket(parsing: datagram) else { return }
         let now = MediaClock.monotonicUs()
+        if let stream = lock.withLock({ session.retransmissionStreams[packet.header.ssrc] }) {
+            // An RFC 4588 repair: the original inside (padding and bad payloads are dropped).
+            guard packet.header.payloadType == stream.rtxPayloadType,
+                  let original = try? RTXPacket.unwrap(packet, ssrc: stream.ssrc, payloadType: stream.payloadType)
+            else { return }
+            packet = original
+        }
         let ssrc = packet.header.ssrc
         let (video, audio) = lock.withLock { (session.videoReceivers[ssrc], session.audioReceivers[ssrc]) }
         video?.receive(packet, bytes: datagram.readableBytes, arrivalUs: now)
