@@ -45,6 +45,10 @@ struct EngineMediaTests {
             if case .rtcStats(let stats) = event, stats.local.count == 2, stats.local.allSatisfy({ $0.bitrateKbps > 0 }) { stats } else { nil }
         }
         #expect(hostStats?.local.first { $0.kind == .video }?.roundTripTimeMs != nil, "RTT from the server's receiver reports")
+        // The publisher's bandwidth estimate, within what the app asked for plus audio; none for a viewer that publishes nothing.
+        let estimate = try #require(hostStats?.estimatedBandwidthKbps)
+        #expect(estimate > 0 && estimate <= VideoEncoderConfiguration().bitrateKbps + 48)
+        #expect(stats?.estimatedBandwidthKbps == nil)
         await viewer.leave()
         await host.leave()
         await server.shutdown()

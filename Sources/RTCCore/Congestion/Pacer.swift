@@ -77,9 +77,6 @@ final class Pacer: Sendable {
         }
     }
 
-    /// Bytes waiting to leave.
-    var queuedBytes: Int { state.withLock { $0.queue.queuedBytes } }
-
     // MARK: On the loop
 
     private func drain() {

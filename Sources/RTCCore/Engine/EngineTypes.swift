@@ -262,4 +262,6 @@ public struct RTCStats: Sendable, Hashable {
     public var durationMs: Int
     public var local: [LocalTrackStats]
     public var remote: [RemoteTrackStats]
+    /// The send-side bandwidth estimate of the publisher transport (kbps), nil while not publishing.
+    public var estimatedBandwidthKbps: Int?
 }

@@ -966,7 +966,9 @@ public final class RTCEngine: @unchecked Sendable {
                     framesDecoded: counters.framesDecoded, width: counters.width, height: counters.height))
             }
             remote.sort { ($0.uid, $0.kind.rawValue) < ($1.uid, $1.kind.rawValue) }
-            return RTCStats(durationMs: Int((now - session.joinStartUs) / 1000), local: local, remote: remote)
+            let estimate = session.publisher == nil ? nil : Int(session.sequencer.congestion.targetBps / 1000)
+            return RTCStats(durationMs: Int((now - session.joinStartUs) / 1000), local: local, remote: remote,
+                            estimatedBandwidthKbps: estimate)
         }
         emit(.rtcStats(stats))
     }
