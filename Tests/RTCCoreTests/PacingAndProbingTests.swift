@@ -57,13 +57,14 @@ struct PacingAndProbingTests {
         }
     }
 
-    @Test("a backlog leaves within about 250 ms of its oldest packet, whatever the pacing rate")
+    @Test("a backlog leaves within about 2 s of its oldest packet, whatever the pacing rate")
     func drainLimit() {
-        var run = PacingRun(pacingBps: 500_000)
-        run.queue.enqueue((0..<200).map { PacingRun.packet($0) }, priority: .video, nowUs: 0)  // 240 kB: 3.8 s at 0.5 Mbps
-        run.run(untilUs: 1_000_000)
+        var run = PacingRun(pacingBps: 200_000)
+        run.queue.enqueue((0..<200).map { PacingRun.packet($0) }, priority: .video, nowUs: 0)  // 240 kB: 9.6 s at 0.2 Mbps
+        run.run(untilUs: 3_000_000)
         #expect(run.released.count == 200)
-        #expect(run.released.last!.atUs <= 300_000, "the backlog took \(run.released.last!.atUs) µs")
+        let last = run.released.last!.atUs
+        #expect(last >= 1_800_000 && last <= 2_050_000, "the backlog took \(last) µs")
         #expect(run.queue.queuedBytes == 0)
     }
 

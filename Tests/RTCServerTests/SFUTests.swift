@@ -226,14 +226,20 @@ struct SFUTests {
 
 @Suite("SFU: RTCP termination and token lifetime", .serialized)
 struct SFURTCPTests {
-    @Test("NACKs are answered from the packet cache; PLIs go upstream at most once per 500 ms per track, the rest coalesced")
-    func nackAndPLI() async throws {
+    /// A server with two joined clients in "room".
+    static func publisherAndViewer() async throws -> (SFU, TestClient, TestClient) {
         let sfu = try await SFU.start(configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret"),
                                       group: SFUTests.group)
         let publisher = TestClient(uid: "pub", sfu: sfu, group: SFUTests.group)
         let viewer = TestClient(uid: "view", sfu: sfu, group: SFUTests.group)
         _ = try await publisher.join(channel: "room", token: token("pub"))
         _ = try await viewer.join(channel: "room", token: token("view"))
+        return (sfu, publisher, viewer)
+    }
+
+    @Test("NACKs are answered from the packet cache; PLIs go upstream at most once per 500 ms per track, the rest coalesced")
+    func nackAndPLI() async throws {
+        let (sfu, publisher, viewer) = try await Self.publisherAndViewer()
         _ = try await publisher.publish([SFUTests.video(0xB0)])
         #expect(try await eventually { viewer.subscribedSSRCs.withLockedValue { $0.count } == 1 })
         #expect(try await eventually { try await viewer.subscriber.withLockedValue { $0 }?.state.get() == .connected })
@@ -281,12 +287,7 @@ struct SFURTCPTests {
 
     @Test("RFC 4588 from a publisher: a repair is forwarded as the original; a copy of what is here and padding are dropped, yet acknowledged in transport-wide feedback")
     func rtxFromPublisher() async throws {
-        let sfu = try await SFU.start(configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret"),
-                                      group: SFUTests.group)
-        let publisher = TestClient(uid: "pub", sfu: sfu, group: SFUTests.group)
-        let viewer = TestClient(uid: "view", sfu: sfu, group: SFUTests.group)
-        _ = try await publisher.join(channel: "room", token: token("pub"))
-        _ = try await viewer.join(channel: "room", token: token("view"))
+        let (sfu, publisher, viewer) = try await Self.publisherAndViewer()
         var section = SFUTests.video(0xB0)
         section.rtxPayloadType = 97
         section.rtxSSRC = 0xB1

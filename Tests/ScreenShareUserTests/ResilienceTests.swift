@@ -227,4 +227,59 @@ struct CongestionTests {
         await proxy.close()
         await server.shutdown()
     }
+
+    /// Camera at 720p30 under 0.3 Mbps: below what 720p needs (the encoder floor), so it halves.
+    /// Screen at 720p15 under 0.6 Mbps: a quarter of what it asks for, and it keeps its size.
+    /// (Screen content under 0.3 Mbps does not get through at all: see docs/resilience.md.)
+    @Test("under a capped uplink, screen content keeps 1280x720 and gives frames; camera content gives resolution",
+          arguments: [(VideoContentHint.detail, 600_000.0), (.motion, 300_000)])
+    func degradationPreference(hint: VideoContentHint, capBps: Double) async throws {
+        let server = try await TestServer()
+        var link = ImpairmentProfile(delayMs: 10)
+        link.bandwidthBps = capBps
+        link.queueMs = 1000
+        let proxy = try await ImpairmentProxy.start(target: server.app.mediaAddress!, upstream: link,
+                                                    downstream: ImpairmentProfile(delayMs: 10), seed: 11,
+                                                    group: MultiThreadedEventLoopGroup.singleton)
+        server.app.sfu.port.announcedAddress = proxy.address
+        let host = server.engine(), viewer = server.engine()
+        let screen = hint == .detail
+        try host.setVideoEncoderConfiguration(VideoEncoderConfiguration(
+            dimensions: VideoSize(width: 1280, height: 720), frameRate: screen ? 15 : 30, bitrateKbps: 2500, contentHint: hint))
+        try await host.enableVideo()
+        let decoded = NIOLockedValueBox<[(atUs: Int64, width: Int, height: Int)]>([])
+        viewer.setRemoteVideoSink { frame in
+            decoded.withLockedValue { $0.append((MediaClock.monotonicUs(), frame.frame.width, frame.frame.height)) }
+        }
+        try await viewer.join(token: server.token("2001", channel: "degrade"), channel: "degrade", uid: "2001")
+        try await host.join(token: server.token("1001", channel: "degrade"), channel: "degrade", uid: "1001",
+                            options: JoinOptions(videoSource: screen ? .screen : .camera))
+        let video = pushPattern(host, kind: screen ? .screen : .camera, size: VideoSize(width: 1280, height: 720), fps: screen ? 15 : 30)
+        defer { video.cancel() }
+        // Settle: the estimate falls from 2.5 Mbps to the cap and the queue drains.
+        try await Task.sleep(for: .seconds(10))
+        proxy.traceUpstream(true)
+        let start = MediaClock.monotonicUs()
+        try await Task.sleep(for: .seconds(6))
+        let trace = proxy.upstreamTrace
+        video.cancel()
+        let window = decoded.withLockedValue { $0 }.filter { $0.atUs >= start }
+        let sizes = Set(window.map { "\($0.width)x\($0.height)" })
+        let sentBps = Double(trace.reduce(0) { $0 + $1.bytes }) * 8 / 6
+        print("degradation (\(screen ? "screen" : "camera")): \(window.count) frames in 6 s at \(sizes.sorted()), "
+            + String(format: "%.0f kbps into a %.0f kbps cap", sentBps / 1000, capBps / 1000))
+        // Screen content gives frames (this test pattern changes everywhere every frame: at the
+        // coarsest quantizer a 720p frame is tens of kB, so a fraction of a frame per second fits).
+        #expect(window.count >= (screen ? 2 : 60), "\(window.count) frames decoded in 6 s")
+        if screen {
+            #expect(sizes == ["1280x720"], "screen content changed size: \(sizes)")
+        } else {
+            #expect(window.suffix(10).allSatisfy { $0.width == 640 && $0.height == 360 }, "camera content sizes \(sizes)")
+        }
+        #expect(sentBps <= capBps * 1.05)
+        await host.leave()
+        await viewer.leave()
+        await proxy.close()
+        await server.shutdown()
+    }
 }

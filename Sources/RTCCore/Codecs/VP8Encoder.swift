@@ -143,7 +143,7 @@ public final class VP8Encoder {
             (Int32(VP8E_SET_NOISE_SENSITIVITY.rawValue), 0),
             (Int32(VP8E_SET_STATIC_THRESHOLD.rawValue), screen ? 100 : 1),
             (Int32(VP8E_SET_TOKEN_PARTITIONS.rawValue), Int32(VP8_ONE_TOKENPARTITION.rawValue)),
-            (Int32(VP8E_SET_MAX_INTRA_BITRATE_PCT.rawValue), screen ? 0 : Self.maxIntraBitratePercent(frameRate: configuration.frameRate)),
+            (Int32(VP8E_SET_MAX_INTRA_BITRATE_PCT.rawValue), Self.maxIntraBitratePercent(frameRate: configuration.frameRate, screen: screen)),
             (Int32(VP8E_SET_SCREEN_CONTENT_MODE.rawValue), screen ? 1 : 0),
         ]
         for (control, value) in controls {
@@ -199,9 +199,12 @@ public final class VP8Encoder {
     }
 
     /// Keyframes are capped to a multiple of the per-frame budget so they do not flood the network.
-    static func maxIntraBitratePercent(frameRate: Double) -> Int32 {
-        // As libwebrtc: buffer of 0.5 s worth of frames, times 100 %.
-        Int32(max(300, 0.5 * frameRate * 100).rounded())
+    /// A keyframe's cap, in percent of a frame's share of the bitrate. Camera: 0.5 s of the rate
+    /// (as libwebrtc). Screen: 1 s of it, as sharp text needs a large keyframe; yet a bounded one,
+    /// since an unbounded keyframe on a narrow path outlasts the bottleneck's queue, is lost, and
+    /// the keyframe request that follows loses the next one too.
+    static func maxIntraBitratePercent(frameRate: Double, screen: Bool = false) -> Int32 {
+        Int32(max(300, (screen ? 1.0 : 0.5) * frameRate * 100).rounded())
     }
 
     private func applyRateSettings(to config: inout vpx_codec_enc_cfg_t) {

@@ -30,10 +30,12 @@ struct ProbeCluster: Sendable, Hashable {
 
 /// The pacing logic, on caller-given times (µs): queued packets leave at the pacing rate in bursts
 /// of at most 40 ms of it (as libwebrtc's pacer now does: a small frame leaves at once, a large one
-/// is spread), 5 ms while probing (a probe's timing is its measurement), by priority (audio at once, then retransmissions, then video). The rate
-/// rises so that nothing waits much over 250 ms (a keyframe on a narrow path leaves within that,
-/// not over a second: the bottleneck queues the rest, and the estimator sees it). During a probe the rate is the probe's, and when no media is queued the
-/// padding source fills the gap (RTX copies of recent video packets).
+/// is spread), 5 ms while probing (a probe's timing is its measurement), by priority (audio at
+/// once, then retransmissions, then video). The rate rises so that nothing waits over 2 s (as
+/// libwebrtc's queue limit): a keyframe far larger than the path carries in a second (720p screen
+/// content on a 0.3 Mbps path) then leaves over up to 2 s, not faster than the bottleneck's queue
+/// can hold it. During a probe the rate is the probe's, and when no media is queued the padding
+/// source fills the gap (RTX copies of recent video packets).
 struct PacingQueue {
     struct Released {
         var packet: RTPPacket
@@ -42,7 +44,7 @@ struct PacingQueue {
 
     static let burstUs: Int64 = 40_000
     static let probeBurstUs: Int64 = 5_000
-    static let maxQueueUs: Int64 = 250_000
+    static let maxQueueUs: Int64 = 2_000_000
     /// A probe that cannot finish within this long (nothing to send, or a padding source that
     /// gives out) ends with what it sent.
     static let probeTimeoutUs: Int64 = 500_000
@@ -73,7 +75,7 @@ struct PacingQueue {
     mutating func startProbe(_ cluster: ProbeCluster) { probe = (cluster, 0, 0, nil) }
 
     /// The rate at `nowUs`: the probe's, or the pacing rate raised so that the backlog has left
-    /// by the time its oldest packet has waited 250 ms.
+    /// by the time its oldest packet has waited 2 s.
     func rateBps(nowUs: Int64) -> Double {
         if let probe { return probe.cluster.bps }
         let oldest = queues.compactMap { $0.first?.queuedUs }.min() ?? nowUs
