@@ -15,6 +15,13 @@ extension FuzzHarness {
             _ = try? SDESMid(parsing: element.data)
             _ = try? VideoOrientation(parsing: element.data)
             _ = try? AudioLevel(parsing: element.data)
+            // The in-place offset of each element agrees with the element's data.
+            if let at = packet.header.extensionDataOffset(id: element.id), element.data.readableBytes == at.length,
+               packet.header.extensions.first(where: { $0.id == element.id }) == element {
+                let serialized = packet.serialized
+                precondition(serialized.getSlice(at: serialized.readerIndex + at.offset, length: at.length) == element.data,
+                             "extension offset points elsewhere")
+            }
         }
         // The same bytes as an RFC 4588 retransmission: unwrapping and wrapping again gives it back.
         if let original = try? RTXPacket.unwrap(packet, ssrc: 1, payloadType: 96) {

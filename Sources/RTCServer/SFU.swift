@@ -533,18 +533,23 @@ public final class SFU: @unchecked Sendable {
             return fail(.negotiationFailed, "no subscriber offer is waiting for an answer")
         }
         participant.awaitingSubscriberAnswer = false
+        // Parsed once: its sections (RTX) and its transport parameters (ICE).
+        var answer: SessionDescription?
+        var remote: TransportParameters?
+        var parseError: ParseError?
+        do {
+            answer = try SessionDescription(parsing: description.sdp)
+            remote = try answer?.transportParameters(offererRole: .server)
+        } catch { parseError = error }
         // RFC 4588 repairs to the subscriber where its answer kept the rtx format.
-        if let answered = try? SessionDescription(parsing: description.sdp).sections {
+        if let answered = answer?.sections {
             for subscription in participant.subscriptions {
                 let section = answered.first { $0.mid == subscription.mid }
                 subscription.rtxPayloadType = section?.rtxPayloadType == subscription.offeredRTXPayloadType ? section?.rtxPayloadType : nil
             }
         }
         if participant.subscriber == nil {
-            let remote: TransportParameters
-            do {
-                remote = try SessionDescription(parsing: description.sdp).transportParameters(offererRole: .server)
-            } catch { return fail(.negotiationFailed, "bad answer: \(error)") }
+            guard let remote else { return fail(.negotiationFailed, "bad answer: \(parseError.map { "\($0)" } ?? "")") }
             let session = port.makeSessionOnLoop(remote: remote, local: participant.subscriberCredentials)
             participant.subscriberRemoteUfrag = remote.ice.ufrag
             session.onRTCP = { [weak self, weak participant] packet in
@@ -558,9 +563,7 @@ public final class SFU: @unchecked Sendable {
             participant.subscriber = session
         } else {
             // New client credentials answer an offer that restarted ICE (ours are in that offer).
-            if let session = participant.subscriber,
-               let remote = try? SessionDescription(parsing: description.sdp).transportParameters(offererRole: .server),
-               remote.ice.ufrag != participant.subscriberRemoteUfrag {
+            if let session = participant.subscriber, let remote, remote.ice.ufrag != participant.subscriberRemoteUfrag {
                 session.restartICE(local: participant.subscriberCredentials, remote: remote)
                 participant.subscriberRemoteUfrag = remote.ice.ufrag
                 counters.iceRestarts += 1

@@ -215,4 +215,24 @@ struct PacingAndProbingTests {
         estimator.applyProbe(bps: 1_500_000)
         #expect(estimator.targetBps == before)
     }
+
+    @Test("stamping as a packet leaves writes the same bytes as rebuilding its header", arguments: [
+        ("one-byte block", [UInt32](), false), ("with CSRCs", [7, 8], false), ("two-byte block", [], true),
+    ] as [(String, [UInt32], Bool)])
+    func stampInPlace(name: String, csrcs: [UInt32], twoByte: Bool) throws {
+        var extensions = RTPHeader.pacedExtensions
+        extensions.insert(RTPHeaderExtension(id: SDPExtensionID.audioLevel, bytes: [0x7f]), at: 0)
+        // A 17-byte element forces the two-byte form.
+        if twoByte { extensions.append(RTPHeaderExtension(id: 9, bytes: [UInt8](repeating: 1, count: 17))) }
+        let header = RTPHeader(marker: true, payloadType: 96, sequenceNumber: 5, timestamp: 9, ssrc: 3, csrcs: csrcs, extensions: extensions)
+        #expect(header.extensionProfile == (twoByte ? .twoByte : .oneByte))
+        let packet = RTPPacket(header: header, payload: ByteBuffer(bytes: [1, 2, 3]))
+        let time = AbsSendTime(microseconds: 123_456_789).data
+        var rebuilt = packet
+        rebuilt.header.stamp(transportSequence: 0xBEEF, absSendTime: time)
+        let inPlace = Pacer.serialize(packet, transportSequence: 0xBEEF, absSendTime: time)
+        #expect(inPlace == rebuilt.serialized, "\(name)")
+        let parsed = try RTPPacket(parsing: inPlace)
+        #expect(try TransportSequenceNumber(parsing: #require(parsed.header.extensionData(id: SDPExtensionID.transportWideSequence))).value == 0xBEEF)
+    }
 }

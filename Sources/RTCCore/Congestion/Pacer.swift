@@ -98,10 +98,8 @@ final class Pacer: Sendable {
             var logged: [(sequence: UInt16, bytes: Int, probeCluster: Int?)] = []
             logged.reserveCapacity(released.count)
             for item in released {
-                var packet = item.packet
                 let sequence = sequencer.take()
-                packet.header.stamp(transportSequence: sequence, absSendTime: sendTime)
-                let buffer = packet.serialized
+                let buffer = Self.serialize(item.packet, transportSequence: sequence, absSendTime: sendTime)
                 logged.append((sequence, buffer.readableBytes, item.probeCluster))
                 buffers.append(buffer)
             }
@@ -111,6 +109,25 @@ final class Pacer: Sendable {
         if let next {
             loop.scheduleTask(in: .microseconds(max(next - now, 500))) { self.drain() }
         }
+    }
+}
+
+extension Pacer {
+    /// The packet on the wire with its transport-wide sequence number and abs-send-time written
+    /// over the placeholders in place (no rebuilt extension block per packet).
+    static func serialize(_ packet: RTPPacket, transportSequence: UInt16, absSendTime: ByteBuffer) -> ByteBuffer {
+        let header = packet.header
+        guard let sequenceAt = header.extensionDataOffset(id: SDPExtensionID.transportWideSequence), sequenceAt.length == 2,
+              let timeAt = header.extensionDataOffset(id: SDPExtensionID.absSendTime), timeAt.length == absSendTime.readableBytes
+        else {
+            var stamped = packet
+            stamped.header.stamp(transportSequence: transportSequence, absSendTime: absSendTime)
+            return stamped.serialized
+        }
+        var buffer = packet.serialized
+        buffer.setInteger(transportSequence, at: buffer.readerIndex + sequenceAt.offset)
+        buffer.setBuffer(absSendTime, at: buffer.readerIndex + timeAt.offset)
+        return buffer
     }
 }
 

@@ -857,15 +857,18 @@ public final class RTCEngine: @unchecked Sendable {
     private func subscriberRTP(_ datagram: ByteBuffer, session: Session) {
         guard var packet = try? RTPPacket(parsing: datagram) else { return }
         let now = MediaClock.monotonicUs()
-        if let stream = lock.withLock({ session.retransmissionStreams[packet.header.ssrc] }) {
-            // An RFC 4588 repair: the original inside (padding and bad payloads are dropped).
-            guard packet.header.payloadType == stream.rtxPayloadType,
-                  let original = try? RTXPacket.unwrap(packet, ssrc: stream.ssrc, payloadType: stream.payloadType)
-            else { return }
-            packet = original
+        // One lock: the receiver of the SSRC, or the stream an RFC 4588 repair belongs to.
+        let (video, audio) = lock.withLock { () -> (RemoteVideoReceiver?, RemoteAudioReceiver?) in
+            let ssrc = packet.header.ssrc
+            if let stream = session.retransmissionStreams[ssrc] {
+                guard packet.header.payloadType == stream.rtxPayloadType,
+                      let original = try? RTXPacket.unwrap(packet, ssrc: stream.ssrc, payloadType: stream.payloadType)
+                else { return (nil, nil) }  // padding or a bad payload
+                packet = original
+                return (session.videoReceivers[stream.ssrc], nil)
+            }
+            return (session.videoReceivers[ssrc], session.audioReceivers[ssrc])
         }
-        let ssrc = packet.header.ssrc
-        let (video, audio) = lock.withLock { (session.videoReceivers[ssrc], session.audioReceivers[ssrc]) }
         video?.receive(packet, bytes: datagram.readableBytes, arrivalUs: now)
         audio?.receive(packet, bytes: datagram.readableBytes, arrivalUs: now)
     }

@@ -84,6 +84,30 @@ public struct RTPHeader: Sendable, Hashable {
         }
     }
 
+    /// Where the data of extension element `id` starts in the serialized header (bytes from its
+    /// first byte), and its length: to overwrite a value in place in a serialized packet.
+    public func extensionDataOffset(id: UInt8) -> (offset: Int, length: Int)? {
+        guard let profile = extensionProfile else { return nil }
+        let start = 12 + 4 * min(csrcs.count, 15) + 4
+        var block = extensionBlock
+        let base = block.readerIndex
+        while let first = block.readInteger(as: UInt8.self) {
+            let elementID: UInt8, length: Int
+            if profile == .oneByte {
+                if first >> 4 == 0 { continue }
+                if first >> 4 == 15 { return nil }
+                (elementID, length) = (first >> 4, Int(first & 0x0F) + 1)
+            } else {
+                if first == 0 { continue }
+                guard let size = block.readInteger(as: UInt8.self) else { return nil }
+                (elementID, length) = (first, Int(size))
+            }
+            if elementID == id { return (start + block.readerIndex - base, length) }
+            guard block.readSlice(length: length) != nil else { return nil }
+        }
+        return nil
+    }
+
     /// The data of extension element `id`, if present (no allocation).
     public func extensionData(id: UInt8) -> ByteBuffer? {
         var found: ByteBuffer?
