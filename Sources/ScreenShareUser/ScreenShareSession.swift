@@ -148,9 +148,9 @@ public final class ScreenShareSession: @unchecked Sendable {
     private func idleTick() {
         guard var frame = lastFrame, !lock.withLock({ paused || finished }) else { return }
         let now = MediaClock.monotonicUs()
-        // A little early (60 ms), so that with encoding, the network and a busy machine a viewer's gap
+        // A little early (100 ms), so that with encoding, pacing, the network and a busy machine a viewer's gap
         // stays within the limit.
-        guard now - lastPushUs >= Int64(configuration.policy.idleResendMs - 60) * 1000 else { return }
+        guard now - lastPushUs >= Int64(configuration.policy.idleResendMs - 100) * 1000 else { return }
         // The same picture again, stamped now: viewers and the server see a live stream.
         frame.timestampUs = frame.timestampUs + (now - lastPushUs)
         lastFrame = frame
