@@ -153,6 +153,15 @@ public final class SFU: @unchecked Sendable {
             participant.role = role
             if role == .audience { for track in participant.tracks { unpublish(track) } }
             participantChanged(participant)
+        case .restartICE(let transport):
+            // The client lost its media path while signaling stayed up (RFC 8445 §9): new
+            // credentials in a new subscriber offer. A publisher transport restarts with an offer.
+            guard transport == .subscriber else {
+                return fail(.negotiationFailed, "the publisher transport restarts ICE with an offer carrying new credentials")
+            }
+            guard participant.subscriber != nil else { return fail(.negotiationFailed, "no subscriber transport to restart") }
+            participant.subscriberCredentials = .random()
+            offerSubscriber(participant)
         case .leave:
             remove(participant, reason: .clientRequest)
             peer.close()

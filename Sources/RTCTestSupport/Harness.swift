@@ -49,9 +49,12 @@ public final class TestServer: @unchecked Sendable {
         AccessToken(uid: uid, channel: channel, grants: .all, now: Int64(Date().timeIntervalSince1970), ttl: ttl).signed(secret: Self.secret)
     }
 
-    public func engine(role: ClientRole = .broadcaster, profile: ChannelProfile = .communication, ignoreScreenShare: Bool? = nil) -> RTCEngine {
-        RTCEngine(configuration: RTCEngineConfiguration(serverURL: url, channelProfile: profile, clientRole: role,
-                                                        ignoreScreenShareUsers: ignoreScreenShare))
+    public func engine(role: ClientRole = .broadcaster, profile: ChannelProfile = .communication, ignoreScreenShare: Bool? = nil,
+                       mediaTimeoutSeconds: Double? = nil) -> RTCEngine {
+        var configuration = RTCEngineConfiguration(serverURL: url, channelProfile: profile, clientRole: role,
+                                                   ignoreScreenShareUsers: ignoreScreenShare)
+        if let mediaTimeoutSeconds { configuration.mediaTimeoutSeconds = mediaTimeoutSeconds }
+        return RTCEngine(configuration: configuration)
     }
 
     /// Packets the server forwarded to `uid`, from `publisher` (of `kind`, or all kinds).

@@ -169,10 +169,15 @@ public final class MediaSession: @unchecked Sendable {
 
     /// ICE restart (RFC 8445 §9): new local credentials, which the caller signals to the peer with
     /// an offer or answer, and the peer's new ones. DTLS and SRTP carry on; checks start over.
+    /// A session whose ICE failed after DTLS was up (consent expired) goes back to `connecting`.
     /// Returns the new local credentials.
     @discardableResult
     public func restartICE(local credentials: ICECredentials = .random(), remote: TransportParameters) -> ICECredentials {
         eventLoop.execute {
+            if case .failed = self._state, self.srtp != nil {
+                self._state = .connecting
+                self.onStateChange?(.connecting)
+            }
             let old = self.ice.local.ufrag
             self.apply(self.ice.restart(local: credentials, remote: remote.ice, candidates: remote.candidates, now: Self.now()))
             self.onCredentialsChanged?(old, credentials.ufrag)

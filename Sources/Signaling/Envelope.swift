@@ -159,11 +159,12 @@ private struct Role: Codable { var role: ParticipantRole }
 private struct Token: Codable { var token: String }
 private struct Expiry: Codable { var expiresAt: Int64 }
 private struct Participants: Codable { var participants: [ParticipantInfo] }
+private struct TransportName: Codable { var transport: SessionDescriptionMessage.Transport }
 private struct Departure: Codable { var uid: String; var reason: LeaveReason }
 
 extension ClientMessage: SignalingMessage {
     public static let types: Set<String> = ["join", "offer", "answer", "publishTrack", "unpublishTrack", "mute",
-                                            "updateSubscription", "setRole", "leave", "ping", "refreshToken", "resume"]
+                                            "updateSubscription", "setRole", "leave", "ping", "refreshToken", "resume", "restartICE"]
 
     public var type: String {
         switch self {
@@ -179,6 +180,7 @@ extension ClientMessage: SignalingMessage {
         case .ping: "ping"
         case .refreshToken: "refreshToken"
         case .resume: "resume"
+        case .restartICE: "restartICE"
         }
     }
 
@@ -196,6 +198,7 @@ extension ClientMessage: SignalingMessage {
         case "ping": self = .ping(timestamp: try Timestamp(from: decoder).timestamp)
         case "refreshToken": self = .refreshToken(token: try Token(from: decoder).token)
         case "resume": self = .resume(try ResumeRequest(from: decoder))
+        case "restartICE": self = .restartICE(transport: try TransportName(from: decoder).transport)
         default: throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown type \(type)"))
         }
     }
@@ -213,6 +216,7 @@ extension ClientMessage: SignalingMessage {
         case .ping(let timestamp): try Timestamp(timestamp: timestamp).encode(to: encoder)
         case .refreshToken(let token): try Token(token: token).encode(to: encoder)
         case .resume(let value): try value.encode(to: encoder)
+        case .restartICE(let transport): try TransportName(transport: transport).encode(to: encoder)
         }
     }
 }

@@ -235,6 +235,10 @@ public enum ClientMessage: Sendable, Hashable {
     case ping(timestamp: Int64)
     case refreshToken(token: String)
     case resume(ResumeRequest)
+    /// Asks the server to restart ICE on a transport it offers (the subscriber transport): it
+    /// answers with a new `offer` carrying new credentials (protocol 1.3). The publisher transport
+    /// restarts with a client `offer` instead.
+    case restartICE(transport: SessionDescriptionMessage.Transport)
 }
 
 /// Everything the server sends.

@@ -123,4 +123,21 @@ struct ICETests {
         #expect(ICECredentials.random() != ICECredentials.random())
         #expect(ICECredentials.random().pwd.count >= 22)
     }
+
+    @Test("after a restart, checks the peer rejects (it has not taken the new credentials yet) are retried, not failed")
+    func restartBeforePeer() {
+        let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
+        _ = server.start(remote: client.local, candidates: [], now: 0)
+        pump(client.start(remote: server.local, candidates: [serverAddress], now: 0), from: client,
+             fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 0)
+        let newClient = ICECredentials.random(), newServer = ICECredentials.random()
+        // The client restarts first: its check names a ufrag the server does not have yet (400).
+        let output = client.restart(local: newClient, remote: newServer, candidates: [serverAddress], now: 1)
+        pump(output, from: client, fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 1)
+        #expect(client.state == .checking)
+        // The server's answer arrives; the retransmitted check goes through.
+        _ = server.restart(local: newServer, remote: newClient, candidates: [], now: 1.05)
+        pump(client.handleTimers(now: 1.1), from: client, fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 1.1)
+        #expect(client.state == .connected && server.state == .connected)
+    }
 }

@@ -307,4 +307,42 @@ struct MobilityTests {
         await client.close()
         await server.close()
     }
+
+    @Test("consent that expires fails the session; an ICE restart brings it back with DTLS and SRTP kept")
+    func restartAfterConsentExpired() async throws {
+        let group = MediaTransportTests.group
+        var configuration = MediaTransportConfiguration.client()
+        configuration.iceTimers.consentInterval = 0.2
+        configuration.iceTimers.disconnectAfter = 0.5
+        configuration.iceTimers.consentTimeout = 1
+        let client = try await MediaTransport.bind(configuration, group: group)
+        let server = try await MediaTransport.bind(.server(), group: group)
+        let states = NIOLockedValueBox<[MediaTransportState]>([])
+        client.onStateChange = { state in states.withLockedValue { $0.append(state) } }
+        let received = Received()
+        server.onRTP = { packet in received.rtp.withLockedValue { $0.append(packet) } }
+        let clientFirst = client.localParameters
+        server.start(remote: TransportParameters(ice: clientFirst.ice, fingerprint: clientFirst.fingerprint, candidates: [], dtlsRole: .client))
+        client.start(remote: server.localParameters)
+        #expect(try await waitUntil { try await client.state.get() == .connected })
+        // The server takes new credentials the client does not know: its consent checks go unanswered.
+        let serverNew = ICECredentials.random(), clientNew = ICECredentials.random()
+        server.session.restartICE(local: serverNew, remote: TransportParameters(ice: clientNew, fingerprint: clientFirst.fingerprint,
+                                                                                candidates: [], dtlsRole: .client))
+        #expect(try await waitUntil(5) {
+            if case .failed = try await client.state.get() { return true }
+            return false
+        })
+        var serverParameters = server.localParameters
+        serverParameters.ice = serverNew
+        client.session.restartICE(local: clientNew, remote: serverParameters)
+        #expect(try await waitUntil { try await client.state.get() == .connected })
+        client.sendRTP(rtpPacket(ssrc: 5, sequence: 1, payload: [7]))
+        #expect(try await waitUntil { received.rtp.withLockedValue { $0.count } == 1 })
+        let seen = states.withLockedValue { $0 }
+        #expect(seen.contains { if case .disconnected = $0 { true } else { false } })
+        #expect(seen.suffix(2) == [.connecting, .connected], "\(seen)")
+        await client.close()
+        await server.close()
+    }
 }

@@ -158,6 +158,57 @@ struct BlackoutTests {
         await server.shutdown()
     }
 
+    @Test("the media path is lost for good while signaling stays up: both clients restart ICE onto the new path, and nobody sees userOffline")
+    func mediaPathLost() async throws {
+        let server = try await TestServer()
+        let group = MultiThreadedEventLoopGroup.singleton
+        let first = try await ImpairmentProxy.start(target: server.app.mediaAddress!, upstream: ImpairmentProfile(delayMs: 5),
+                                                    downstream: ImpairmentProfile(delayMs: 5), seed: 3, group: group)
+        server.app.sfu.port.announcedAddress = first.address
+        let host = server.engine(mediaTimeoutSeconds: 1.5), viewer = server.engine(mediaTimeoutSeconds: 1.5)
+        let hostEvents = EventLog(host), viewerEvents = EventLog(viewer)
+        try await host.enableVideo()
+        let decoded = NIOLockedValueBox<[Int64]>([])
+        viewer.setRemoteVideoSink { _ in decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
+        try await viewer.join(token: server.token("2001", channel: "path"), channel: "path", uid: "2001")
+        try await host.join(token: server.token("1001", channel: "path"), channel: "path", uid: "1001")
+        let video = pushPattern(host)
+        defer { video.cancel() }
+        #expect(await eventually { decoded.withLockedValue { $0.count } >= 15 })
+        let restartsBefore = try await server.app.sfu.counterSnapshot.get().iceRestarts
+        // The first path goes away (a relay gone, a new network); the server is reachable at a
+        // new address, which only an ICE restart (an offer/answer with its candidate) tells.
+        let second = try await ImpairmentProxy.start(target: server.app.mediaAddress!, upstream: ImpairmentProfile(delayMs: 5),
+                                                     downstream: ImpairmentProfile(delayMs: 5), seed: 4, group: group)
+        server.app.sfu.port.announcedAddress = second.address
+        await first.close()
+        let cut = MediaClock.monotonicUs()
+        func reasons(_ log: EventLog) -> [ConnectionChangedReason] {
+            log.all.compactMap { if case .connectionStateChanged(_, let reason) = $0 { reason } else { nil } }
+        }
+        #expect(await eventually(20) { decoded.withLockedValue { $0 }.contains { $0 > cut + 2_000_000 } && second.statistics.down > 0 })
+        // Media is back at the first frame after the stall (frames in flight at the cut come first).
+        let after = decoded.withLockedValue { $0 }.filter { $0 > cut }
+        let resumedAt = zip(after.dropFirst(), after).first { $0 - $1 > 300_000 }?.0 ?? after.first ?? Int64.max
+        let restoredMs = Double(resumedAt - cut) / 1000
+        #expect(await eventually(10) { reasons(hostEvents).suffix(2) == [.mediaInterrupted, .resumed]
+                && reasons(viewerEvents).suffix(2) == [.mediaInterrupted, .resumed] })
+        let restarts = try await server.app.sfu.counterSnapshot.get().iceRestarts - restartsBefore
+        print("media path lost: video back \(String(format: "%.0f", restoredMs)) ms after the cut (1.5 s to notice), "
+            + "\(restarts) ICE restarts at the server; host reasons \(reasons(hostEvents).map(\.rawValue)), viewer \(reasons(viewerEvents).map(\.rawValue))")
+        #expect(restoredMs <= 5000, "video back \(restoredMs) ms after the cut")
+        // The host's publisher and the viewer's subscriber transports, at least.
+        #expect(restarts >= 2)
+        #expect(second.statistics.up > 0 && second.statistics.down > 0)
+        #expect(!viewerEvents.all.contains { if case .userOffline = $0 { true } else { false } })
+        #expect(!hostEvents.all.contains { if case .userOffline = $0 { true } else { false } })
+        #expect(host.connectionState == .connected && viewer.connectionState == .connected)
+        await host.leave()
+        await viewer.leave()
+        await second.close()
+        await server.shutdown()
+    }
+
     /// The model counts blackout time from the first packet it saw; the proxy started just before.
     func proxyStartUs(_ proxy: ImpairmentProxy) -> Int64 { proxy.firstPacketUs ?? MediaClock.monotonicUs() }
 }

@@ -23,6 +23,7 @@ struct EnvelopeTests {
         .ping(timestamp: 1_700_000_000_123),
         .refreshToken(token: "new"),
         .resume(ResumeRequest(token: "t", participantSid: "PA_1")),
+        .restartICE(transport: .subscriber),
     ]
 
     static let serverMessages: [ServerMessage] = [
@@ -55,7 +56,7 @@ struct EnvelopeTests {
     @Test("the wire form is a versioned envelope with a type and a payload")
     func wireForm() throws {
         let text = String(decoding: ClientEnvelope(.ping(timestamp: 5), requestID: 1).encoded(), as: UTF8.self)
-        #expect(text == #"{"id":1,"payload":{"timestamp":5},"type":"ping","v":"1.2"}"#)
+        #expect(text == #"{"id":1,"payload":{"timestamp":5},"type":"ping","v":"1.3"}"#)
         // Unknown fields anywhere are ignored; a newer minor version is accepted.
         let newer = #"{"v":"1.7","type":"ping","extra":true,"payload":{"timestamp":9,"future":[1,2]}}"#
         #expect(try ClientEnvelope.decode(Array(newer.utf8)).message == .ping(timestamp: 9))

@@ -87,6 +87,10 @@ public struct RTCEngineConfiguration: Sendable {
     public var statsIntervalSeconds: Int = 2
     /// How long the engine keeps joining again (with backoff) after the server was lost for good.
     public var rejoinTimeoutSeconds: Int = 60
+    /// How long a media transport may go without an answer to its liveness checks (STUN consent,
+    /// RFC 7675) before the engine calls its path lost and restarts ICE, signaling staying up.
+    /// Checks go out every `min(2.5, timeout / 2)` seconds; at least 0.5 s.
+    public var mediaTimeoutSeconds: Double = 5
 
     public enum LogLevel: Int, Sendable, Hashable, Comparable, CaseIterable {
         case none = 0, error, warning, info, debug
@@ -132,7 +136,16 @@ public enum ConnectionState: String, Sendable, Hashable {
 
 /// Why the connection state changed.
 public enum ConnectionChangedReason: String, Sendable, Hashable {
-    case joining, joinSuccess, joinFailed, interrupted, resumed, rejoined, leaveChannel, invalidToken, tokenExpired, bannedByServer
+    case joining, joinSuccess, joinFailed
+    /// `reconnecting`: the signaling connection dropped (or, with `failed`, rejoining gave up).
+    case interrupted
+    /// `reconnecting`: a media transport stopped answering while signaling stayed up; ICE restarts.
+    case mediaInterrupted
+    /// `connected`: the same session again, with an ICE restart; the others saw nothing.
+    case resumed
+    /// `connected`: a new session after the old one could not be resumed.
+    case rejoined
+    case leaveChannel, invalidToken, tokenExpired, bannedByServer
     case serverShutdown, ownerLeft, duplicateIdentity, settingsChanged
 }
 

@@ -52,6 +52,11 @@ public final class RTCEngine: @unchecked Sendable {
         /// The server's ufrag on the subscriber transport: an offer with another restarts ICE.
         var subscriberRemoteUfrag: String?
         var connectionTask: Task<Void, Never>?
+        /// The signaling connection is down and being resumed.
+        var signalingLost = false
+        /// Transports that have been connected, and those whose path is lost now (ICE restarting).
+        var mediaConnected: Set<SessionDescriptionMessage.Transport> = []
+        var mediaLost: Set<SessionDescriptionMessage.Transport> = []
         var publisherOfferVersion = 0
         /// RFC 4588 streams the server repairs on: RTX SSRC → (media SSRC, its payload type, the RTX payload type).
         var retransmissionStreams: [UInt32: (ssrc: UInt32, payloadType: UInt8, rtxPayloadType: UInt8)] = [:]
@@ -484,7 +489,11 @@ public final class RTCEngine: @unchecked Sendable {
             transport = existing
             pacer = existingPacer
         } else {
-            transport = try await MediaTransport.bind(.client(), group: group)
+            transport = try await MediaTransport.bind(clientTransport, group: group)
+            transport.onStateChange = { [weak self, weak session] state in
+                guard let self, let session else { return }
+                self.mediaTransportChanged(.publisher, to: state, session: session)
+            }
             transport.onRTCP = { [weak self, weak session] datagram in
                 guard let self, let session else { return }
                 self.publisherRTCP(datagram, session: session)
@@ -592,20 +601,89 @@ public final class RTCEngine: @unchecked Sendable {
         guard lock.withLock({ self.session === session && !session.leaving }) else { return }
         switch event {
         case .lost:
+            lock.withLock { session.signalingLost = true }
             setConnectionState(.reconnecting, .interrupted)
         case .resumed:
-            if let transport = lock.withLock({ session.publisher }) {
-                let ice = ICECredentials.random()
-                do {
-                    let answer = try await negotiatePublisher(session, transport: transport, ice: ice)
-                    let remote = try SessionDescription(parsing: answer.sdp).transportParameters(offererRole: .client)
-                    transport.session.restartICE(local: ice, remote: remote)
-                    lock.withLock { session.publisherICE = ice }
-                } catch {
-                    emit(.error(RTCEngineError(.transportFailed, "ICE restart of the publisher transport: \(error)")))
-                }
+            lock.withLock { session.signalingLost = false }
+            do {
+                try await restartPublisherICE(session)
+            } catch {
+                emit(.error(RTCEngineError(.transportFailed, "ICE restart of the publisher transport: \(error)")))
             }
             setConnectionState(.connected, .resumed)
+        }
+    }
+
+    /// Offers the publisher transport again with new ICE credentials and restarts its checks
+    /// towards the candidates of the server's answer (RFC 8445 §9).
+    private func restartPublisherICE(_ session: Session) async throws {
+        guard let transport = lock.withLock({ session.publisher }) else { return }
+        let ice = ICECredentials.random()
+        let answer = try await negotiatePublisher(session, transport: transport, ice: ice)
+        let remote = try SessionDescription(parsing: answer.sdp).transportParameters(offererRole: .client)
+        transport.session.restartICE(local: ice, remote: remote)
+        lock.withLock { session.publisherICE = ice }
+    }
+
+    /// The client transport configuration: consent checks often enough to notice a lost path
+    /// within ``RTCEngineConfiguration/mediaTimeoutSeconds``.
+    private var clientTransport: MediaTransportConfiguration {
+        var transport = MediaTransportConfiguration.client()
+        let timeout = max(0.5, configuration.mediaTimeoutSeconds)
+        transport.iceTimers.consentInterval = min(2.5, timeout / 2)
+        transport.iceTimers.disconnectAfter = timeout
+        return transport
+    }
+
+    /// On a transport's event loop. A connected transport that stops answering (consent checks
+    /// unanswered, or expired) while signaling is up: `reconnecting` with `mediaInterrupted`, and
+    /// ICE restarts until the path is back, then `connected` with `resumed`.
+    private func mediaTransportChanged(_ transport: SessionDescriptionMessage.Transport, to state: MediaTransportState, session: Session) {
+        enum Change { case lost(announce: Bool), recovered(announce: Bool) }
+        let change: Change? = lock.withLock {
+            guard self.session === session, !session.leaving else { return nil }
+            switch state {
+            case .connected:
+                session.mediaConnected.insert(transport)
+                guard session.mediaLost.remove(transport) != nil else { return nil }
+                return .recovered(announce: session.mediaLost.isEmpty && !session.signalingLost && _connectionState == .reconnecting)
+            case .disconnected, .failed:
+                guard session.mediaConnected.contains(transport), session.mediaLost.insert(transport).inserted else { return nil }
+                return .lost(announce: _connectionState == .connected)
+            default:
+                return nil
+            }
+        }
+        switch change {
+        case .lost(let announce):
+            if announce { setConnectionState(.reconnecting, .mediaInterrupted) }
+            Task { await self.recoverMedia(transport, session: session) }
+        case .recovered(let announce):
+            if announce { setConnectionState(.connected, .resumed) }
+        case nil:
+            break
+        }
+    }
+
+    /// Restarts ICE on a transport whose path is lost, again with backoff (1, 2, 4, 8 s) while it
+    /// stays lost: the publisher with a new offer, the subscriber by asking the server for one.
+    private func recoverMedia(_ transport: SessionDescriptionMessage.Transport, session: Session) async {
+        var waitMs = 1000
+        while lock.withLock({ self.session === session && !session.leaving && session.mediaLost.contains(transport) }) {
+            do {
+                switch transport {
+                case .publisher: try await restartPublisherICE(session)
+                case .subscriber: try await session.signaling.send(.restartICE(transport: .subscriber))
+                }
+            } catch {
+                // Signaling is down too: its own resume restarts ICE; try again after the wait.
+            }
+            let until = MediaClock.monotonicUs() + Int64(waitMs) * 1000
+            while MediaClock.monotonicUs() < until,
+                  lock.withLock({ self.session === session && session.mediaLost.contains(transport) }) {
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+            waitMs = min(waitMs * 2, 8000)
         }
     }
 
@@ -795,7 +873,11 @@ public final class RTCEngine: @unchecked Sendable {
         if let existing = session.subscriber {
             transport = existing
         } else {
-            transport = try await MediaTransport.bind(.client(), group: group)
+            transport = try await MediaTransport.bind(clientTransport, group: group)
+            transport.onStateChange = { [weak self, weak session] state in
+                guard let self, let session else { return }
+                self.mediaTransportChanged(.subscriber, to: state, session: session)
+            }
             transport.onRTP = { [weak self, weak session] datagram in
                 guard let self, let session else { return }
                 self.subscriberRTP(datagram, session: session)
@@ -818,8 +900,9 @@ public final class RTCEngine: @unchecked Sendable {
             session.subscriberRemoteUfrag = remote.ice.ufrag
             session.subscriberICE = ice
         }
-        if restart, let ice { transport.session.restartICE(local: ice, remote: remote) }
+        // The answer first: the server takes our new credentials from it before our checks arrive.
         try await session.signaling.send(.answer(SessionDescriptionMessage(transport: .subscriber, sdp: answer.serialized)))
+        if restart, let ice { transport.session.restartICE(local: ice, remote: remote) }
         if fresh { transport.start(remote: remote) }
     }
 

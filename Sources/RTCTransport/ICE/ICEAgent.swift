@@ -77,6 +77,8 @@ public final class ICEAgent {
     private var startedAt: Double?
     private var lastConsent: Double?
     private var nextConsentCheck: Double?
+    /// Credentials changed at least once (RFC 8445 §9): error answers no longer fail checks.
+    private var restarted = false
 
     public init(role: Role, local: ICECredentials = .random(), timers: ICETimers = ICETimers()) {
         self.role = role
@@ -103,6 +105,7 @@ public final class ICEAgent {
     /// ICE restart (RFC 8445 §9): new local credentials (and the peer's new ones); checks start over.
     public func restart(local: ICECredentials, remote: ICECredentials, candidates: [SocketAddress], now: Double) -> ICEOutput {
         self.local = local
+        restarted = true
         transactions.removeAll()
         lastConsent = nil
         nextConsentCheck = nil
@@ -191,6 +194,9 @@ public final class ICEAgent {
 
     private func handleError(_ response: STUNMessage, bytes: [UInt8], now: Double, _ output: inout ICEOutput) {
         guard transactions[response.transactionID] != nil else { return }
+        // After a restart the peer may not have taken the new credentials yet (its answer crosses
+        // our first checks): keep retransmitting until it has, or until the connect timeout.
+        guard !restarted else { return }
         transactions[response.transactionID] = nil
         if let (code, reason) = response.errorCode, state == .checking {
             setState(.failed(reason: "check rejected: \(code) \(reason)"), &output)
