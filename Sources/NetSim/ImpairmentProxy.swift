@@ -56,7 +56,7 @@ public final class ImpairmentProxy: @unchecked Sendable {
     public var firstPacketUs: Int64? { first.withLockedValue { $0 } }
     private let first = NIOLockedValueBox<Int64?>(nil)
 
-    /// One upstream packet as the proxy saw it: when it came in, its size, and how long it waited in
+    /// One packet as the proxy saw it: when it came in, its size, and how long it waited in
     /// the bottleneck queue (nil when it was dropped by any impairment).
     public struct TracedPacket: Sendable, Hashable {
         public var atUs: Int64
@@ -69,6 +69,10 @@ public final class ImpairmentProxy: @unchecked Sendable {
     /// The upstream packets recorded since `traceUpstream(true)`.
     public var upstreamTrace: [TracedPacket] { trace.withLockedValue { $0 ?? [] } }
     private let trace = NIOLockedValueBox<[TracedPacket]?>(nil)
+    /// The same for downstream packets (server to clients).
+    public func traceDownstream(_ on: Bool) { downTrace.withLockedValue { $0 = on ? [] : nil } }
+    public var downstreamTrace: [TracedPacket] { downTrace.withLockedValue { $0 ?? [] } }
+    private let downTrace = NIOLockedValueBox<[TracedPacket]?>(nil)
 
     /// Packets seen and dropped each way.
     public var statistics: (up: Int, down: Int, upDropped: Int, downDropped: Int) { counters.withLockedValue { $0 } }
@@ -114,7 +118,10 @@ public final class ImpairmentProxy: @unchecked Sendable {
     }
 
     private func fromTarget(_ envelope: AddressedEnvelope<ByteBuffer>, to client: SocketAddress) {
-        let arrivals = downstream.schedule(bytes: envelope.data.readableBytes, nowUs: Self.nowUs())
+        let now = Self.nowUs()
+        let arrivals = downstream.schedule(bytes: envelope.data.readableBytes, nowUs: now)
+        let queueUs = arrivals.isEmpty ? nil : downstream.lastQueueUs
+        downTrace.withLockedValue { $0?.append(TracedPacket(atUs: now, bytes: envelope.data.readableBytes, queueUs: queueUs)) }
         counters.withLockedValue {
             $0.down += 1
             if arrivals.isEmpty { $0.downDropped += 1 }

@@ -57,6 +57,8 @@ final class Participant: @unchecked Sendable {
     /// The client's ufrag on the subscriber transport: an answer with another one restarts ICE.
     var subscriberRemoteUfrag: String?
     var subscriber: MediaSession?
+    /// Transport-wide CC on the subscriber transport (the leg from us to this participant).
+    var downstream = DownstreamCongestion()
     var subscriptions: [Subscription] = []
     /// Subscriber m-sections in offer order; removed subscriptions stay as inactive sections (JSEP).
     var subscriberSections: [MediaSectionDescription] = []
@@ -195,10 +197,14 @@ public struct ServerCounters: Sendable, Hashable {
     /// NACKs the server sent upstream to publishers.
     public var nacksSent = 0
     public var retransmissions = 0
-    /// RFC 4588 packets publishers sent: repairs forwarded, and copies of packets already here or
-    /// padding (bandwidth probes) dropped after their arrival was recorded for feedback.
     /// ICE restarts (RFC 8445 §9) on either transport.
     public var iceRestarts = 0
+    /// Transport-wide feedback reports from subscribers, and REMB limits sent to publishers for
+    /// their slowest subscriber.
+    public var downstreamFeedback = 0
+    public var publisherLimitsSent = 0
+    /// RFC 4588 packets publishers sent: repairs forwarded, and copies of packets already here or
+    /// padding (bandwidth probes) dropped after their arrival was recorded for feedback.
     public var rtxRepairs = 0
     public var rtxDropped = 0
     public var keyframeRequestsForwarded = 0

@@ -312,6 +312,52 @@ public final class SFU: @unchecked Sendable {
             }
         }
         sendReceiverReports()
+        sendPublisherLimits()
+    }
+
+    /// Holds each publisher's video to what its slowest subscriber's downstream leg carries, with
+    /// REMB once a second (never below `publisherLimitFloorKbps`). A leg's estimate is shared
+    /// among the video it receives, after what its audio needs. Without simulcast layers this is
+    /// the only lever the server has on a leg that cannot carry a track.
+    private func sendPublisherLimits() {
+        guard let floorKbps = configuration.publisherLimitFloorKbps else { return }
+        let now = Int64(NIODeadline.now().uptimeNanoseconds / 1000)
+        for participant in rooms.values.flatMap(\.participants.values) {
+            guard let session = participant.publisher else { continue }
+            for track in participant.tracks where track.info.kind == .video {
+                guard let ssrc = track.info.ssrc,
+                      let limit = track.subscriptions.compactMap({ Self.videoShare(of: $0.subscriber, nowUs: now) }).min()
+                else { continue }
+                counters.publisherLimitsSent += 1
+                let bitrate = UInt64(max(limit, Double(floorKbps) * 1000))
+                session.sendRTCP(RTCPPacket.serializeCompound([
+                    .receiverReport(ReceiverReport(ssrc: serverSSRC)),
+                    .remb(ReceiverEstimatedMaximumBitrate(senderSSRC: serverSSRC, bitrate: bitrate, ssrcs: [ssrc])),
+                ]))
+            }
+        }
+    }
+
+    /// What one video track may take of a subscriber's downstream estimate: the estimate less
+    /// 48 kbps per audio track it receives, split evenly among its video tracks.
+    static func videoShare(of subscriber: Participant, nowUs: Int64) -> Double? {
+        guard let estimate = subscriber.downstream.estimateBps(nowUs: nowUs) else { return nil }
+        let videos = subscriber.subscriptions.filter { $0.track.info.kind == .video }.count
+        let audios = subscriber.subscriptions.count - videos
+        return (estimate - 48_000 * Double(audios)) / Double(max(1, videos))
+    }
+
+    /// Each subscriber's downstream estimate in `channel` (bits per second), where its feedback is
+    /// fresh: for tests and operators.
+    public func downstreamEstimates(in channel: String) -> EventLoopFuture<[String: Double]> {
+        loop.submit {
+            let now = Int64(NIODeadline.now().uptimeNanoseconds / 1000)
+            var estimates: [String: Double] = [:]
+            for participant in self.rooms[channel]?.participants.values.map({ $0 }) ?? [] {
+                estimates[participant.uid] = participant.downstream.estimateBps(nowUs: now)
+            }
+            return estimates
+        }
     }
 
     /// Leaves everyone with `serverShutdown` and closes the media port.
@@ -550,6 +596,11 @@ public final class SFU: @unchecked Sendable {
             answer = try SessionDescription(parsing: description.sdp)
             remote = try answer?.transportParameters(offererRole: .server)
         } catch { parseError = error }
+        // Transport-wide CC on this leg where the answer kept the extension.
+        if let answer {
+            participant.downstream.extensionID = answer.media.lazy.flatMap(\.extensionMaps)
+                .first { $0.uri == RTPExtensionURI.transportWideSequence }?.id
+        }
         // RFC 4588 repairs to the subscriber where its answer kept the rtx format.
         if let answered = answer?.sections {
             for subscription in participant.subscriptions {
@@ -631,7 +682,8 @@ public final class SFU: @unchecked Sendable {
             packet.header = original
             subscription.rewriter.rewrite(&packet.header)
             subscription.packetsForwarded += 1
-            let out = packet.serialized
+            var out = packet.serialized
+            subscription.subscriber.downstream.stamp(&out, header: packet.header, sourceID: publisher.transportWideSequenceID, nowUs: arrivalUs)
             counters.packetsOut += 1
             counters.bytesOut += out.readableBytes
             session.sendRTPOnLoop(out, flush: false)
@@ -667,6 +719,9 @@ public final class SFU: @unchecked Sendable {
                         requestKeyframe(subscription.track)
                     }
                 }
+            case .transportFeedback(let feedback):
+                counters.downstreamFeedback += 1
+                subscriber.downstream.received(feedback, nowUs: Int64(NIODeadline.now().uptimeNanoseconds / 1000), rttMs: 100)
             case .nack(let nack):
                 counters.nacksReceived += 1
                 guard let subscription = subscriber.subscriptions.first(where: { $0.rewriter.outputSSRC == nack.mediaSSRC }),
@@ -681,7 +736,10 @@ public final class SFU: @unchecked Sendable {
                         subscription.rtxSequence &+= 1
                     }
                     counters.retransmissions += 1
-                    session.sendRTP(packet.serialized)
+                    var out = packet.serialized
+                    subscriber.downstream.stamp(&out, header: packet.header, sourceID: subscription.track.owner.transportWideSequenceID,
+                                                nowUs: Int64(NIODeadline.now().uptimeNanoseconds / 1000))
+                    session.sendRTP(out)
                 }
             default:
                 break

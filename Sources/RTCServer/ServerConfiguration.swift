@@ -22,14 +22,20 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var tokenWarning: Int
     /// Longest a PLI/FIR is held back after the previous one for the same track (ms).
     public var keyframeRequestInterval: Int
+    /// A publisher's video is held to what its slowest subscriber's downstream estimate carries
+    /// (REMB, once a second), but never asked below this (kbps): one subscriber on a poor path
+    /// does not take everyone's quality below it. Nil: publishers are never limited for their
+    /// subscribers (a leg that cannot carry the video then loses packets and repairs them itself).
+    public var publisherLimitFloorKbps: Int?
     /// PEM certificate chain and private key files: when set, signaling is `wss://` and `https://`.
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?
 
     public init(host: String = "127.0.0.1", signalingPort: Int = 7880, mediaPort: Int = 7882, secret: String,
                 protocolVersion: ProtocolVersion = .current, pingInterval: Int = 5, pingTimeout: Int = 15, resumeWindow: Int = 20,
-                tokenWarning: Int = 30, keyframeRequestInterval: Int = 500, tlsCertificatePath: String? = nil,
-                tlsKeyPath: String? = nil) {
+                tokenWarning: Int = 30, keyframeRequestInterval: Int = 500, publisherLimitFloorKbps: Int? = 150,
+                tlsCertificatePath: String? = nil, tlsKeyPath: String? = nil) {
+        self.publisherLimitFloorKbps = publisherLimitFloorKbps
         self.tlsCertificatePath = tlsCertificatePath
         self.tlsKeyPath = tlsKeyPath
         self.host = host

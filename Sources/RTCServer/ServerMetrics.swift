@@ -12,7 +12,7 @@ final class ServerMetrics: @unchecked Sendable {
     private let factory: PrometheusMetricsFactory
     private let rooms, participants, tracks: CoreMetrics.Gauge
     private let packetsIn, bytesIn, packetsOut, bytesOut, nacks, retransmissions, keyframeRequests, keyframeThrottled,
-                signalingErrors, dropped, rtxRepairs, rtxDropped: CoreMetrics.Counter
+                signalingErrors, dropped, rtxRepairs, rtxDropped, iceRestarts, downstreamFeedback, publisherLimits: CoreMetrics.Counter
     /// Forwarding latency per packet (time on the event loop from receipt to the last send).
     let forwardLatency: CoreMetrics.Timer
     private var last = ServerCounters()
@@ -40,6 +40,9 @@ final class ServerMetrics: @unchecked Sendable {
         dropped = counter("rtc_packets_dropped_total")
         rtxRepairs = counter("rtc_rtx_repairs_total")
         rtxDropped = counter("rtc_rtx_dropped_total")
+        iceRestarts = counter("rtc_ice_restarts_total")
+        downstreamFeedback = counter("rtc_downstream_feedback_total")
+        publisherLimits = counter("rtc_publisher_limits_total")
         forwardLatency = CoreMetrics.Timer(label: "rtc_forward_latency_seconds", dimensions: [], factory: factory)
     }
 
@@ -61,6 +64,9 @@ final class ServerMetrics: @unchecked Sendable {
         add(dropped, counters.packetsDropped, last.packetsDropped)
         add(rtxRepairs, counters.rtxRepairs, last.rtxRepairs)
         add(rtxDropped, counters.rtxDropped, last.rtxDropped)
+        add(iceRestarts, counters.iceRestarts, last.iceRestarts)
+        add(downstreamFeedback, counters.downstreamFeedback, last.downstreamFeedback)
+        add(publisherLimits, counters.publisherLimitsSent, last.publisherLimitsSent)
         last = counters
         var text: [UInt8] = []
         registry.emit(into: &text)

@@ -16,8 +16,9 @@ public final class TestServer: @unchecked Sendable {
     public let url: String
     private let configuration: ServerConfiguration
 
-    public init(pingInterval: Int = 5, pingTimeout: Int = 15, resumeWindow: Int = 20) async throws {
+    public init(pingInterval: Int = 5, pingTimeout: Int = 15, resumeWindow: Int = 20, publisherLimitFloorKbps: Int?? = nil) async throws {
         var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: Self.secret)
+        if let publisherLimitFloorKbps { configuration.publisherLimitFloorKbps = publisherLimitFloorKbps }
         configuration.pingInterval = pingInterval
         configuration.pingTimeout = pingTimeout
         configuration.resumeWindow = resumeWindow

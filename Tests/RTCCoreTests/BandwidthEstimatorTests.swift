@@ -1,5 +1,5 @@
 import Testing
-import RTCTransport
+@testable import RTCTransport
 @testable import RTCCore
 
 /// A bottleneck on a simulated clock: a FIFO drained at `capacityBps` (changed by the test), 20 ms

@@ -279,6 +279,66 @@ struct CongestionTests {
         await server.shutdown()
     }
 
+    /// One viewer's downlink is narrower than what its publisher sends. With the server's lever
+    /// (REMB to the publisher from that leg's transport-wide estimate), the publisher is held under
+    /// it; without (`publisherLimitFloorKbps: nil`), the leg overflows: printed for the comparison,
+    /// asserted only with the lever.
+    @Test("a viewer's downlink capped at 0.8 Mbps: the SFU's estimate of that leg falls under the cap and holds the 2 Mbps publisher under it; the video flows with little queueing",
+          arguments: [true, false])
+    func cappedDownlink(lever: Bool) async throws {
+        let server = try await TestServer(publisherLimitFloorKbps: lever ? .some(150) : .some(nil))
+        var link = ImpairmentProfile(delayMs: 10)
+        link.bandwidthBps = 800_000
+        link.queueMs = 1000
+        let proxy = try await ImpairmentProxy.start(target: server.app.mediaAddress!, upstream: ImpairmentProfile(delayMs: 10),
+                                                    downstream: link, seed: 13, group: MultiThreadedEventLoopGroup.singleton)
+        server.app.sfu.port.announcedAddress = proxy.address
+        let host = server.engine(), viewer = server.engine()
+        try host.setVideoEncoderConfiguration(VideoEncoderConfiguration(
+            dimensions: VideoSize(width: 1280, height: 720), frameRate: 30, bitrateKbps: 2000))
+        try await host.enableVideo()
+        let decoded = NIOLockedValueBox<[Int64]>([])
+        viewer.setRemoteVideoSink { _ in decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
+        try await viewer.join(token: server.token("2001", channel: "downlink"), channel: "downlink", uid: "2001")
+        try await host.join(token: server.token("1001", channel: "downlink"), channel: "downlink", uid: "1001")
+        let camera = pushPattern(host, kind: .camera, size: VideoSize(width: 1280, height: 720), fps: 30)
+        defer { camera.cancel() }
+        try await Task.sleep(for: .seconds(10))  // the leg's estimate comes down, the publisher follows
+        proxy.traceUpstream(true)
+        proxy.traceDownstream(true)
+        let start = MediaClock.monotonicUs()
+        try await Task.sleep(for: .seconds(8))
+        let up = proxy.upstreamTrace, down = proxy.downstreamTrace
+        let estimate = try await server.app.sfu.downstreamEstimates(in: "downlink").get()["2001"]
+        camera.cancel()
+        let counters = try await server.app.sfu.counterSnapshot.get()
+        let window = decoded.withLockedValue { $0 }.filter { $0 >= start }
+        let gaps = zip(window.dropFirst(), window).map { Double($0 - $1) / 1000 }
+        let sentBps = Double(up.reduce(0) { $0 + $1.bytes }) * 8 / 8
+        let queueing = down.map { $0.queueUs.map { Double($0) / 1000 } ?? .infinity }.sorted()
+        let p95 = queueing.isEmpty ? .infinity : queueing[queueing.count * 95 / 100]
+        let dropped = down.filter { $0.queueUs == nil }.count
+        print("capped downlink (\(lever ? "publisher held to the leg" : "no lever")): leg estimate "
+            + "\(estimate.map { String(format: "%.0f", $0 / 1000) } ?? "none") kbps, publisher sends \(String(format: "%.0f", sentBps / 1000)) kbps, "
+            + "downstream queueing p95 \(String(format: "%.0f", p95)) ms, \(dropped)/\(down.count) dropped; viewer decoded \(window.count) frames "
+            + "in 8 s, longest gap \(String(format: "%.0f", gaps.max() ?? 0)) ms; \(counters.downstreamFeedback) feedback reports, "
+            + "\(counters.publisherLimitsSent) limits sent, \(counters.keyframeRequestsForwarded) keyframe requests")
+        #expect(counters.downstreamFeedback > 0)
+        #expect(estimate != nil && estimate! <= 800_000, "leg estimate \(String(describing: estimate))")
+        if lever {
+            #expect(counters.publisherLimitsSent > 0)
+            #expect(sentBps <= 800_000, "publisher sends \(sentBps) bps")
+            #expect(p95 <= 200, "downstream queueing p95 \(p95) ms")
+            #expect(window.count >= 80 && (gaps.max() ?? 10_000) <= 500, "\(window.count) frames, longest gap \(gaps.max() ?? -1) ms")
+        } else {
+            #expect(counters.publisherLimitsSent == 0)
+        }
+        await host.leave()
+        await viewer.leave()
+        await proxy.close()
+        await server.shutdown()
+    }
+
     /// Camera at 720p30 under 0.3 Mbps: below what 720p needs (the encoder floor), so it halves.
     /// Screen at 720p15 under 0.6 Mbps: a quarter of what it asks for, and it keeps its size.
     /// (Screen content under 0.3 Mbps does not get through at all: see docs/resilience.md.)

@@ -1,3 +1,5 @@
+import RTCTransport
+
 /// What a probe cluster measured: the rate its packets left at and the rate they arrived at (from
 /// transport-wide feedback). A path that carries the probe's rate delivers it at that rate; a
 /// narrower one spreads the packets out to its own capacity. The estimate is the smaller of the

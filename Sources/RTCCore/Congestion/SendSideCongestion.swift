@@ -1,63 +1,6 @@
 import RTCTransport
 import Synchronization
 
-/// When each transport-wide sequence number went out and how big its packet was: what the
-/// receiver's transport-wide feedback is matched against (the send side of TWCC). A ring of the
-/// last 4096 packets, several seconds at any rate this SDK sends.
-struct SendLog: Sendable {
-    private struct Entry {
-        var sequence: UInt16
-        var sendUs: Int64
-        var bytes: Int32
-        var valid: Bool
-        /// Bytes sent up to and including this packet.
-        var cumulativeBytes: Int
-        /// The probe cluster it was sent in, -1 for none.
-        var probeCluster: Int32
-    }
-
-    static let capacity = 4096
-    private var entries = [Entry](repeating: Entry(sequence: 0, sendUs: 0, bytes: 0, valid: false, cumulativeBytes: 0, probeCluster: -1),
-                                  count: SendLog.capacity)
-    private var sentBytes = 0
-    /// `cumulativeBytes` of the latest-sent packet any feedback covered.
-    private var reportedBytes = 0
-
-    /// Bytes sent after the latest packet feedback covered. Packets whose feedback was itself
-    /// lost stop counting once feedback covers a later one, so a lossy return path cannot hold
-    /// bytes "in flight" for good.
-    var inFlightBytes: Int { sentBytes - reportedBytes }
-
-    mutating func record(sequence: UInt16, bytes: Int, sendUs: Int64, probeCluster: Int? = nil) {
-        sentBytes += bytes
-        entries[Int(sequence) % Self.capacity] = Entry(sequence: sequence, sendUs: sendUs, bytes: Int32(clamping: bytes), valid: true,
-                                                       cumulativeBytes: sentBytes, probeCluster: Int32(clamping: probeCluster ?? -1))
-    }
-
-    /// The feedback's packets, in sequence order, with their send times and sizes; arrivals on the
-    /// receiver's clock (reference time plus deltas). Packets no longer (or never) logged are left
-    /// out. The packets it covers, and all sent before them, stop counting as in flight.
-    mutating func results(for feedback: TransportFeedback) -> [BandwidthEstimator.PacketResult] {
-        var arrivalUs = Int64(feedback.referenceTime) * Int64(TransportFeedback.referenceTickUs)
-        var results: [BandwidthEstimator.PacketResult] = []
-        results.reserveCapacity(feedback.packets.count)
-        for (offset, packet) in feedback.packets.enumerated() {
-            let sequence = feedback.baseSequenceNumber &+ UInt16(truncatingIfNeeded: offset)
-            var arrival: Int64?
-            if packet.status != .notReceived {
-                arrivalUs += Int64(packet.delta) * Int64(TransportFeedback.deltaTickUs)
-                arrival = arrivalUs
-            }
-            let entry = entries[Int(sequence) % Self.capacity]
-            guard entry.valid, entry.sequence == sequence else { continue }
-            reportedBytes = max(reportedBytes, entry.cumulativeBytes)
-            results.append(BandwidthEstimator.PacketResult(sendTimeUs: entry.sendUs, size: Int(entry.bytes), arrivalTimeUs: arrival,
-                                                           probeCluster: entry.probeCluster >= 0 ? Int(entry.probeCluster) : nil))
-        }
-        return results
-    }
-}
-
 /// The send side of congestion control for one publisher transport: logs what is sent, feeds the
 /// server's transport-wide feedback to a ``BandwidthEstimator`` and turns its estimate into the
 /// video encoder's target (the estimate minus what audio needs, within the app's bitrate). Thread
@@ -76,7 +19,26 @@ final class SendSideCongestion: Sendable {
         var probeController = ProbeController()
         /// A probe the controller asked for, until the pacer takes it.
         var pendingProbe: ProbeCluster?
+        /// The server's limit for the slowest subscriber's path (REMB), and when it came.
+        var receiverLimit: (bps: Double, atUs: Int64)?
+
+        /// The video target for an estimate, within the receiver limit while it is fresh, the
+        /// floor and the app's maximum; nil when it moved by less than 5 % within a second.
+        mutating func videoTarget(estimateBps: Double, nowUs: Int64) -> Int? {
+            var estimate = estimateBps
+            if let limit = receiverLimit, nowUs - limit.atUs < SendSideCongestion.receiverLimitLifetimeUs { estimate = min(estimate, limit.bps) }
+            let video = min(max(Int((estimate - SendSideCongestion.audioReserveBps) / 1000), floorVideoKbps), maximumVideoKbps)
+            if let applied = appliedVideoKbps, abs(video - applied) * 20 < applied, nowUs - appliedAtUs < 1_000_000 {
+                return nil
+            }
+            appliedVideoKbps = video
+            appliedAtUs = nowUs
+            return video
+        }
     }
+
+    /// A receiver limit not refreshed for this long no longer applies (the server sends one a second).
+    static let receiverLimitLifetimeUs: Int64 = 3_000_000
 
     /// What audio is kept (Opus at 32 kbps plus RTP/UDP/SRTP overhead), bits per second.
     static let audioReserveBps = 48_000.0
@@ -150,13 +112,17 @@ final class SendSideCongestion: Sendable {
                     estimateBps: estimate, maximumBps: state.estimator.maximumBps, queueDelayMs: state.estimator.queueDelayMs,
                     overusing: state.estimator.usage == .overusing, lastDecreaseUs: state.estimator.lastDecreaseUs, probeResult: probeResult, nowUs: nowUs) ?? state.pendingProbe
             }
-            let video = min(max(Int((estimate - Self.audioReserveBps) / 1000), state.floorVideoKbps), state.maximumVideoKbps)
-            if let applied = state.appliedVideoKbps, abs(video - applied) * 20 < applied, nowUs - state.appliedAtUs < 1_000_000 {
-                return nil
-            }
-            state.appliedVideoKbps = video
-            state.appliedAtUs = nowUs
-            return video
+            return state.videoTarget(estimateBps: estimate, nowUs: nowUs)
+        }
+    }
+
+    /// The server's limit (REMB) for what the slowest subscriber's path carries: the video target
+    /// stays under it (less the audio reserve) for a few seconds after each. Returns a new video
+    /// target when it moved.
+    func limit(toBps bps: Double, nowUs: Int64 = MediaClock.monotonicUs()) -> Int? {
+        state.withLock { state in
+            state.receiverLimit = (bps, nowUs)
+            return state.videoTarget(estimateBps: state.estimator.targetBps, nowUs: nowUs)
         }
     }
 

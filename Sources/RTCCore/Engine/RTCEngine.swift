@@ -60,6 +60,11 @@ public final class RTCEngine: @unchecked Sendable {
         var publisherOfferVersion = 0
         /// RFC 4588 streams the server repairs on: RTX SSRC → (media SSRC, its payload type, the RTX payload type).
         var retransmissionStreams: [UInt32: (ssrc: UInt32, payloadType: UInt8, rtxPayloadType: UInt8)] = [:]
+        /// Transport-wide CC on the subscriber transport: the extension id the server offered, the
+        /// arrivals not yet reported, and the 100 ms task that reports them.
+        var subscriberTWCCID: UInt8?
+        var subscriberFeedback = TransportFeedbackBuilder()
+        var feedbackTask: RepeatedTask?
         var videoSender: LocalVideoSender?
         var audioSender: LocalAudioSender?
         var videoTrackSid: String?
@@ -326,6 +331,7 @@ public final class RTCEngine: @unchecked Sendable {
         }
         guard owned else { return }
         session.rtcpTask?.cancel()
+        session.feedbackTask?.cancel()
         session.playout?.stop()
         session.videoSender?.stop()
         session.audioSender?.stop()
@@ -706,6 +712,10 @@ public final class RTCEngine: @unchecked Sendable {
                 if let kbps = congestion.received(feedback, rttMs: rtt, probing: pacer?.canProbe ?? false) { video?.setTargetBitrate(kbps: kbps) }
                 pacer?.setEstimate(bps: congestion.targetBps)
                 if let probe = congestion.takeProbe() { pacer?.probe(probe) }
+            case .remb(let remb) where remb.ssrcs.isEmpty || remb.ssrcs.contains { $0 == video?.state.ssrc }:
+                // The server's limit for our slowest subscriber's path.
+                let limit = Double(min(remb.bitrate, UInt64(Int64.max)))
+                if let kbps = session.sequencer.congestion.limit(toBps: limit) { video?.setTargetBitrate(kbps: kbps) }
             case .receiverReport(let report):
                 for block in report.reports {
                     if block.ssrc == video?.state.ssrc { video?.state.received(block, arrivalWallUs: now) }
@@ -860,6 +870,8 @@ public final class RTCEngine: @unchecked Sendable {
                 session.videoReceivers[ssrc] = nil
             }
             for ssrc in session.audioReceivers.keys where !active.contains(ssrc) { session.audioReceivers[ssrc] = nil }
+            session.subscriberTWCCID = offer.media.lazy.flatMap(\.extensionMaps)
+                .first { $0.uri == RTPExtensionURI.transportWideSequence }?.id
             session.retransmissionStreams = [:]
             for section in offer.sections where section.direction == .sendonly {
                 if let ssrc = section.ssrc, let rtx = section.rtxSSRC, let rtxPayloadType = section.rtxPayloadType {
@@ -883,6 +895,11 @@ public final class RTCEngine: @unchecked Sendable {
                 self.subscriberRTP(datagram, session: session)
             }
             session.subscriber = transport
+            session.feedbackTask = transport.channel.eventLoop.scheduleRepeatedTask(initialDelay: .milliseconds(100),
+                                                                                    delay: .milliseconds(100)) { [weak self, weak session] _ in
+                guard let self, let session else { return }
+                self.sendSubscriberFeedback(session)
+            }
         }
         let remote = try offer.transportParameters(offererRole: .server)
         // The server's new credentials restart ICE (after a resume): ours change too (RFC 8445 §9).
@@ -942,6 +959,11 @@ public final class RTCEngine: @unchecked Sendable {
         let now = MediaClock.monotonicUs()
         // One lock: the receiver of the SSRC, or the stream an RFC 4588 repair belongs to.
         let (video, audio) = lock.withLock { () -> (RemoteVideoReceiver?, RemoteAudioReceiver?) in
+            // Every packet with the server's transport-wide number counts for feedback, repairs included.
+            if let id = session.subscriberTWCCID, let data = packet.header.extensionData(id: id),
+               let sequence = try? TransportSequenceNumber(parsing: data) {
+                session.subscriberFeedback.record(sequence: sequence.value, arrivalUs: now)
+            }
             let ssrc = packet.header.ssrc
             if let stream = session.retransmissionStreams[ssrc] {
                 guard packet.header.payloadType == stream.rtxPayloadType,
@@ -954,6 +976,18 @@ public final class RTCEngine: @unchecked Sendable {
         }
         video?.receive(packet, bytes: datagram.readableBytes, arrivalUs: now)
         audio?.receive(packet, bytes: datagram.readableBytes, arrivalUs: now)
+    }
+
+    /// Every 100 ms on the subscriber transport's loop: transport-wide feedback to the server,
+    /// which estimates this downstream leg from it.
+    private func sendSubscriberFeedback(_ session: Session) {
+        let (transport, feedback) = lock.withLock { () -> (MediaTransport?, TransportFeedback?) in
+            guard session.subscriberFeedback.hasPending else { return (nil, nil) }
+            let media = session.videoReceivers.keys.first ?? session.audioReceivers.keys.first ?? 0
+            return (session.subscriber, session.subscriberFeedback.makeFeedback(senderSSRC: session.rtcpSSRC, mediaSSRC: media))
+        }
+        guard let transport, let feedback else { return }
+        transport.sendRTCP(RTCPPacket.serializeCompound([.receiverReport(ReceiverReport(ssrc: session.rtcpSSRC)), .transportFeedback(feedback)]))
     }
 
     // MARK: Playout, RTCP and stats

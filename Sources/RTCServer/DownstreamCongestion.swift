@@ -1,0 +1,49 @@
+import NIOCore
+import RTCTransport
+
+/// Transport-wide congestion control on one subscriber's downstream leg. The publisher's
+/// transport-wide numbers mean nothing on this leg, so the SFU writes its own into every packet it
+/// sends the subscriber (in place: the publisher's extension element is reused), logs when and how
+/// much it sent, and runs a ``BandwidthEstimator`` on the subscriber's feedback. Confined to the
+/// SFU's event loop.
+struct DownstreamCongestion {
+    /// The extension id the subscriber's answer kept for the transport-wide number; nil: no TWCC on this leg.
+    var extensionID: UInt8?
+    private var nextSequence: UInt16 = 0
+    private var log = SendLog()
+    private(set) var estimator = BandwidthEstimator(startBps: DownstreamCongestion.maximumBps, minimumBps: 100_000,
+                                                    maximumBps: DownstreamCongestion.maximumBps)
+    private(set) var lastFeedbackUs: Int64?
+    private(set) var feedbackReports = 0
+
+    /// Where a leg's estimate starts and stops: a leg carries what publishers send, so the
+    /// estimate only has to come down when the path cannot carry that.
+    static let maximumBps = 20_000_000.0
+    /// An estimate without feedback for this long is stale.
+    static let staleAfterUs: Int64 = 2_000_000
+
+    /// Writes the leg's next transport-wide number into a serialized packet, when the packet carries
+    /// the extension under the id this leg negotiated (`sourceID`, the publisher's id for it, must
+    /// match: the extension block is forwarded as the publisher wrote it), and logs it as sent now.
+    mutating func stamp(_ packet: inout ByteBuffer, header: RTPHeader, sourceID: UInt8?, nowUs: Int64) {
+        guard let id = extensionID, id == sourceID, let at = header.extensionDataOffset(id: id), at.length == 2 else { return }
+        packet.setInteger(nextSequence, at: packet.readerIndex + at.offset)
+        log.record(sequence: nextSequence, bytes: packet.readableBytes, sendUs: nowUs)
+        nextSequence &+= 1
+    }
+
+    /// Takes the subscriber's transport-wide feedback.
+    mutating func received(_ feedback: TransportFeedback, nowUs: Int64, rttMs: Double) {
+        let results = log.results(for: feedback)
+        guard !results.isEmpty else { return }
+        estimator.update(feedback: results, nowUs: nowUs, rttMs: rttMs)
+        lastFeedbackUs = nowUs
+        feedbackReports += 1
+    }
+
+    /// The leg's estimate (bits per second), while feedback keeps coming.
+    func estimateBps(nowUs: Int64) -> Double? {
+        guard let lastFeedbackUs, nowUs - lastFeedbackUs < Self.staleAfterUs else { return nil }
+        return estimator.targetBps
+    }
+}
