@@ -25,12 +25,16 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert.") var tlsKey: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
+    @Option(name: .customLong("publisher-limit-floor"),
+            help: "Least kbps a publisher's video is held to for its slowest subscriber (REMB); 0 turns the limit off.")
+    var publisherLimitFloor: Int = 150
 
     func validate() throws {
         guard secret != nil || dev else { throw ValidationError("give --secret, or --dev for a generated one") }
         guard (0...65535).contains(port), (0...65535).contains(udpPort) else { throw ValidationError("ports must be 0...65535") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level \(logLevel) is not a level") }
         guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
+        guard (0...100_000).contains(publisherLimitFloor) else { throw ValidationError("--publisher-limit-floor must be 0...100000 kbps") }
     }
 
     func run() async throws {
@@ -40,6 +44,7 @@ struct ServerCommand: AsyncParsableCommand {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
         let app = try await RTCServerApp.start(
             configuration: ServerConfiguration(host: host, signalingPort: port, mediaPort: udpPort, secret: secret,
+                                               publisherLimitFloorKbps: publisherLimitFloor == 0 ? nil : publisherLimitFloor,
                                                tlsCertificatePath: tlsCertificate, tlsKeyPath: tlsKey),
             group: group, logger: logger)
         let scheme = tlsCertificate == nil ? "ws" : "wss"
