@@ -197,6 +197,8 @@ public struct ServerCounters: Sendable, Hashable {
     /// NACKs the server sent upstream to publishers.
     public var nacksSent = 0
     public var retransmissions = 0
+    /// Repairs not sent because the subscriber's leg had spent its retransmission budget.
+    public var retransmissionsSkipped = 0
     /// ICE restarts (RFC 8445 §9) on either transport.
     public var iceRestarts = 0
     /// Transport-wide feedback reports from subscribers, and REMB limits sent to publishers for

@@ -323,6 +323,9 @@ public final class SFU: @unchecked Sendable {
         guard let floorKbps = configuration.publisherLimitFloorKbps else { return }
         let now = Int64(NIODeadline.now().uptimeNanoseconds / 1000)
         for participant in rooms.values.flatMap(\.participants.values) {
+            participant.downstream.reportedBps = participant.downstream.estimateBps(nowUs: now)
+        }
+        for participant in rooms.values.flatMap(\.participants.values) {
             guard let session = participant.publisher else { continue }
             for track in participant.tracks where track.info.kind == .video {
                 guard let ssrc = track.info.ssrc,
@@ -721,7 +724,13 @@ public final class SFU: @unchecked Sendable {
                 }
             case .transportFeedback(let feedback):
                 counters.downstreamFeedback += 1
-                subscriber.downstream.received(feedback, nowUs: Int64(NIODeadline.now().uptimeNanoseconds / 1000), rttMs: 100)
+                let now = Int64(NIODeadline.now().uptimeNanoseconds / 1000)
+                subscriber.downstream.received(feedback, nowUs: now, rttMs: 100)
+                // A leg that just lost capacity: its publishers hear it now, not within the second.
+                if let estimate = subscriber.downstream.estimateBps(nowUs: now),
+                   estimate < 0.9 * (subscriber.downstream.reportedBps ?? .infinity) {
+                    sendPublisherLimits()
+                }
             case .nack(let nack):
                 counters.nacksReceived += 1
                 guard let subscription = subscriber.subscriptions.first(where: { $0.rewriter.outputSSRC == nack.mediaSSRC }),
@@ -729,6 +738,12 @@ public final class SFU: @unchecked Sendable {
                 else { continue }
                 for lost in nack.lostSequenceNumbers {
                     guard var packet = subscription.track.cache.packet(subscription.rewriter.inputSequence(of: lost)) else { continue }
+                    guard subscriber.downstream.mayRetransmit(bytes: packet.payload.readableBytes + 30,
+                                                              nowUs: Int64(NIODeadline.now().uptimeNanoseconds / 1000))
+                    else {
+                        counters.retransmissionsSkipped += 1
+                        continue
+                    }
                     var rewriter = subscription.rewriter
                     rewriter.rewrite(&packet.header)
                     if let payloadType = subscription.rtxPayloadType {

@@ -20,6 +20,15 @@ struct ICETests {
         }
     }
 
+    /// A controlling client and a lite server that have connected at time 0.
+    func connectedPair() -> (client: ICEAgent, server: ICEAgent) {
+        let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
+        _ = server.start(remote: client.local, candidates: [], now: 0)
+        pump(client.start(remote: server.local, candidates: [serverAddress], now: 0), from: client,
+             fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 0)
+        return (client, server)
+    }
+
     @Test("a controlling client nominates the lite server's candidate; both connect and the server learns the address")
     func connect() throws {
         let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
@@ -69,10 +78,7 @@ struct ICETests {
 
     @Test("consent freshness: checks every interval, disconnected then failed on silence, recovered by an answer")
     func consent() {
-        let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
-        _ = server.start(remote: client.local, candidates: [], now: 0)
-        pump(client.start(remote: server.local, candidates: [serverAddress], now: 0), from: client,
-             fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 0)
+        let (client, server) = connectedPair()
         // Answered consent checks keep it connected.
         for second in stride(from: 5.0, through: 20, by: 5) {
             let output = client.handleTimers(now: second)
@@ -94,10 +100,7 @@ struct ICETests {
 
     @Test("the lite side follows the client to a new port (the client changed networks)")
     func addressChange() {
-        let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
-        _ = server.start(remote: client.local, candidates: [], now: 0)
-        pump(client.start(remote: server.local, candidates: [serverAddress], now: 0), from: client,
-             fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 0)
+        let (client, server) = connectedPair()
         let moved = try! SocketAddress(ipAddress: "127.0.0.1", port: 40001)
         let output = client.handleTimers(now: 5)
         var changed: SocketAddress?
@@ -111,10 +114,7 @@ struct ICETests {
 
     @Test("an ICE restart uses new credentials and connects again")
     func restart() {
-        let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
-        _ = server.start(remote: client.local, candidates: [], now: 0)
-        pump(client.start(remote: server.local, candidates: [serverAddress], now: 0), from: client,
-             fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 0)
+        let (client, server) = connectedPair()
         let newClient = ICECredentials.random(), newServer = ICECredentials.random()
         _ = server.restart(local: newServer, remote: newClient, candidates: [], now: 1)
         let output = client.restart(local: newClient, remote: newServer, candidates: [serverAddress], now: 1)
@@ -126,10 +126,7 @@ struct ICETests {
 
     @Test("after a restart, checks the peer rejects (it has not taken the new credentials yet) are retried, not failed")
     func restartBeforePeer() {
-        let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
-        _ = server.start(remote: client.local, candidates: [], now: 0)
-        pump(client.start(remote: server.local, candidates: [serverAddress], now: 0), from: client,
-             fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 0)
+        let (client, server) = connectedPair()
         let newClient = ICECredentials.random(), newServer = ICECredentials.random()
         // The client restarts first: its check names a ufrag the server does not have yet (400).
         let output = client.restart(local: newClient, remote: newServer, candidates: [serverAddress], now: 1)
