@@ -22,11 +22,18 @@ struct DownstreamCongestion {
     /// An estimate without feedback for this long is stale.
     static let staleAfterUs: Int64 = 2_000_000
 
-    /// Writes the leg's next transport-wide number into a serialized packet, when the packet carries
-    /// the extension under the id this leg negotiated (`sourceID`, the publisher's id for it, must
-    /// match: the extension block is forwarded as the publisher wrote it), and logs it as sent now.
-    mutating func stamp(_ packet: inout ByteBuffer, header: RTPHeader, sourceID: UInt8?, nowUs: Int64) {
-        guard let id = extensionID, id == sourceID, let at = header.extensionDataOffset(id: id), at.length == 2 else { return }
+    /// Where the publisher's transport-wide number sits in a packet it sent (`sourceID`: the
+    /// publisher's extension id for it), found once per packet for all the legs it goes out on.
+    static func sequenceOffset(in header: RTPHeader, sourceID: UInt8?) -> (id: UInt8, offset: Int)? {
+        guard let sourceID, let at = header.extensionDataOffset(id: sourceID), at.length == 2 else { return nil }
+        return (sourceID, at.offset)
+    }
+
+    /// Writes the leg's next transport-wide number into a serialized packet at `at` (from
+    /// ``sequenceOffset(in:sourceID:)``), when the leg negotiated the extension under the same id
+    /// (the extension block is forwarded as the publisher wrote it), and logs it as sent now.
+    mutating func stamp(_ packet: inout ByteBuffer, at: (id: UInt8, offset: Int)?, nowUs: Int64) {
+        guard let at, at.id == extensionID else { return }
         packet.setInteger(nextSequence, at: packet.readerIndex + at.offset)
         log.record(sequence: nextSequence, bytes: packet.readableBytes, sendUs: nowUs)
         nextSequence &+= 1

@@ -679,6 +679,8 @@ public final class SFU: @unchecked Sendable {
         if track.info.kind == .video { track.nack.received(packet.header.sequenceNumber, nowUs: arrivalUs) }
         guard !track.info.muted else { return }
         let original = packet.header
+        // The rewrite leaves the extension block alone: one lookup for every leg.
+        let sequenceAt = DownstreamCongestion.sequenceOffset(in: original, sourceID: publisher.transportWideSequenceID)
         var wrote = false
         for subscription in track.subscriptions {
             guard let session = subscription.subscriber.subscriber else { continue }
@@ -686,7 +688,7 @@ public final class SFU: @unchecked Sendable {
             subscription.rewriter.rewrite(&packet.header)
             subscription.packetsForwarded += 1
             var out = packet.serialized
-            subscription.subscriber.downstream.stamp(&out, header: packet.header, sourceID: publisher.transportWideSequenceID, nowUs: arrivalUs)
+            subscription.subscriber.downstream.stamp(&out, at: sequenceAt, nowUs: arrivalUs)
             counters.packetsOut += 1
             counters.bytesOut += out.readableBytes
             session.sendRTPOnLoop(out, flush: false)
@@ -727,7 +729,7 @@ public final class SFU: @unchecked Sendable {
                 let now = Int64(NIODeadline.now().uptimeNanoseconds / 1000)
                 subscriber.downstream.received(feedback, nowUs: now, rttMs: 100)
                 // A leg that just lost capacity: its publishers hear it now, not within the second.
-                if let estimate = subscriber.downstream.estimateBps(nowUs: now),
+                if configuration.publisherLimitFloorKbps != nil, let estimate = subscriber.downstream.estimateBps(nowUs: now),
                    estimate < 0.9 * (subscriber.downstream.reportedBps ?? .infinity) {
                     sendPublisherLimits()
                 }
@@ -752,8 +754,8 @@ public final class SFU: @unchecked Sendable {
                     }
                     counters.retransmissions += 1
                     var out = packet.serialized
-                    subscriber.downstream.stamp(&out, header: packet.header, sourceID: subscription.track.owner.transportWideSequenceID,
-                                                nowUs: Int64(NIODeadline.now().uptimeNanoseconds / 1000))
+                    let at = DownstreamCongestion.sequenceOffset(in: packet.header, sourceID: subscription.track.owner.transportWideSequenceID)
+                    subscriber.downstream.stamp(&out, at: at, nowUs: Int64(NIODeadline.now().uptimeNanoseconds / 1000))
                     session.sendRTP(out)
                 }
             default:

@@ -28,7 +28,7 @@ struct DownstreamCongestionTests {
         var written: [UInt16?] = []
         for publisherSequence in UInt16(500)..<503 {
             var (bytes, header) = Self.packet(publisherSequence: publisherSequence)
-            leg.stamp(&bytes, header: header, sourceID: publisherID, nowUs: 0)
+            leg.stamp(&bytes, at: DownstreamCongestion.sequenceOffset(in: header, sourceID: publisherID), nowUs: 0)
             written.append(try Self.transportSequence(in: bytes))
             // The rest of the packet is untouched.
             let parsed = try RTPPacket(parsing: bytes)
@@ -47,7 +47,7 @@ struct DownstreamCongestionTests {
         for step in 0..<600 {
             let sendUs = Int64(step) * 5_000
             var (bytes, header) = Self.packet(publisherSequence: 0, payload: 1200)
-            leg.stamp(&bytes, header: header, sourceID: 3, nowUs: sendUs)
+            leg.stamp(&bytes, at: DownstreamCongestion.sequenceOffset(in: header, sourceID: 3), nowUs: sendUs)
             receiver.record(sequence: sequence, arrivalUs: sendUs + Int64(step) * 5_000 + 10_000)
             sequence &+= 1
             if step % 20 == 19, let feedback = receiver.makeFeedback(senderSSRC: 1, mediaSSRC: 2) {

@@ -65,21 +65,28 @@ public struct RTPHeader: Sendable, Hashable {
 
     /// Calls `body` with each element until it returns false. The block was validated when parsed.
     func forEachExtension(_ body: (UInt8, ByteBuffer) -> Bool) {
+        forEachExtensionElement { id, data, _ in body(id, data) }
+    }
+
+    /// As ``forEachExtension(_:)``, with where each element's data starts in the block.
+    private func forEachExtensionElement(_ body: (UInt8, ByteBuffer, Int) -> Bool) {
         guard let profile = extensionProfile else { return }
         var block = extensionBlock
+        let base = block.readerIndex
         if profile == .oneByte {
             while let byte = block.readInteger(as: UInt8.self) {
                 if byte >> 4 == 0 { continue }  // ID 0: a padding byte (RFC 8285 §4.2)
                 let id = byte >> 4
                 if id == 15 { return }
-                guard let data = block.readSlice(length: Int(byte & 0x0F) + 1), body(id, data) else { return }
+                let at = block.readerIndex - base
+                guard let data = block.readSlice(length: Int(byte & 0x0F) + 1), body(id, data, at) else { return }
             }
         } else {
             while let id = block.readInteger(as: UInt8.self) {
                 if id == 0 { continue }
-                guard let length = block.readInteger(as: UInt8.self), let data = block.readSlice(length: Int(length)),
-                      body(id, data)
-                else { return }
+                guard let length = block.readInteger(as: UInt8.self) else { return }
+                let at = block.readerIndex - base
+                guard let data = block.readSlice(length: Int(length)), body(id, data, at) else { return }
             }
         }
     }
@@ -87,25 +94,13 @@ public struct RTPHeader: Sendable, Hashable {
     /// Where the data of extension element `id` starts in the serialized header (bytes from its
     /// first byte), and its length: to overwrite a value in place in a serialized packet.
     public func extensionDataOffset(id: UInt8) -> (offset: Int, length: Int)? {
-        guard let profile = extensionProfile else { return nil }
-        let start = 12 + 4 * min(csrcs.count, 15) + 4
-        var block = extensionBlock
-        let base = block.readerIndex
-        while let first = block.readInteger(as: UInt8.self) {
-            let elementID: UInt8, length: Int
-            if profile == .oneByte {
-                if first >> 4 == 0 { continue }
-                if first >> 4 == 15 { return nil }
-                (elementID, length) = (first >> 4, Int(first & 0x0F) + 1)
-            } else {
-                if first == 0 { continue }
-                guard let size = block.readInteger(as: UInt8.self) else { return nil }
-                (elementID, length) = (first, Int(size))
-            }
-            if elementID == id { return (start + block.readerIndex - base, length) }
-            guard block.readSlice(length: length) != nil else { return nil }
+        let blockStart = 12 + 4 * min(csrcs.count, 15) + 4
+        var found: (offset: Int, length: Int)?
+        forEachExtensionElement { elementID, data, at in
+            if elementID == id { found = (blockStart + at, data.readableBytes); return false }
+            return true
         }
-        return nil
+        return found
     }
 
     /// The data of extension element `id`, if present (no allocation).
