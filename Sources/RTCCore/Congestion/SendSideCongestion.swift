@@ -67,7 +67,7 @@ final class SendSideCongestion: Sendable {
     /// The floor for a track: at the smallest size it may scale down to (half the bounds when the
     /// resolution may give, the bounds themselves otherwise).
     static func encoderFloorKbps(for configuration: VideoEncoderConfiguration) -> Int {
-        let divisor = LocalVideoSender.mayScale(configuration) ? LocalVideoSender.maxDownscale : 1
+        let divisor = configuration.mayScaleDown ? VideoEncoderConfiguration.maxDownscale : 1
         return encoderFloorKbps(size: configuration.dimensions.scaled(down: divisor), frameRate: configuration.frameRate)
     }
 

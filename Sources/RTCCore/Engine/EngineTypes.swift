@@ -197,6 +197,8 @@ public enum RTCEngineEvent: Sendable {
 public struct RTCEngineError: Error, Sendable, Hashable, CustomStringConvertible {
     public enum Code: String, Sendable, Hashable {
         case invalidArgument, invalidState, joinFailed, tokenRejected, notPublishing, transportFailed, codec
+        /// The server answered a request with a message of another kind (a protocol mismatch).
+        case unexpectedReply
     }
 
     public let code: Code
@@ -277,4 +279,13 @@ public struct RTCStats: Sendable, Hashable {
     public var remote: [RemoteTrackStats]
     /// The send-side bandwidth estimate of the publisher transport (kbps), nil while not publishing.
     public var estimatedBandwidthKbps: Int?
+}
+
+extension VideoEncoderConfiguration {
+    /// How far a sender may divide the bounds under congestion (once: half the size).
+    static let maxDownscale = 2
+
+    /// Whether the resolution may give under congestion: not for screen content, nor when the app
+    /// asked to keep it. The sender scales by it and congestion control sets its floor by it.
+    var mayScaleDown: Bool { degradationPreference != .maintainResolution && contentHint != .detail }
 }

@@ -3,64 +3,6 @@ import RTCTransport
 import Signaling
 import Synchronization
 
-/// What both kinds of local track share: an SSRC, a sequence and the counters for sender reports
-/// and stats. Encoding threads write the counters, the RTCP timer reads them.
-final class SenderState: Sendable {
-    struct Counters {
-        var packetsSent = 0
-        var bytesSent = 0
-        var payloadBytesSent = 0
-        var framesEncoded = 0
-        var framesDropped = 0
-        var retransmitted = 0
-        var lastRTPTimestamp: UInt32 = 0
-        /// Monotonic time of the capture `lastRTPTimestamp` stands for.
-        var lastCaptureMonoUs: Int64?
-        var width = 0
-        var height = 0
-        var lossFraction = 0.0
-        var roundTripTimeMs: Double?
-    }
-
-    let ssrc: UInt32
-    let clockRate: Int
-    let counters = Mutex(Counters())
-
-    init(ssrc: UInt32, clockRate: Int) {
-        self.ssrc = ssrc
-        self.clockRate = clockRate
-    }
-
-    /// The sender report for now, or nil before the first packet.
-    func senderReport(nowMonoUs: Int64, wallUs: Int64) -> SenderReport? {
-        counters.withLock { counters in
-            guard let capture = counters.lastCaptureMonoUs else { return nil }
-            let elapsed = nowMonoUs - capture
-            let rtp = counters.lastRTPTimestamp &+ UInt32(truncatingIfNeeded: elapsed * Int64(clockRate) / 1_000_000)
-            return SenderReport(ssrc: ssrc, ntpTimestamp: NTPTime.timestamp(unixMicroseconds: UInt64(max(0, wallUs))), rtpTimestamp: rtp,
-                                packetCount: UInt32(truncatingIfNeeded: counters.packetsSent),
-                                octetCount: UInt32(truncatingIfNeeded: counters.payloadBytesSent))
-        }
-    }
-
-    /// Takes in a receiver report block about this stream.
-    func received(_ report: ReceptionReport, arrivalWallUs: Int64) {
-        let arrival = NTPTime.compact(NTPTime.timestamp(unixMicroseconds: UInt64(max(0, arrivalWallUs))))
-        counters.withLock { counters in
-            counters.lossFraction = Double(report.fractionLost) / 256
-            if let rtt = report.roundTripTime(arrivalNTP: arrival) { counters.roundTripTimeMs = rtt * 1000 }
-        }
-    }
-}
-
-/// Hands out transport-wide sequence numbers across the tracks of one transport (the pacer stamps
-/// them as packets leave), and holds its congestion control.
-final class TransportSequencer: Sendable {
-    private let next = Mutex<UInt16>(UInt16.random(in: 0...UInt16.max))
-    let congestion = SendSideCongestion()
-    func take() -> UInt16 { next.withLock { value in defer { value &+= 1 }; return value } }
-}
-
 /// A local video track: frames pushed from any thread are rate-limited, oriented, scaled and VP8
 /// encoded on a thread of the track's own, then packetized into RTP with the video-orientation
 /// (CVO) extension and handed to the transport's pacer (which adds the transport-wide sequence
@@ -99,11 +41,13 @@ final class LocalVideoSender: @unchecked Sendable {
     /// When the current run of frames skipped for pushback began (encode thread).
     private var pushbackSinceUs: Int64?
     static let maxPushbackUs: Int64 = 300_000
-    static let maxDownscale = 2
     /// Bytes retransmissions may still spend (a bucket refilled at a share of the estimate), and
     /// when it was last refilled: a burst of NACKs after a congestion loss must not send a second
     /// burst into the same queue.
     private let retransmitBudget = Mutex((bytes: 0.0, atUs: Int64(0)))
+    /// Test seam: runs on the encode thread before each admitted frame; what it throws is
+    /// reported like an encode error.
+    let beforeEncode = Mutex<(@Sendable () throws -> Void)?>(nil)
 
     private struct Control {
         var muted = false
@@ -217,6 +161,7 @@ final class LocalVideoSender: @unchecked Sendable {
             return control
         }
         do {
+            try beforeEncode.withLock { $0 }?()
             var rotation = pushed.rotation
             adaptResolution(targetKbps: control.targetBitrateKbps, nowUs: now)
             var bounds = configuration.dimensions.scaled(down: downscale)
@@ -257,18 +202,12 @@ final class LocalVideoSender: @unchecked Sendable {
         }
     }
 
-    /// Whether the resolution may give under congestion: not for screen content, nor when the
-    /// app asked to keep it.
-    static func mayScale(_ configuration: VideoEncoderConfiguration) -> Bool {
-        configuration.degradationPreference != .maintainResolution && configuration.contentHint != .detail
-    }
-
     /// Halves the bounds when the estimate's target is under what the encoder needs at the current
     /// size (once: half the bounds at the least), and doubles them back when it is three times the
     /// full size's need; at most one step per 2 s. Each step costs a keyframe, which a narrow path
     /// has to queue, so the steps are few and far apart.
     private func adaptResolution(targetKbps: Int?, nowUs: Int64) {
-        guard Self.mayScale(configuration), let target = targetKbps else {
+        guard configuration.mayScaleDown, let target = targetKbps else {
             downscale = 1
             return
         }
@@ -276,7 +215,7 @@ final class LocalVideoSender: @unchecked Sendable {
         let floor = { (divisor: Int) in
             SendSideCongestion.encoderFloorKbps(size: self.configuration.dimensions.scaled(down: divisor), frameRate: self.configuration.frameRate)
         }
-        if downscale < Self.maxDownscale && target < floor(downscale) {
+        if downscale < VideoEncoderConfiguration.maxDownscale && target < floor(downscale) {
             downscale *= 2
             downscaleChangedUs = nowUs
         } else if downscale > 1 && target >= 3 * floor(downscale / 2) {
@@ -372,13 +311,4 @@ final class LocalVideoSender: @unchecked Sendable {
         pacer.enqueue(outgoing, priority: .retransmission)
         return outgoing.count
     }
-}
-
-/// The header extension ids of ``SDPCodecs/extensions``, by name.
-enum SDPExtensionID {
-    static let audioLevel: UInt8 = 1
-    static let absSendTime: UInt8 = 2
-    static let transportWideSequence: UInt8 = 3
-    static let mid: UInt8 = 4
-    static let videoOrientation: UInt8 = 5
 }

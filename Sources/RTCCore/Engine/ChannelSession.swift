@@ -1,0 +1,470 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import RTCTransport
+import Signaling
+
+/// What every part of a session needs from the engine: its configuration, event loops, event hub
+/// and sinks, and a snapshot of the app's local settings.
+struct EngineContext: Sendable {
+    let configuration: RTCEngineConfiguration
+    let group: EventLoopGroup
+    let events: EngineEventHub
+    let sinks: NIOLockedValueBox<EngineSinks>
+    /// The app's settings now (read, never held).
+    let settings: @Sendable () -> LocalSettings
+}
+
+/// The app's local settings that a session reads when it publishes.
+struct LocalSettings: Sendable {
+    var videoEnabled = false
+    var audioEnabled = false
+    var video = VideoEncoderConfiguration()
+    var audioProcessing: Bool?
+    var role: ClientRole
+    /// Users subscribed to in full by `subscribe(uid:)`.
+    var pinned: Set<String> = []
+}
+
+/// How a session ended without the app asking, for the engine to act on.
+enum SessionEnd: Sendable {
+    /// The server went away (restart, lost connection past the resume window): join again.
+    case rejoin
+    /// The server ended the session (token expired, kicked, owner left, ...).
+    case left(ConnectionChangedReason)
+}
+
+/// One joined session of a channel: the signaling connection and what it says, the remote user
+/// directory, the publisher and subscriber transports, media-path recovery, and the RTCP, stats
+/// and playout timers. A rejoin makes a new session.
+///
+/// Ownership: `lock` guards the fields under "State"; it is held only to read or write them,
+/// never across an `await`, a thread join, an event or a call into a transport. Signaling
+/// messages are handled one at a time on the session's event task.
+final class ChannelSession: @unchecked Sendable {
+    let channel: String
+    let uid: String
+    let options: JoinOptions
+    let signaling: SignalingClient
+    let joinStartUs: Int64
+    private let context: EngineContext
+    private let onEnd: @Sendable (ChannelSession, SessionEnd) -> Void
+    /// Our RTCP sender SSRC, also the base of our SDP session ids.
+    private let rtcpSSRC = UInt32.random(in: 1...UInt32.max)
+    private let stats = EngineStats()
+    private let lock = NIOLock()
+    // MARK: State (under `lock`)
+    private var _token: String
+    private var participantSid = ""
+    private var _publisher: PublisherTransport?
+    private var _subscriber: SubscriberTransport?
+    private var directory: RemoteUserDirectory
+    /// The signaling connection is down and being resumed.
+    private var signalingLost = false
+    /// Transports that have been connected, and those whose path is lost now (ICE restarting).
+    private var mediaConnected: Set<SessionDescriptionMessage.Transport> = []
+    private var mediaLost: Set<SessionDescriptionMessage.Transport> = []
+    private var leaving = false
+    private var tornDown = false
+    private var ticks = 0
+    private var eventTask: Task<Void, Never>?
+    private var connectionTask: Task<Void, Never>?
+    private var rtcpTask: RepeatedTask?
+    private var playout: MediaThread?
+
+    init(context: EngineContext, channel: String, uid: String, token: String, options: JoinOptions, signaling: SignalingClient,
+         onEnd: @escaping @Sendable (ChannelSession, SessionEnd) -> Void) {
+        self.context = context
+        self.channel = channel
+        self.uid = uid
+        self.options = options
+        self.signaling = signaling
+        self.onEnd = onEnd
+        _token = token
+        joinStartUs = MediaClock.monotonicUs()
+        directory = RemoteUserDirectory(localUID: uid, profile: context.configuration.channelProfile,
+                                        ignoreScreenShare: context.configuration.ignoreScreenShareUsers ?? false)
+    }
+
+    var token: String {
+        get { lock.withLock { _token } }
+        set { lock.withLock { _token = newValue } }
+    }
+
+    var publisher: PublisherTransport? { lock.withLock { _publisher } }
+    var subscriber: SubscriberTransport? { lock.withLock { _subscriber } }
+    var remoteUIDs: [String] { lock.withLock { directory.uids } }
+    /// False once the session is leaving or torn down: late callbacks then do nothing.
+    private var isLive: Bool { lock.withLock { !leaving && !tornDown } }
+
+    private func emit(_ event: RTCEngineEvent) { context.events.emit(event) }
+
+    // MARK: Start and end
+
+    /// After the server's `joined`: timers, the signaling tasks, and the users already there.
+    func start(_ joined: JoinResponse) {
+        let playout = MediaThread(name: "audio-playout", tickIntervalUs: 20_000) { [weak self] in self?.playoutTick() }
+        let rtcpTask = context.group.next().scheduleRepeatedTask(initialDelay: .milliseconds(500), delay: .seconds(1)) { [weak self] _ in
+            self?.rtcpTick()
+        }
+        let eventTask = Task { [weak self, signaling] in
+            for await message in signaling.events {
+                guard let self else { return }
+                await self.handle(message)
+            }
+            self?.signalingEnded()
+        }
+        let connectionTask = Task { [weak self, signaling] in
+            for await event in signaling.connectionEvents {
+                guard let self else { return }
+                await self.signalingConnection(event)
+            }
+        }
+        lock.withLock {
+            participantSid = joined.participant.sid
+            self.playout = playout
+            self.rtcpTask = rtcpTask
+            self.eventTask = eventTask
+            self.connectionTask = connectionTask
+        }
+    }
+
+    /// The users already in the channel (from `joined`), as events.
+    func announce(_ others: [ParticipantInfo]) { participantsChanged(others) }
+
+    /// Marks the session as leaving (no recovery, no rejoin) and closes signaling.
+    func closeSignaling() async {
+        lock.withLock { leaving = true }
+        await signaling.close()
+    }
+
+    /// Stops everything the session owns. Idempotent; threads are joined with no lock held.
+    func tearDown() async {
+        let owned = lock.withLock { () -> (RepeatedTask?, MediaThread?, PublisherTransport?, SubscriberTransport?, [Task<Void, Never>])? in
+            guard !tornDown else { return nil }
+            tornDown = true
+            return (rtcpTask, playout, _publisher, _subscriber, [eventTask, connectionTask].compactMap { $0 })
+        }
+        guard let (rtcpTask, playout, publisher, subscriber, tasks) = owned else { return }
+        rtcpTask?.cancel()
+        playout?.stop()
+        await publisher?.close()
+        await subscriber?.close()
+        for task in tasks { task.cancel() }
+    }
+
+    // MARK: Publishing
+
+    /// Creates the senders that are enabled and missing, announces them, and (re)negotiates the
+    /// publisher transport, binding and connecting it the first time.
+    func publishLocalTracks() async throws {
+        let settings = context.settings()
+        let existing = publisher
+        let wantVideo = settings.videoEnabled && options.publishVideo && existing?.videoSender == nil
+        let wantAudio = settings.audioEnabled && options.publishAudio && existing?.audioSender == nil
+        guard wantVideo || wantAudio else { return }
+        let publisher: PublisherTransport
+        if let existing {
+            publisher = existing
+        } else {
+            publisher = try await PublisherTransport.bind(clientTransport, group: context.group, rtcpSSRC: rtcpSSRC) { [weak self] state in
+                self?.mediaTransportChanged(.publisher, to: state)
+            }
+            lock.withLock { _publisher = publisher }
+        }
+        let report: @Sendable (RTCEngineError) -> Void = { [events = context.events] error in events.emit(.error(error)) }
+        if wantVideo {
+            let sender = publisher.makeVideoSender(source: options.videoSource, configuration: settings.video)
+            sender.onError = report
+            try await announce(.video(sender), on: publisher, request: PublishTrackRequest(
+                kind: .video, source: options.videoSource, mid: sender.mid, ssrc: sender.state.ssrc))
+        }
+        if wantAudio {
+            let source = options.audioSource
+            let sender = publisher.makeAudioSender(source: source, processing: settings.audioProcessing ?? (source == .microphone))
+            sender.onError = report
+            try await announce(.audio(sender), on: publisher, request: PublishTrackRequest(
+                kind: .audio, source: source, mid: sender.mid, ssrc: sender.state.ssrc))
+        }
+        let answer = try await publisher.negotiate(signaling: signaling, streamID: lock.withLock { participantSid },
+                                                   sessionID: UInt64(rtcpSSRC))
+        if existing == nil { try await publisher.connect(answer: answer) }
+    }
+
+    /// `publishTrack` for a new sender, which is installed under the server's track sid (or
+    /// stopped if the server refuses it).
+    private func announce(_ sender: PublisherTransport.NewSender, on publisher: PublisherTransport, request: PublishTrackRequest) async throws {
+        do {
+            let reply = try await signaling.request(.publishTrack(request))
+            guard case .trackPublished(let info) = reply else {
+                throw RTCEngineError(.unexpectedReply, "the server answered publishTrack with \(reply.type)")
+            }
+            publisher.install(sender, trackSid: info.sid)
+        } catch {
+            switch sender {
+            case .video(let video): video.stop()
+            case .audio(let audio): audio.stop()
+            }
+            throw error
+        }
+    }
+
+    /// Stops the local track of a kind and tells the server.
+    func unpublish(_ kind: TrackKind) async throws {
+        guard let sid = publisher?.removeSender(kind) else { return }
+        try await signaling.send(.unpublishTrack(trackSid: sid))
+    }
+
+    /// Switches role: going to audience stops the local tracks (the server unpublishes them).
+    /// Senders are stopped with no lock held, so an encode thread that reports an error meanwhile
+    /// cannot deadlock with this.
+    func setRole(_ role: ClientRole) async throws {
+        try await signaling.send(.setRole(role.participantRole))
+        if role == .audience {
+            publisher?.removeSender(.video)
+            publisher?.removeSender(.audio)
+        } else {
+            try await publishLocalTracks()
+        }
+    }
+
+    /// Mutes or unmutes the local track of a kind; returns its track sid (nil: no such track).
+    func setLocalMuted(_ kind: TrackKind, _ muted: Bool) -> String? {
+        guard let publisher else { return nil }
+        let (video, audio) = publisher.senders
+        if kind == .video {
+            video?.muted = muted
+            if !muted { video?.requestKeyframe() }
+        } else {
+            audio?.muted = muted
+        }
+        return publisher.trackSid(kind)
+    }
+
+    func remoteTrackSids(of uid: String, kind: TrackKind) -> [String] {
+        lock.withLock { directory.trackSids(of: uid, kind: kind) }
+    }
+
+    // MARK: Media paths
+
+    /// The client transport configuration: consent checks often enough to notice a lost path
+    /// within ``RTCEngineConfiguration/mediaTimeoutSeconds``.
+    private var clientTransport: MediaTransportConfiguration {
+        var transport = MediaTransportConfiguration.client()
+        let timeout = max(0.5, context.configuration.mediaTimeoutSeconds)
+        transport.iceTimers.consentInterval = min(2.5, timeout / 2)
+        transport.iceTimers.disconnectAfter = timeout
+        return transport
+    }
+
+    /// On a transport's event loop. A connected transport that stops answering (consent checks
+    /// unanswered, or expired) while signaling is up: `reconnecting` with `mediaInterrupted`, and
+    /// ICE restarts until the path is back, then `connected` with `resumed`.
+    private func mediaTransportChanged(_ transport: SessionDescriptionMessage.Transport, to state: MediaTransportState) {
+        enum Change { case lost(announce: Bool), recovered(announce: Bool) }
+        let connection = context.events.connectionState
+        let change: Change? = lock.withLock {
+            guard !leaving, !tornDown else { return nil }
+            switch state {
+            case .connected:
+                mediaConnected.insert(transport)
+                guard mediaLost.remove(transport) != nil else { return nil }
+                return .recovered(announce: mediaLost.isEmpty && !signalingLost && connection == .reconnecting)
+            case .disconnected, .failed:
+                guard mediaConnected.contains(transport), mediaLost.insert(transport).inserted else { return nil }
+                return .lost(announce: connection == .connected)
+            default:
+                return nil
+            }
+        }
+        switch change {
+        case .lost(let announce):
+            if announce { context.events.setConnectionState(.reconnecting, .mediaInterrupted) }
+            Task { await self.recoverMedia(transport) }
+        case .recovered(let announce):
+            if announce { context.events.setConnectionState(.connected, .resumed) }
+        case nil:
+            break
+        }
+    }
+
+    private func isLost(_ transport: SessionDescriptionMessage.Transport) -> Bool {
+        lock.withLock { !leaving && !tornDown && mediaLost.contains(transport) }
+    }
+
+    /// Restarts ICE on a transport whose path is lost, again with backoff (1, 2, 4, 8 s) while it
+    /// stays lost: the publisher with a new offer, the subscriber by asking the server for one.
+    private func recoverMedia(_ transport: SessionDescriptionMessage.Transport) async {
+        var waitMs = 1000
+        while isLost(transport) {
+            do {
+                switch transport {
+                case .publisher: try await restartPublisherICE()
+                case .subscriber: try await signaling.send(.restartICE(transport: .subscriber))
+                }
+            } catch {
+                // Signaling is down too: its own resume restarts ICE; try again after the wait.
+            }
+            let until = MediaClock.monotonicUs() + Int64(waitMs) * 1000
+            while MediaClock.monotonicUs() < until, isLost(transport) {
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+            waitMs = min(waitMs * 2, 8000)
+        }
+    }
+
+    private func restartPublisherICE() async throws {
+        guard let publisher else { return }
+        try await publisher.restartICE(signaling: signaling, streamID: lock.withLock { participantSid }, sessionID: UInt64(rtcpSSRC))
+    }
+
+    // MARK: Signaling
+
+    /// The signaling connection dropped (`reconnecting`) or resumed within the server's window:
+    /// then the session is the same (the others saw nothing), and ICE restarts on the publisher
+    /// transport (our offer) and the subscriber transport (the server's offer follows the resume),
+    /// since a lost connection often means a changed network; `connected` with `resumed`.
+    private func signalingConnection(_ event: SignalingConnectionEvent) async {
+        guard isLive else { return }
+        switch event {
+        case .lost:
+            lock.withLock { signalingLost = true }
+            context.events.setConnectionState(.reconnecting, .interrupted)
+        case .resumed:
+            lock.withLock { signalingLost = false }
+            do {
+                try await restartPublisherICE()
+            } catch {
+                emit(.error(RTCEngineError(.transportFailed, "ICE restart of the publisher transport: \(error)")))
+            }
+            context.events.setConnectionState(.connected, .resumed)
+        }
+    }
+
+    /// The signaling connection ended without a leave and could not be resumed.
+    private func signalingEnded() {
+        guard isLive else { return }
+        onEnd(self, .rejoin)
+    }
+
+    private func handle(_ message: ServerMessage) async {
+        switch message {
+        case .offer(let offer) where offer.transport == .subscriber:
+            do {
+                try await answerSubscriber(offer.sdp)
+            } catch {
+                emit(.error(RTCEngineError(.transportFailed, "subscriber negotiation: \(error)")))
+            }
+        case .participantUpdate(let participants):
+            participantsChanged(participants)
+        case .participantLeft(let uid, let reason):
+            for event in lock.withLock({ directory.remove(uid: uid, reason: reason) }) { emit(event) }
+        case .tokenWillExpire(let expiresAt):
+            emit(.tokenPrivilegeWillExpire(expiresAt: expiresAt))
+        case .leave(.serverShutdown):
+            // A server going down for a restart: join the next one.
+            await closeSignaling()
+            onEnd(self, .rejoin)
+        case .leave(let reason):
+            let mapped: ConnectionChangedReason = switch reason {
+            case .tokenExpired: .tokenExpired
+            case .serverShutdown: .serverShutdown
+            case .ownerLeft: .ownerLeft
+            case .duplicateIdentity: .duplicateIdentity
+            case .kicked: .bannedByServer
+            case .clientRequest, .timeout: .interrupted
+            }
+            await closeSignaling()
+            onEnd(self, .left(mapped))
+        default:
+            break
+        }
+    }
+
+    private func participantsChanged(_ participants: [ParticipantInfo]) {
+        let pinned = context.settings().pinned
+        let events = lock.withLock { directory.apply(participants, pinned: pinned) }
+        for event in events { emit(event) }
+    }
+
+    // MARK: Subscriber transport
+
+    private func answerSubscriber(_ sdp: String) async throws {
+        let offer = try SessionDescription(parsing: sdp)
+        let subscriber: SubscriberTransport
+        let fresh: Bool
+        if let existing = self.subscriber {
+            subscriber = existing
+            fresh = false
+        } else {
+            subscriber = try await SubscriberTransport.bind(clientTransport, group: context.group, rtcpSSRC: rtcpSSRC,
+                                                            outputs: receiverOutputs()) { [weak self] state in
+                self?.mediaTransportChanged(.subscriber, to: state)
+            }
+            lock.withLock { _subscriber = subscriber }
+            fresh = true
+        }
+        try await subscriber.answer(offer, signaling: signaling, sessionID: UInt64(rtcpSSRC) &+ 1, fresh: fresh) { [weak self] section, kind in
+            guard let self else { return RemoteUserDirectory.unknownTrack(section, kind) }
+            return self.lock.withLock { self.directory.track(streamID: section.streamID, trackID: section.trackID, kind: kind) }
+        }
+    }
+
+    private func receiverOutputs() -> ReceiverOutputs {
+        let sinks = context.sinks, events = context.events, joinStartUs = joinStartUs
+        return ReceiverOutputs(
+            video: { frame in sinks.withLockedValue { $0.video }?(frame) },
+            encodedVideo: { frame in sinks.withLockedValue { $0.encodedVideo }?(frame) },
+            firstFrame: { info, size in
+                let elapsed = Int((MediaClock.monotonicUs() - joinStartUs) / 1000)
+                events.emit(.firstRemoteVideoFrameDecoded(uid: info.uid, source: info.source, size: size, elapsedMs: elapsed))
+            })
+    }
+
+    // MARK: Playout, RTCP and stats
+
+    /// Every 20 ms on the playout thread: 20 ms of each remote audio track, mixed; the mix is the
+    /// echo canceller's far end.
+    private func playoutTick() {
+        guard let receivers = subscriber?.receivers.audio, !receivers.isEmpty else { return }
+        let sinks = context.sinks.withLockedValue { $0 }
+        var mix = [Int32](repeating: 0, count: LocalAudioSender.samplesPerPacket * LocalAudioSender.channels)
+        var any = false
+        for receiver in receivers {
+            guard let frame = receiver.pull() else { continue }
+            let samples = frame.int16Samples
+            guard samples.count == mix.count else { continue }
+            any = true
+            sinks.audio?(RemoteAudioFrame(uid: receiver.info.uid, trackSid: receiver.info.trackSid, source: receiver.info.source, frame: frame))
+            for index in 0..<mix.count { mix[index] += Int32(samples[index]) }
+        }
+        guard any else { return }
+        let mixed = mix.map { Int16(clamping: $0) }
+        sinks.mixedAudio?(AudioFrame(samples: .int16(mixed), sampleRate: 48000, channels: 2, timestampUs: MediaClock.monotonicUs()))
+        publisher?.audioSender?.feedFarEnd(mixed)
+    }
+
+    /// Once a second on an event loop: sender reports, receiver reports, and stats at their interval.
+    private func rtcpTick() {
+        let (publisher, subscriber, tick) = lock.withLock { () -> (PublisherTransport?, SubscriberTransport?, Int) in
+            ticks += 1
+            return (_publisher, _subscriber, ticks)
+        }
+        let mono = MediaClock.monotonicUs()
+        publisher?.sendReports(cname: uid, nowMonoUs: mono, wallUs: MediaClock.wallUs())
+        subscriber?.sendReports(nowUs: mono)
+        guard tick % max(1, context.configuration.statsIntervalSeconds) == 0 else { return }
+        if let subscriber {
+            subscriber.transport.stats.whenSuccess { [weak self] stats in self?.emitStats(subscriberRTT: stats.roundTripTime) }
+        } else {
+            emitStats(subscriberRTT: nil)
+        }
+    }
+
+    private func emitStats(subscriberRTT: Double?) {
+        let (publisher, subscriber) = lock.withLock { (_publisher, _subscriber) }
+        let report = stats.report(nowUs: MediaClock.monotonicUs(), sinceUs: joinStartUs, senders: publisher?.senders ?? (nil, nil),
+                                  receivers: subscriber?.receivers ?? SubscriberTransport.Receivers(), subscriberRTT: subscriberRTT,
+                                  estimatedBandwidthKbps: publisher?.estimatedBandwidthKbps)
+        emit(.rtcStats(report))
+    }
+}

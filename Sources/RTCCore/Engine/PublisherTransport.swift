@@ -1,0 +1,248 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import RTCTransport
+import Signaling
+
+/// The transport local media leaves on, and everything that sends on it: the pacer, send-side
+/// congestion control, the local video and audio senders, the offer and its ICE restarts, and the
+/// RTCP the server sends back (keyframe requests, NACKs, transport-wide feedback, REMB, receiver
+/// reports).
+///
+/// Ownership: `lock` guards the senders, their track sids, the ICE credentials and the offer
+/// version; it is held only to read or write them, never across an `await`, a thread join or a
+/// call out. RTCP arrives on the transport's event loop and takes the lock once per compound
+/// packet to find the senders.
+final class PublisherTransport: Sendable {
+    let transport: MediaTransport
+    let pacer: Pacer
+    let sequencer: TransportSequencer
+    private let rtcpSSRC: UInt32
+    private let lock = NIOLockedValueBox(State())
+
+    private struct State {
+        var video: LocalVideoSender?
+        var audio: LocalAudioSender?
+        var videoTrackSid: String?
+        var audioTrackSid: String?
+        /// Local ICE credentials after an ICE restart (nil: those the transport was made with).
+        var ice: ICECredentials?
+        var offerVersion = 0
+        /// Made mids unique on this transport (a republished track gets a new one).
+        var nextMid = 0
+    }
+
+    /// A new local track to announce: the sender, and what `publishTrack` says about it.
+    enum NewSender {
+        case video(LocalVideoSender)
+        case audio(LocalAudioSender)
+    }
+
+    private init(transport: MediaTransport, rtcpSSRC: UInt32) {
+        self.transport = transport
+        self.rtcpSSRC = rtcpSSRC
+        let sequencer = TransportSequencer()
+        self.sequencer = sequencer
+        pacer = Pacer(loop: transport.channel.eventLoop, sequencer: sequencer) { [weak transport] packets in
+            transport?.sendRTP(batch: packets)
+        }
+    }
+
+    /// Binds the transport's socket. `onStateChange` is called on the transport's event loop.
+    static func bind(_ configuration: MediaTransportConfiguration, group: EventLoopGroup, rtcpSSRC: UInt32,
+                     onStateChange: @escaping @Sendable (MediaTransportState) -> Void) async throws -> PublisherTransport {
+        let transport = try await MediaTransport.bind(configuration, group: group)
+        let publisher = PublisherTransport(transport: transport, rtcpSSRC: rtcpSSRC)
+        transport.onStateChange = onStateChange
+        transport.onRTCP = { [weak publisher] datagram in publisher?.received(rtcp: datagram) }
+        return publisher
+    }
+
+    // MARK: Senders
+
+    var videoSender: LocalVideoSender? { lock.withLockedValue { $0.video } }
+    var audioSender: LocalAudioSender? { lock.withLockedValue { $0.audio } }
+    var senders: (video: LocalVideoSender?, audio: LocalAudioSender?) { lock.withLockedValue { ($0.video, $0.audio) } }
+
+    func trackSid(_ kind: TrackKind) -> String? {
+        lock.withLockedValue { kind == .video ? $0.videoTrackSid : $0.audioTrackSid }
+    }
+
+    /// A mid for a new section of this transport.
+    func makeMid(_ kind: TrackKind) -> String {
+        lock.withLockedValue { state in
+            defer { state.nextMid += 1 }
+            return "\(kind == .video ? "v" : "a")\(state.nextMid)"
+        }
+    }
+
+    func makeVideoSender(source: TrackSource, configuration: VideoEncoderConfiguration) -> LocalVideoSender {
+        sequencer.congestion.setMaximumVideo(kbps: configuration.bitrateKbps,
+                                             floorKbps: SendSideCongestion.encoderFloorKbps(for: configuration))
+        return LocalVideoSender(ssrc: UInt32.random(in: 1...UInt32.max), mid: makeMid(.video), source: source,
+                                configuration: configuration, sequencer: sequencer, pacer: pacer)
+    }
+
+    func makeAudioSender(source: TrackSource, processing: Bool) -> LocalAudioSender {
+        LocalAudioSender(ssrc: UInt32.random(in: 1...UInt32.max), mid: makeMid(.audio), source: source, processing: processing, pacer: pacer)
+    }
+
+    /// Installs an announced sender under its track sid.
+    func install(_ sender: NewSender, trackSid: String) {
+        lock.withLockedValue { state in
+            switch sender {
+            case .video(let video): state.video = video; state.videoTrackSid = trackSid
+            case .audio(let audio): state.audio = audio; state.audioTrackSid = trackSid
+            }
+        }
+    }
+
+    /// Takes a kind's sender out, stops it (with no lock held: its thread is joined) and returns
+    /// its track sid.
+    @discardableResult
+    func removeSender(_ kind: TrackKind) -> String? {
+        let (video, audio, sid) = lock.withLockedValue { state -> (LocalVideoSender?, LocalAudioSender?, String?) in
+            if kind == .video {
+                defer { state.video = nil; state.videoTrackSid = nil }
+                return (state.video, nil, state.videoTrackSid)
+            }
+            defer { state.audio = nil; state.audioTrackSid = nil }
+            return (nil, state.audio, state.audioTrackSid)
+        }
+        video?.stop()
+        audio?.stop()
+        return sid
+    }
+
+    /// Applies a new encoder configuration to the video track (if any) and to congestion control's bounds.
+    func reconfigureVideo(_ configuration: VideoEncoderConfiguration) {
+        videoSender?.reconfigure(configuration)
+        sequencer.congestion.setMaximumVideo(kbps: configuration.bitrateKbps,
+                                             floorKbps: SendSideCongestion.encoderFloorKbps(for: configuration))
+    }
+
+    /// Congestion control's current target (for stats).
+    var estimatedBandwidthKbps: Int { Int(sequencer.congestion.targetBps / 1000) }
+
+    // MARK: Negotiation
+
+    /// Offers the transport's sections with local credentials `ice` (nil: the current ones) and
+    /// returns the server's answer.
+    func negotiate(signaling: SignalingClient, streamID: String, sessionID: UInt64, ice: ICECredentials? = nil) async throws
+        -> SessionDescriptionMessage {
+        let (sections, version, current) = lock.withLockedValue { state -> ([MediaSectionDescription], Int, ICECredentials?) in
+            var sections: [MediaSectionDescription] = []
+            if let video = state.video {
+                sections.append(MediaSectionDescription(mid: video.mid, kind: .video, direction: .sendonly, ssrc: video.state.ssrc,
+                                                        streamID: streamID, trackID: state.videoTrackSid,
+                                                        rtxPayloadType: SDPCodecs.rtxPayloadType, rtxSSRC: video.rtxSSRC))
+            }
+            if let audio = state.audio {
+                sections.append(MediaSectionDescription(mid: audio.mid, kind: .audio, direction: .sendonly, ssrc: audio.state.ssrc,
+                                                        streamID: streamID, trackID: state.audioTrackSid))
+            }
+            state.offerVersion += 1
+            return (sections, state.offerVersion, state.ice)
+        }
+        var parameters = transport.localParameters
+        if let ice = ice ?? current { parameters.ice = ice }
+        let offer = SessionDescription.make(sessionID: sessionID, version: version, transport: parameters, iceLite: false,
+                                            setup: "actpass", sections: sections)
+        let reply = try await signaling.request(.offer(SessionDescriptionMessage(transport: .publisher, sdp: offer.serialized)))
+        guard case .answer(let answer) = reply else {
+            throw RTCEngineError(.unexpectedReply, "the server answered the publisher offer with \(reply.type)")
+        }
+        // RFC 4588 retransmissions (and probes made of them) once the server's answer accepts them.
+        if let video = videoSender,
+           let rtx = (try? SessionDescription(parsing: answer.sdp))?.sections.first(where: { $0.mid == video.mid })?.rtxPayloadType {
+            video.enableRTX(payloadType: rtx)
+            pacer.setPaddingSource { [weak video] in video?.paddingPacket() }
+        }
+        return answer
+    }
+
+    /// Starts ICE and DTLS towards the server's answer and waits (up to 10 s) until connected.
+    func connect(answer: SessionDescriptionMessage) async throws {
+        let remote: TransportParameters
+        do {
+            remote = try SessionDescription(parsing: answer.sdp).transportParameters(offererRole: .client)
+        } catch {
+            throw RTCEngineError(.transportFailed, "the server's answer: \(error)")
+        }
+        transport.start(remote: remote)
+        let deadline = MediaClock.monotonicUs() + 10_000_000
+        while MediaClock.monotonicUs() < deadline {
+            let state = try await transport.state.get()
+            if state == .connected { return }
+            if case .failed(let reason) = state { throw RTCEngineError(.transportFailed, "publisher transport: \(reason)") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        throw RTCEngineError(.transportFailed, "the publisher transport did not connect within 10 s")
+    }
+
+    /// Offers again with new ICE credentials and restarts the checks towards the candidates of the
+    /// server's answer (RFC 8445 §9).
+    func restartICE(signaling: SignalingClient, streamID: String, sessionID: UInt64) async throws {
+        let ice = ICECredentials.random()
+        let answer = try await negotiate(signaling: signaling, streamID: streamID, sessionID: sessionID, ice: ice)
+        let remote = try SessionDescription(parsing: answer.sdp).transportParameters(offererRole: .client)
+        transport.session.restartICE(local: ice, remote: remote)
+        lock.withLockedValue { $0.ice = ice }
+    }
+
+    // MARK: RTCP
+
+    /// Sender reports with the CNAME, once a second (from the session's RTCP timer).
+    func sendReports(cname: String, nowMonoUs: Int64, wallUs: Int64) {
+        let (video, audio) = senders
+        let reports = [video?.state, audio?.state].compactMap { $0?.senderReport(nowMonoUs: nowMonoUs, wallUs: wallUs) }
+        guard let first = reports.first else { return }
+        transport.sendRTCP(RTCPPacket.serializeCompound(reports.map { .senderReport($0) } + [
+            .sourceDescription(SourceDescription(chunks: [SourceDescription.Chunk(ssrc: first.ssrc, items: [.cname(cname)])])),
+        ]))
+    }
+
+    /// On the transport's event loop: what the server says about our streams.
+    private func received(rtcp datagram: ByteBuffer) {
+        guard let packets = try? RTCPPacket.parseCompound(datagram) else { return }
+        let (video, audio) = senders
+        let now = MediaClock.wallUs()
+        for packet in packets {
+            switch packet {
+            case .pictureLossIndication(let pli) where pli.mediaSSRC == video?.state.ssrc:
+                video?.requestKeyframe()
+            case .fullIntraRequest(let fir) where fir.entries.contains { $0.ssrc == video?.state.ssrc }:
+                video?.requestKeyframe()
+            case .nack(let nack) where nack.mediaSSRC == video?.state.ssrc:
+                video?.retransmit(nack.lostSequenceNumbers)
+            case .transportFeedback(let feedback):
+                let rtt = video?.state.counters.withLock { $0.roundTripTimeMs }
+                let congestion = sequencer.congestion
+                if let kbps = congestion.received(feedback, rttMs: rtt, probing: pacer.canProbe) { video?.setTargetBitrate(kbps: kbps) }
+                pacer.setEstimate(bps: congestion.targetBps)
+                if let probe = congestion.takeProbe() { pacer.probe(probe) }
+            case .remb(let remb) where remb.ssrcs.isEmpty || remb.ssrcs.contains { $0 == video?.state.ssrc }:
+                // The server's limit for our slowest subscriber's path.
+                let limit = Double(min(remb.bitrate, UInt64(Int64.max)))
+                if let kbps = sequencer.congestion.limit(toBps: limit) { video?.setTargetBitrate(kbps: kbps) }
+            case .receiverReport(let report):
+                for block in report.reports {
+                    if block.ssrc == video?.state.ssrc { video?.state.received(block, arrivalWallUs: now) }
+                    if block.ssrc == audio?.state.ssrc {
+                        audio?.state.received(block, arrivalWallUs: now)
+                        audio?.setExpectedPacketLoss(percent: Int(block.fractionLost) * 100 / 256)
+                    }
+                }
+            default:
+                break
+            }
+        }
+    }
+
+    /// Stops the senders (joining their threads, no lock held), the pacer and the transport.
+    func close() async {
+        removeSender(.video)
+        removeSender(.audio)
+        pacer.stop()
+        await transport.close()
+    }
+}
