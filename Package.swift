@@ -140,7 +140,7 @@ let package = Package(
         .testTarget(
             name: "RTCServerTests",
             dependencies: [
-                "RTCServer", "RTCTransport", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCServer", "RTCConventions", "RTCTransport", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         .testTarget(
