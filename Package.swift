@@ -47,6 +47,8 @@ let package = Package(
         .target(name: "CMemory"),
 
         // MARK: Swift modules (DESIGN.md §2)
+        // Conventions client and server share (the screen-share uid): no dependencies at all.
+        .target(name: "RTCConventions"),
         .target(
             name: "RTCTransport",
             dependencies: [
@@ -68,7 +70,7 @@ let package = Package(
             ]),
         // Frames, pixel formats, media files (Y4M, IVF, WAV, Ogg), libyuv conversion, test patterns
         // and media threads: no codecs, no network, no Foundation (the relay sharer links this alone).
-        .target(name: "RTCMedia", dependencies: ["CYUV", "CMemory"]),
+        .target(name: "RTCMedia", dependencies: ["RTCConventions", "CYUV", "CMemory"]),
         .target(
             name: "RTCCore",
             dependencies: [
@@ -89,7 +91,7 @@ let package = Package(
         .target(
             name: "RTCServer",
             dependencies: [
-                "RTCTransport", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCConventions", "RTCTransport", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -138,7 +140,7 @@ let package = Package(
         .testTarget(
             name: "RTCServerTests",
             dependencies: [
-                "RTCServer", "RTCTransport", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCServer", "RTCConventions", "RTCTransport", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         .testTarget(

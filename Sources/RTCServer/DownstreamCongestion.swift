@@ -50,18 +50,11 @@ struct DownstreamCongestion {
 
     /// Retransmissions may spend a quarter of the estimate (a bucket of up to 200 ms of it): on a
     /// leg that is over its capacity, repairs for the losses would otherwise add to the overload.
-    private var retransmitBudgetBits = 0.0
-    private var budgetAtUs: Int64?
+    private var retransmissions = RetransmissionBudget(share: 0.25, windowUs: 200_000)
 
     /// Whether a repair of `bytes` fits the leg's budget now (always, without an estimate).
     mutating func mayRetransmit(bytes: Int, nowUs: Int64) -> Bool {
-        guard let estimate = estimateBps(nowUs: nowUs) else { return true }
-        let rate = estimate / 4
-        retransmitBudgetBits = min(rate * 0.2, retransmitBudgetBits + rate * Double(nowUs - (budgetAtUs ?? nowUs)) / 1e6)
-        budgetAtUs = nowUs
-        guard retransmitBudgetBits >= Double(bytes * 8) else { return false }
-        retransmitBudgetBits -= Double(bytes * 8)
-        return true
+        retransmissions.mayRetransmit(bytes: bytes, estimateBps: estimateBps(nowUs: nowUs), nowUs: nowUs)
     }
 
     /// The estimate the latest limit to publishers was computed from: a fall of 10 % below it sends

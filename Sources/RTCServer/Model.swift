@@ -1,4 +1,5 @@
 import NIOCore
+import RTCConventions
 import RTCTransport
 import Signaling
 
@@ -7,14 +8,6 @@ import Signaling
 public protocol SignalingPeer: AnyObject, Sendable {
     func send(_ envelope: ServerEnvelope)
     func close()
-}
-
-/// A channel and the participants in it (by uid).
-final class Room: @unchecked Sendable {  // confined to the SFU event loop, as are the classes below
-    let name: String
-    var participants: [String: Participant] = [:]
-
-    init(name: String) { self.name = name }
 }
 
 /// One uid in one room, with its two transports and its tracks and subscriptions.
@@ -47,10 +40,9 @@ final class Participant: @unchecked Sendable {
     var publisher: MediaSession?
     /// The publisher session's ICE credentials now, ours and the client's (an ICE restart changes both).
     var publisherICE: (local: ICECredentials, remoteUfrag: String)?
-    /// The header extension id of the transport-wide sequence number in the publisher's offer.
-    var transportWideSequenceID: UInt8?
-    /// Arrivals of the publisher's packets, for transport-wide CC feedback.
-    var transportFeedback = TransportFeedbackBuilder()
+    /// What every packet the publisher sends goes through first: the transport-wide number's
+    /// arrival (its id from the publisher's offer) and the RFC 4588 streams of its tracks.
+    var inbound = InboundStreamMap()
     var tracks: [PublishedTrack] = []
     /// Our ICE credentials on the subscriber transport (new ones when it restarts ICE).
     var subscriberCredentials = ICECredentials.random()
@@ -67,7 +59,7 @@ final class Participant: @unchecked Sendable {
     var subscriberNeedsOffer = false
 
     init(uid: String, sid: String, role: ParticipantRole, room: Room, peer: SignalingPeer, grants: TokenGrants,
-         tokenExpiresAt: Int64, autoSubscribe: Set<TrackKind>, ignoreScreenShare: Bool?, now: Int64) {
+         tokenExpiresAt: Int64, autoSubscribe: Set<TrackKind>, ignoreScreenShare: Bool?, screenShare: ScreenShareUID, now: Int64) {
         self.uid = uid
         self.sid = sid
         self.role = role
@@ -78,14 +70,29 @@ final class Participant: @unchecked Sendable {
         self.autoSubscribe = autoSubscribe
         self.ignoreScreenShare = ignoreScreenShare
         lastSeen = now
-        kind = Participant.kind(of: uid)
+        kind = Participant.kind(of: uid, screenShare: screenShare)
     }
 
-    /// `<host>_sub` is the screen share of `<host>`.
-    static func kind(of uid: String) -> ParticipantKind {
-        let suffix = "_sub"
-        guard uid.count > suffix.count, uid.hasSuffix(suffix) else { return .normal }
-        return .screenShare(owner: String(uid.dropLast(suffix.count)))
+    /// `<host><suffix>` is the screen share of `<host>` (the suffix configured on the server).
+    static func kind(of uid: String, screenShare: ScreenShareUID) -> ParticipantKind {
+        guard let owner = screenShare.host(of: uid) else { return .normal }
+        return .screenShare(owner: owner)
+    }
+
+    /// The publisher's transport-wide sequence number extension id (from its offer).
+    var transportWideSequenceID: UInt8? { inbound.transportWideSequenceID }
+
+    /// Tells ``inbound`` the RFC 4588 streams of the tracks as they are now (after an offer, a
+    /// track's first packet or its end): the first track naming a stream has it.
+    func refreshRepairStreams() {
+        var streams: [UInt32: InboundStreamMap.RepairStream] = [:]
+        for track in tracks {
+            guard let rtxSSRC = track.rtxSSRC, let rtxPayloadType = track.rtxPayloadType, let mediaSSRC = track.info.ssrc,
+                  let payloadType = track.payloadType, streams[rtxSSRC] == nil
+            else { continue }
+            streams[rtxSSRC] = InboundStreamMap.RepairStream(mediaSSRC: mediaSSRC, payloadType: payloadType, rtxPayloadType: rtxPayloadType)
+        }
+        if streams != inbound.repairStreams { inbound.replaceRepairStreams(streams) }
     }
 
     var info: ParticipantInfo {
@@ -139,6 +146,14 @@ final class PublishedTrack: @unchecked Sendable {
     }
 
     var clockRate: Int { info.kind == .video ? 90000 : 48000 }
+
+    /// Takes the formats a publisher's offer gives the track's section: its payload type and its
+    /// RFC 4588 stream.
+    func adoptFormats(of section: MediaSectionDescription) {
+        payloadType = section.payloadType
+        rtxPayloadType = section.rtxPayloadType
+        rtxSSRC = section.rtxSSRC
+    }
 }
 
 /// One subscriber receiving one track.
@@ -164,6 +179,14 @@ final class Subscription: @unchecked Sendable {
         rtxSequence = UInt16.random(in: 0...UInt16.max, using: &random)
     }
 
+    /// The subscriber transport's m-section for this subscription.
+    var offeredSection: MediaSectionDescription {
+        MediaSectionDescription(mid: mid, kind: track.info.kind == .video ? .video : .audio, direction: .sendonly,
+                                payloadType: track.payloadType, ssrc: rewriter.outputSSRC,
+                                streamID: track.owner.sid, trackID: track.info.sid,
+                                rtxPayloadType: offeredRTXPayloadType, rtxSSRC: rtxSSRC)
+    }
+
     /// The RTX format offered for this subscription: 97, or 98 when the codec itself is 97.
     var offeredRTXPayloadType: UInt8? {
         guard track.info.kind == .video else { return nil }
@@ -182,47 +205,4 @@ public struct ForwardedStream: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { "\(uid)/\(kind.rawValue)" }
-}
-
-/// Counters the server exports as Prometheus metrics.
-public struct ServerCounters: Sendable, Hashable {
-    public var rooms = 0
-    public var participants = 0
-    public var tracks = 0
-    public var packetsIn = 0
-    public var bytesIn = 0
-    public var packetsOut = 0
-    public var bytesOut = 0
-    public var nacksReceived = 0
-    /// NACKs the server sent upstream to publishers.
-    public var nacksSent = 0
-    public var retransmissions = 0
-    /// Repairs not sent because the subscriber's leg had spent its retransmission budget.
-    public var retransmissionsSkipped = 0
-    /// ICE restarts (RFC 8445 §9) on either transport.
-    public var iceRestarts = 0
-    /// Transport-wide feedback reports from subscribers, and REMB limits sent to publishers for
-    /// their slowest subscriber.
-    public var downstreamFeedback = 0
-    public var publisherLimitsSent = 0
-    /// RFC 4588 packets publishers sent: repairs forwarded, and copies of packets already here or
-    /// padding (bandwidth probes) dropped after their arrival was recorded for feedback.
-    public var rtxRepairs = 0
-    public var rtxDropped = 0
-    public var keyframeRequestsForwarded = 0
-    public var keyframeRequestsThrottled = 0
-    public var signalingErrors = 0
-    public var packetsDropped = 0
-    /// Forwarding latency histogram: counts of packets forwarded within each bound (µs), and the sum.
-    public var forwardLatencyBuckets: [Int] = Array(repeating: 0, count: ServerCounters.latencyBoundsUs.count)
-    public var forwardLatencySumUs: Double = 0
-    public var forwardLatencyCount = 0
-
-    public static let latencyBoundsUs: [Double] = [5, 10, 25, 50, 100, 250, 500, 1000, 5000]
-
-    mutating func recordForward(microseconds: Double) {
-        forwardLatencyCount += 1
-        forwardLatencySumUs += microseconds
-        for (index, bound) in Self.latencyBoundsUs.enumerated() where microseconds <= bound { forwardLatencyBuckets[index] += 1 }
-    }
 }

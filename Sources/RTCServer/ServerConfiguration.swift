@@ -1,3 +1,4 @@
+import RTCConventions
 import RTCTransport
 import Signaling
 
@@ -27,6 +28,10 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// does not take everyone's quality below it. Nil: publishers are never limited for their
     /// subscribers (a leg that cannot carry the video then loses packets and repairs them itself).
     public var publisherLimitFloorKbps: Int?
+    /// The uid suffix that marks a screen-share participant (`<host><suffix>`, `ScreenShareUID`):
+    /// such a participant is reported with its owner, hidden from it and removed when it leaves.
+    /// Clients learn it from `JoinResponse.screenShareSuffix`.
+    public var screenShareSuffix: String
     /// PEM certificate chain and private key files: when set, signaling is `wss://` and `https://`.
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?
@@ -34,7 +39,8 @@ public struct ServerConfiguration: Sendable, Hashable {
     public init(host: String = "127.0.0.1", signalingPort: Int = 7880, mediaPort: Int = 7882, secret: String,
                 protocolVersion: ProtocolVersion = .current, pingInterval: Int = 5, pingTimeout: Int = 15, resumeWindow: Int = 20,
                 tokenWarning: Int = 30, keyframeRequestInterval: Int = 500, publisherLimitFloorKbps: Int? = 150,
-                tlsCertificatePath: String? = nil, tlsKeyPath: String? = nil) {
+                screenShareSuffix: String = ScreenShareUID.standard, tlsCertificatePath: String? = nil, tlsKeyPath: String? = nil) {
+        self.screenShareSuffix = screenShareSuffix
         self.publisherLimitFloorKbps = publisherLimitFloorKbps
         self.tlsCertificatePath = tlsCertificatePath
         self.tlsKeyPath = tlsKeyPath

@@ -140,9 +140,14 @@ public struct JoinResponse: Codable, Sendable, Hashable {
     /// Seconds a dropped client may `resume` within.
     public var resumeWindow: Int
     public var serverVersion: ProtocolVersion
+    /// The uid suffix that marks a screen-share participant on this server (`<host><suffix>`);
+    /// nil from servers that predate it, which use `_sub`.
+    public var screenShareSuffix: String?
 
     public init(participant: ParticipantInfo, others: [ParticipantInfo], iceServers: [ICEServer] = [], pingInterval: Int = 5,
-                pingTimeout: Int = 15, resumeWindow: Int = 20, serverVersion: ProtocolVersion = .current) {
+                pingTimeout: Int = 15, resumeWindow: Int = 20, serverVersion: ProtocolVersion = .current,
+                screenShareSuffix: String? = nil) {
+        self.screenShareSuffix = screenShareSuffix
         self.participant = participant
         self.others = others
         self.iceServers = iceServers

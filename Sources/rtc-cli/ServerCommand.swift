@@ -4,6 +4,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import RTCConventions
 import RTCServer
 import Signaling
 
@@ -28,6 +29,9 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("publisher-limit-floor"),
             help: "Least kbps a publisher's video is held to for its slowest subscriber (REMB); 0 turns the limit off.")
     var publisherLimitFloor: Int = 150
+    @Option(name: .customLong("screen-share-suffix"),
+            help: "The uid suffix that marks a screen-share participant (<host><suffix>): hidden from its owner, removed with it.")
+    var screenShareSuffix: String = ScreenShareUID.standard
 
     func validate() throws {
         guard secret != nil || dev else { throw ValidationError("give --secret, or --dev for a generated one") }
@@ -35,6 +39,9 @@ struct ServerCommand: AsyncParsableCommand {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level \(logLevel) is not a level") }
         guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard (0...100_000).contains(publisherLimitFloor) else { throw ValidationError("--publisher-limit-floor must be 0...100000 kbps") }
+        guard !screenShareSuffix.isEmpty, screenShareSuffix.utf8.count <= 32 else {
+            throw ValidationError("--screen-share-suffix must be 1 to 32 bytes")
+        }
     }
 
     func run() async throws {
@@ -45,7 +52,7 @@ struct ServerCommand: AsyncParsableCommand {
         let app = try await RTCServerApp.start(
             configuration: ServerConfiguration(host: host, signalingPort: port, mediaPort: udpPort, secret: secret,
                                                publisherLimitFloorKbps: publisherLimitFloor == 0 ? nil : publisherLimitFloor,
-                                               tlsCertificatePath: tlsCertificate, tlsKeyPath: tlsKey),
+                                               screenShareSuffix: screenShareSuffix, tlsCertificatePath: tlsCertificate, tlsKeyPath: tlsKey),
             group: group, logger: logger)
         let scheme = tlsCertificate == nil ? "ws" : "wss"
         print("signaling: \(scheme)://\(host):\(app.signalingAddress?.port ?? port)/rtc  media: udp \(host):\(app.mediaAddress?.port ?? udpPort)")

@@ -49,13 +49,13 @@ public enum SDPCodecs {
     /// RFC 4588 retransmissions of VP8 (`a=fmtp:97 apt=96`).
     public static let rtxPayloadType: UInt8 = 97
     public static let opusPayloadType: UInt8 = 111
-    /// Header extension ids this SDK uses in what it offers.
+    /// Header extension ids this SDK uses in what it offers (ids from ``RTPExtensionID``).
     public static let extensions: [(id: UInt8, uri: String, kinds: Set<MediaSectionDescription.Kind>)] = [
-        (1, RTPExtensionURI.audioLevel, [.audio]),
-        (2, RTPExtensionURI.absSendTime, [.audio, .video]),
-        (3, RTPExtensionURI.transportWideSequence, [.audio, .video]),
-        (4, RTPExtensionURI.mid, [.audio, .video]),
-        (5, RTPExtensionURI.videoOrientation, [.video]),
+        (RTPExtensionID.audioLevel, RTPExtensionURI.audioLevel, [.audio]),
+        (RTPExtensionID.absSendTime, RTPExtensionURI.absSendTime, [.audio, .video]),
+        (RTPExtensionID.transportWideSequence, RTPExtensionURI.transportWideSequence, [.audio, .video]),
+        (RTPExtensionID.mid, RTPExtensionURI.mid, [.audio, .video]),
+        (RTPExtensionID.videoOrientation, RTPExtensionURI.videoOrientation, [.video]),
     ]
 }
 

@@ -1,0 +1,100 @@
+import NIOCore
+import RTCTransport
+
+/// The subscriber side of the packet path (mediasoup's Consumer): what a subscriber's RTCP asks
+/// of the server. NACKs are answered from the publisher's cache (as RFC 4588 repairs where the
+/// subscriber accepted them) within the leg's retransmission budget; PLI and FIR become keyframe
+/// requests to the publisher, at most one per track per interval; transport-wide feedback feeds
+/// the leg's estimate. The state is the subscriber's (``Participant/downstream``, its
+/// ``Subscription``s) and the track's keyframe throttle. On the SFU's event loop.
+final class Consumer: @unchecked Sendable {
+    private let context: SFUContext
+    private let terminator: RTCPTerminator
+
+    init(context: SFUContext, terminator: RTCPTerminator) {
+        self.context = context
+        self.terminator = terminator
+    }
+
+    /// One RTCP compound packet from `subscriber`'s transport.
+    func receivedRTCP(_ datagram: ByteBuffer, from subscriber: Participant, nowUs: Int64) {
+        guard let packets = try? RTCPPacket.parseCompound(datagram) else { return }
+        for packet in packets {
+            switch packet {
+            case .pictureLossIndication(let pli):
+                if let subscription = subscriber.subscriptions.first(where: { $0.rewriter.outputSSRC == pli.mediaSSRC }) {
+                    requestKeyframe(subscription.track, nowUs: nowUs)
+                }
+            case .fullIntraRequest(let fir):
+                for entry in fir.entries {
+                    if let subscription = subscriber.subscriptions.first(where: { $0.rewriter.outputSSRC == entry.ssrc }) {
+                        requestKeyframe(subscription.track, nowUs: nowUs)
+                    }
+                }
+            case .transportFeedback(let feedback):
+                context.counters.downstreamFeedback += 1
+                subscriber.downstream.received(feedback, nowUs: nowUs, rttMs: 100)
+                // A leg that just lost capacity: its publishers hear it now, not within the second.
+                if context.configuration.publisherLimitFloorKbps != nil, let estimate = subscriber.downstream.estimateBps(nowUs: nowUs),
+                   estimate < 0.9 * (subscriber.downstream.reportedBps ?? .infinity) {
+                    terminator.sendPublisherLimits(nowUs: nowUs)
+                }
+            case .nack(let nack):
+                context.counters.nacksReceived += 1
+                guard let subscription = subscriber.subscriptions.first(where: { $0.rewriter.outputSSRC == nack.mediaSSRC }) else { continue }
+                repair(nack.lostSequenceNumbers, on: subscription, nowUs: nowUs)
+            default:
+                break
+            }
+        }
+    }
+
+    /// Sends again what a subscriber NACKed, from the track's cache, while the leg's budget lasts.
+    private func repair(_ lost: [UInt16], on subscription: Subscription, nowUs: Int64) {
+        let subscriber = subscription.subscriber
+        guard let session = subscriber.subscriber else { return }
+        for sequence in lost {
+            guard var packet = subscription.track.cache.packet(subscription.rewriter.inputSequence(of: sequence)) else { continue }
+            guard subscriber.downstream.mayRetransmit(bytes: packet.payload.readableBytes + 30, nowUs: nowUs) else {
+                context.counters.retransmissionsSkipped += 1
+                continue
+            }
+            var rewriter = subscription.rewriter
+            rewriter.rewrite(&packet.header)
+            if let payloadType = subscription.rtxPayloadType {
+                packet = RTXPacket.wrap(packet, ssrc: subscription.rtxSSRC, payloadType: payloadType, sequenceNumber: subscription.rtxSequence)
+                subscription.rtxSequence &+= 1
+            }
+            context.counters.retransmissions += 1
+            var out = packet.serialized
+            let at = DownstreamCongestion.sequenceOffset(in: packet.header, sourceID: subscription.track.owner.transportWideSequenceID)
+            subscriber.downstream.stamp(&out, at: at, nowUs: nowUs)
+            session.sendRTP(out)
+        }
+    }
+
+    /// Asks a track's publisher for a keyframe with a PLI, at most once per interval per track;
+    /// requests inside the interval coalesce into one sent when it ends.
+    func requestKeyframe(_ track: PublishedTrack, nowUs: Int64) {
+        guard track.info.kind == .video, let ssrc = track.info.ssrc, let session = track.owner.publisher else { return }
+        let nowMs = nowUs / 1000
+        guard track.keyframeThrottle.allow(nowMs: nowMs) else {
+            context.counters.keyframeRequestsThrottled += 1
+            // Coalesce: one request goes out when the window ends, so a subscriber that asked
+            // inside it (a new one, most often) is not left waiting for its own retry.
+            if !track.keyframeRequestDeferred {
+                track.keyframeRequestDeferred = true
+                let owner = track.owner
+                context.loop.scheduleTask(in: .milliseconds(track.keyframeThrottle.waitMs(nowMs: nowMs) + 1)) {
+                    [weak self, weak track, weak owner] in
+                    guard let self, let track, let owner, owner.tracks.contains(where: { $0 === track }) else { return }
+                    track.keyframeRequestDeferred = false
+                    self.requestKeyframe(track, nowUs: self.context.nowUs)
+                }
+            }
+            return
+        }
+        context.counters.keyframeRequestsForwarded += 1
+        session.sendRTCP(RTCPCompound.pictureLoss(sender: context.serverSSRC, media: ssrc))
+    }
+}

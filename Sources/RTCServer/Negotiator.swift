@@ -1,0 +1,135 @@
+import NIOCore
+import RTCTransport
+import Signaling
+
+/// The SDP side of a participant's two transports. Publisher transport: the client offers, this
+/// answers (ICE-lite, `setup:passive`), connecting the transport on the first offer and restarting
+/// ICE when an offer brings new client credentials. Subscriber transport: this offers (`actpass`),
+/// one offer outstanding at a time, and takes the client's answer, connecting the transport on the
+/// first and restarting ICE on new credentials. It changes transports and negotiation state; what
+/// the sections mean for tracks and subscriptions is the SFU's to apply. On the SFU's event loop.
+struct Negotiator {
+    let context: SFUContext
+
+    /// A publisher's offer, parsed.
+    struct PublisherOffer {
+        let description: SessionDescription
+        let remote: TransportParameters
+        /// The id the offer maps the transport-wide sequence number to.
+        var transportWideSequenceID: UInt8? { description.extensionID(for: RTPExtensionURI.transportWideSequence) }
+        /// The sections the client sends media on.
+        var sending: [MediaSectionDescription] { description.sections.filter { $0.direction == .sendonly || $0.direction == .sendrecv } }
+    }
+
+    /// Parses an offer for the publisher transport; the error is the reason to tell the client.
+    func parsePublisherOffer(_ message: SessionDescriptionMessage) -> Result<PublisherOffer, NegotiationFailure> {
+        guard message.transport == .publisher else {
+            return .failure(NegotiationFailure("the client offers only for its publisher transport"))
+        }
+        do {
+            let description = try SessionDescription(parsing: message.sdp)
+            return .success(PublisherOffer(description: description, remote: try description.transportParameters(offererRole: .client)))
+        } catch { return .failure(NegotiationFailure("bad offer: \(error)")) }
+    }
+
+    /// Takes `offer`'s transport: returns a new publisher session (for the caller to wire up and
+    /// keep) on the first offer; restarts ICE (RFC 8445 §9: new credentials on both sides, checks
+    /// start over) when the client's credentials changed; otherwise nothing.
+    func connectPublisher(_ participant: Participant, offer: PublisherOffer) -> MediaSession? {
+        guard let session = participant.publisher, let ice = participant.publisherICE else {
+            let session = context.port.makeSessionOnLoop(remote: offer.remote)
+            participant.publisherICE = (session.localParameters.ice, offer.remote.ice.ufrag)
+            return session
+        }
+        if offer.remote.ice.ufrag != ice.remoteUfrag {
+            let local = ICECredentials.random()
+            session.restartICE(local: local, remote: offer.remote)
+            participant.publisherICE = (local, offer.remote.ice.ufrag)
+            context.counters.iceRestarts += 1
+        }
+        return nil
+    }
+
+    /// The answer to a publisher's offer: every section mirrored, with RFC 4588 accepted for a
+    /// sending section with its FID SSRC (repairs and probes on their own stream).
+    func publisherAnswer(to offer: PublisherOffer, for participant: Participant, session: MediaSession) -> SessionDescriptionMessage {
+        let answer = SessionDescription.make(
+            sessionID: UInt64(truncatingIfNeeded: participant.sid.hashValue),
+            transport: context.port.localParameters(credentials: participant.publisherICE?.local ?? session.localParameters.ice),
+            iceLite: true, setup: "passive",
+            sections: offer.description.sections.map {
+                MediaSectionDescription(mid: $0.mid, kind: $0.kind, direction: $0.reversed, payloadType: $0.payloadType,
+                                        rtxPayloadType: $0.rtxSSRC == nil ? nil : $0.rtxPayloadType)
+            })
+        return SessionDescriptionMessage(transport: .publisher, sdp: answer.serialized)
+    }
+
+    /// The subscriber transport's next offer (its sections as they are), or nil when an answer is
+    /// still awaited: the offer is then marked due for when it comes.
+    func subscriberOffer(for participant: Participant) -> SessionDescriptionMessage? {
+        guard !participant.awaitingSubscriberAnswer else {
+            participant.subscriberNeedsOffer = true
+            return nil
+        }
+        participant.subscriberOfferVersion += 1
+        participant.awaitingSubscriberAnswer = true
+        participant.subscriberNeedsOffer = false
+        let offer = SessionDescription.make(
+            sessionID: UInt64(truncatingIfNeeded: participant.sid.hashValue) &+ 1, version: participant.subscriberOfferVersion,
+            transport: context.port.localParameters(credentials: participant.subscriberCredentials), iceLite: true, setup: "actpass",
+            sections: participant.subscriberSections)
+        return SessionDescriptionMessage(transport: .subscriber, sdp: offer.serialized)
+    }
+
+    /// What a subscriber's answer did to its transport.
+    enum SubscriberAnswerOutcome {
+        /// The first answer: a new session for the caller to wire up and keep.
+        case connected(MediaSession)
+        /// An answer on a running transport (ICE restarted if the client's credentials changed).
+        case updated
+    }
+
+    /// Takes the subscriber transport's answer: transport-wide CC on the leg where the answer kept
+    /// the extension, RFC 4588 repairs where it kept the rtx format, the transport's ICE.
+    func takeSubscriberAnswer(_ message: SessionDescriptionMessage, from participant: Participant)
+        -> Result<SubscriberAnswerOutcome, NegotiationFailure> {
+        guard message.transport == .subscriber, participant.awaitingSubscriberAnswer else {
+            return .failure(NegotiationFailure("no subscriber offer is waiting for an answer"))
+        }
+        participant.awaitingSubscriberAnswer = false
+        // Parsed once: its sections (RTX) and its transport parameters (ICE).
+        var answer: SessionDescription?
+        var remote: TransportParameters?
+        var parseError: ParseError?
+        do {
+            answer = try SessionDescription(parsing: message.sdp)
+            remote = try answer?.transportParameters(offererRole: .server)
+        } catch { parseError = error }
+        if let answer {
+            participant.downstream.extensionID = answer.extensionID(for: RTPExtensionURI.transportWideSequence)
+            let answered = answer.sections
+            for subscription in participant.subscriptions {
+                let section = answered.first { $0.mid == subscription.mid }
+                subscription.rtxPayloadType = section?.rtxPayloadType == subscription.offeredRTXPayloadType ? section?.rtxPayloadType : nil
+            }
+        }
+        guard let session = participant.subscriber else {
+            guard let remote else { return .failure(NegotiationFailure("bad answer: \(parseError.map { "\($0)" } ?? "")")) }
+            participant.subscriberRemoteUfrag = remote.ice.ufrag
+            return .success(.connected(context.port.makeSessionOnLoop(remote: remote, local: participant.subscriberCredentials)))
+        }
+        // New client credentials answer an offer that restarted ICE (ours are in that offer).
+        if let remote, remote.ice.ufrag != participant.subscriberRemoteUfrag {
+            session.restartICE(local: participant.subscriberCredentials, remote: remote)
+            participant.subscriberRemoteUfrag = remote.ice.ufrag
+            context.counters.iceRestarts += 1
+        }
+        return .success(.updated)
+    }
+}
+
+/// Why a negotiation failed (sent to the client as `negotiationFailed`).
+struct NegotiationFailure: Error {
+    let reason: String
+    init(_ reason: String) { self.reason = reason }
+}

@@ -1,0 +1,96 @@
+import NIOCore
+import RTCTransport
+
+/// The publisher side of the packet path (mediasoup's Producer): every RTP and RTCP packet a
+/// publisher sends arrives here. A packet is recorded (transport-wide arrival, RFC 4588 unwrap,
+/// reception statistics, the track's cache, gaps to ask for again) and then sent on every live
+/// subscription of its track, rewritten and stamped with the subscriber leg's own transport-wide
+/// number. It owns no state of its own: that is the publisher's (``Participant/inbound``, its
+/// ``PublishedTrack``s) and the subscriptions'. Runs on the SFU's event loop, synchronously per packet.
+final class Producer: @unchecked Sendable {
+    private let context: SFUContext
+    /// Told the forwarding time of each packet, in nanoseconds (the metrics histogram).
+    var onForwardLatency: (@Sendable (Int64) -> Void)?
+
+    init(context: SFUContext) { self.context = context }
+
+    /// One RTP datagram from `publisher`: to every subscriber of its track (no allocation beyond
+    /// each leg's serialized copy).
+    func forward(_ datagram: ByteBuffer, from publisher: Participant) {
+        let startNs = context.monotonicClock()
+        guard var packet = try? RTPPacket(parsing: datagram) else {
+            context.counters.packetsDropped += 1
+            return
+        }
+        context.counters.packetsIn += 1
+        context.counters.bytesIn += datagram.readableBytes
+        let arrivalUs = Int64(startNs / 1000)
+        // Every packet with the transport-wide number counts for feedback, probes included.
+        var repair = false
+        switch publisher.inbound.receive(&packet, arrivalUs: arrivalUs) {
+        case .media, .discarded(.unexpectedPayloadType): break  // not the repair stream's format: looked up as media
+        case .repair: repair = true
+        case .discarded(.padding), .discarded(.malformed):
+            context.counters.rtxDropped += 1
+            return
+        }
+        guard let track = publisher.tracks.first(where: { $0.info.ssrc == packet.header.ssrc })
+            ?? publisher.tracks.first(where: { $0.info.ssrc == nil && $0.payloadType == packet.header.payloadType })
+        else {
+            context.counters.packetsDropped += 1
+            return
+        }
+        if repair {
+            // RFC 4588: the original, unless it is already here (a probe's copy).
+            guard track.cache.packet(packet.header.sequenceNumber) == nil else {
+                context.counters.rtxDropped += 1
+                return
+            }
+            context.counters.rtxRepairs += 1
+        }
+        if track.info.ssrc == nil {
+            track.info.ssrc = packet.header.ssrc
+            publisher.refreshRepairStreams()  // its repair stream can be unwrapped now
+        }
+        if track.statistics == nil { track.statistics = ReceptionStatistics(ssrc: packet.header.ssrc, clockRate: track.clockRate) }
+        track.statistics?.record(sequenceNumber: packet.header.sequenceNumber, rtpTimestamp: packet.header.timestamp, arrivalUs: arrivalUs)
+        track.cache.insert(packet, sequence: packet.header.sequenceNumber)
+        if track.info.kind == .video { track.nack.received(packet.header.sequenceNumber, nowUs: arrivalUs) }
+        guard !track.info.muted else { return }
+        send(&packet, of: track, arrivalUs: arrivalUs)
+        let elapsed = Int64(bitPattern: context.monotonicClock() &- startNs)
+        context.counters.recordForward(microseconds: Double(elapsed) / 1000)
+        onForwardLatency?(elapsed)
+    }
+
+    /// Sends `packet` on every live subscription of `track`.
+    private func send(_ packet: inout RTPPacket, of track: PublishedTrack, arrivalUs: Int64) {
+        let original = packet.header
+        // The rewrite leaves the extension block alone: one lookup for every leg.
+        let sequenceAt = DownstreamCongestion.sequenceOffset(in: original, sourceID: track.owner.transportWideSequenceID)
+        var wrote = false
+        for subscription in track.subscriptions {
+            guard let session = subscription.subscriber.subscriber else { continue }
+            packet.header = original
+            subscription.rewriter.rewrite(&packet.header)
+            subscription.packetsForwarded += 1
+            var out = packet.serialized
+            subscription.subscriber.downstream.stamp(&out, at: sequenceAt, nowUs: arrivalUs)
+            context.counters.packetsOut += 1
+            context.counters.bytesOut += out.readableBytes
+            session.sendRTPOnLoop(out, flush: false)
+            wrote = true
+        }
+        // One flush for all subscribers: NIO hands the datagrams to the kernel with one sendmmsg.
+        if wrote { context.port.flush() }
+    }
+
+    /// RTCP from `publisher`: its sender reports, for the round-trip fields of our receiver reports.
+    func receivedRTCP(_ datagram: ByteBuffer, from publisher: Participant, nowUs: Int64) {
+        guard let packets = try? RTCPPacket.parseCompound(datagram) else { return }
+        for case .senderReport(let report) in packets {
+            guard let track = publisher.tracks.first(where: { $0.info.ssrc == report.ssrc }) else { continue }
+            track.statistics?.recordSenderReport(compactNTP: report.compactNTP, arrivalUs: nowUs)
+        }
+    }
+}

@@ -1,0 +1,79 @@
+/// A channel and the participants in it (by uid). Made and changed only by a ``RoomDirectory``;
+/// everyone else reads it.
+final class Room: @unchecked Sendable {  // confined to the SFU event loop, as are the model classes
+    let name: String
+    fileprivate(set) var participants: [String: Participant] = [:]
+
+    init(name: String) { self.name = name }
+}
+
+/// Where the SFU finds rooms and participants: by room name, by uid within a room, by session id
+/// (`resume`) and by signaling connection. All room membership goes through it, so a directory
+/// shared between nodes (a Redis-backed one, say) can later stand in for this process's own
+/// (``LocalRoomDirectory``). Called on the SFU's event loop only.
+protocol RoomDirectory: AnyObject {
+    /// How many rooms and participants there are.
+    var roomCount: Int { get }
+    var participantCount: Int { get }
+    /// Every participant of every room, as a copy: callers may remove participants while going through it.
+    var allParticipants: [Participant] { get }
+
+    func room(named name: String) -> Room?
+    func participant(uid: String, in room: String) -> Participant?
+    /// The participant with session id `sid`, in whichever room.
+    func participant(sid: String) -> Participant?
+    /// The participant whose signaling arrives on `peer`.
+    func participant(peer: SignalingPeer) -> Participant?
+    /// Whether `participant` (this very object) is listed in its room.
+    func contains(_ participant: Participant) -> Bool
+
+    /// Lists `participant` in its room (``Participant/room``), listing the room when it is new.
+    func insert(_ participant: Participant)
+    /// Unlists `participant` and the connection bound to it; a room left empty is dropped.
+    func remove(_ participant: Participant)
+    /// Binds a signaling connection to a participant (on join and resume).
+    func bind(_ peer: SignalingPeer, to participant: Participant)
+    /// Unbinds a connection; returns the participant it was bound to.
+    @discardableResult func unbind(_ peer: SignalingPeer) -> Participant?
+}
+
+/// The in-process ``RoomDirectory``: dictionaries on the SFU's event loop.
+final class LocalRoomDirectory: RoomDirectory, @unchecked Sendable {
+    private var rooms: [String: Room] = [:]
+    private var byPeer: [ObjectIdentifier: Participant] = [:]
+
+    var roomCount: Int { rooms.count }
+    var participantCount: Int { rooms.values.reduce(0) { $0 + $1.participants.count } }
+    var allParticipants: [Participant] { rooms.values.flatMap(\.participants.values) }
+
+    func room(named name: String) -> Room? { rooms[name] }
+
+    func participant(uid: String, in room: String) -> Participant? { rooms[room]?.participants[uid] }
+
+    func participant(sid: String) -> Participant? {
+        rooms.values.lazy.compactMap { $0.participants.values.first { $0.sid == sid } }.first
+    }
+
+    func participant(peer: SignalingPeer) -> Participant? { byPeer[ObjectIdentifier(peer)] }
+
+    func contains(_ participant: Participant) -> Bool { participant.room.participants[participant.uid] === participant }
+
+    func insert(_ participant: Participant) {
+        let room = participant.room
+        rooms[room.name] = room
+        room.participants[participant.uid] = participant
+    }
+
+    func remove(_ participant: Participant) {
+        let room = participant.room
+        guard contains(participant) else { return }
+        room.participants[participant.uid] = nil
+        if let peer = participant.peer { byPeer[ObjectIdentifier(peer)] = nil }
+        if room.participants.isEmpty, rooms[room.name] === room { rooms[room.name] = nil }
+    }
+
+    func bind(_ peer: SignalingPeer, to participant: Participant) { byPeer[ObjectIdentifier(peer)] = participant }
+
+    @discardableResult
+    func unbind(_ peer: SignalingPeer) -> Participant? { byPeer.removeValue(forKey: ObjectIdentifier(peer)) }
+}

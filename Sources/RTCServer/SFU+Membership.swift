@@ -1,0 +1,128 @@
+import NIOCore
+import RTCTransport
+import Signaling
+
+/// Joins, resumes and leaves, and the once-a-second housekeeping (keepalive, resume windows,
+/// token expiry): who is in which room, through the ``RoomDirectory``.
+extension SFU {
+    func join(_ request: JoinRequest, peer: SignalingPeer, requestID: UInt32?, fail: Fail) {
+        guard !request.uid.isEmpty, request.uid.utf8.count <= 128, !request.channel.isEmpty, request.channel.utf8.count <= 128 else {
+            return fail(.invalidUID, "uid and channel must be 1 to 128 bytes")
+        }
+        let claims: AccessToken
+        do { claims = try verify(request.token, channel: request.channel, uid: request.uid) } catch { return fail(error.code, error.reason) }
+        guard claims.grants.join else { return fail(.permissionDenied, "the token does not grant join") }
+        guard directory.participant(uid: request.uid, in: request.channel) == nil else {
+            return fail(.uidInUse, "\(request.uid) is already in \(request.channel)")
+        }
+        let room = directory.room(named: request.channel) ?? Room(name: request.channel)
+        let participant = Participant(uid: request.uid, sid: makeID("PA"), role: request.role, room: room, peer: peer,
+                                      grants: claims.grants, tokenExpiresAt: claims.expiresAt,
+                                      autoSubscribe: Set([request.autoSubscribeAudio ?? request.autoSubscribe ? TrackKind.audio : nil,
+                                                          request.autoSubscribeVideo ?? request.autoSubscribe ? TrackKind.video : nil]
+                                                         .compactMap { $0 }),
+                                      ignoreScreenShare: request.ignoreScreenShare, screenShare: context.screenShare, now: clock())
+        let pinned = Set((request.pinnedUIDs ?? []).prefix(Self.maxPinned))
+        participant.pinned = pinned
+        participant.revealed = pinned
+        directory.insert(participant)
+        directory.bind(peer, to: participant)
+        participant.send(.joined(joinResponse(for: participant)), requestID: requestID)
+        for other in room.participants.values where other.sees(participant) { other.send(.participantUpdate([participant.info])) }
+        if !participant.autoSubscribe.isEmpty && participant.grants.subscribe {
+            let tracks = room.participants.values.filter { participant.sees($0) }.flatMap(\.tracks)
+                .filter { participant.subscribesAutomatically(to: $0) }
+            subscribe(participant, to: tracks)
+        }
+    }
+
+    private func joinResponse(for participant: Participant) -> JoinResponse {
+        JoinResponse(participant: participant.info,
+                     others: participant.room.participants.values.filter { participant.sees($0) }.map(\.info).sorted { $0.uid < $1.uid },
+                     pingInterval: configuration.pingInterval, pingTimeout: configuration.pingTimeout,
+                     resumeWindow: configuration.resumeWindow, serverVersion: configuration.protocolVersion,
+                     screenShareSuffix: configuration.screenShareSuffix)
+    }
+
+    func resume(_ request: ResumeRequest, peer: SignalingPeer, requestID: UInt32?, fail: Fail) {
+        guard let participant = directory.participant(sid: request.participantSid), participant.disconnectedAt != nil else {
+            return fail(.resumeFailed, "no session \(request.participantSid) to resume")
+        }
+        do { _ = try verify(request.token, channel: participant.room.name, uid: participant.uid) } catch { return fail(error.code, error.reason) }
+        participant.peer = peer
+        participant.disconnectedAt = nil
+        participant.lastSeen = clock()
+        directory.bind(peer, to: participant)
+        participant.send(.resumed(joinResponse(for: participant)), requestID: requestID)
+        // A client that lost its signaling connection may have lost its media path too (a new
+        // network): restart ICE on the subscriber transport, which we offer. The client restarts
+        // its publisher transport with an offer of its own.
+        if participant.subscriber != nil {
+            participant.subscriberCredentials = .random()
+            offerSubscriber(participant)
+        }
+    }
+
+    /// Removes a participant: its tracks, subscriptions, transports; tells the room; and takes its
+    /// screen share (`<uid><screenShareSuffix>`) with it.
+    func remove(_ participant: Participant, reason: LeaveReason) {
+        guard directory.contains(participant) else { return }
+        let room = participant.room
+        for track in participant.tracks { unpublish(track) }
+        for subscription in participant.subscriptions {
+            subscription.track.subscriptions.removeAll { $0 === subscription }
+        }
+        participant.subscriptions.removeAll()
+        if let publisher = participant.publisher { port.removeOnLoop(publisher) }
+        if let subscriber = participant.subscriber { port.removeOnLoop(subscriber) }
+        directory.remove(participant)
+        for other in room.participants.values where other.sees(participant) {
+            other.send(.participantLeft(uid: participant.uid, reason: reason))
+        }
+        if let share = directory.participant(uid: context.screenShare.sharer(of: participant.uid), in: room.name) {
+            share.send(.leave(reason: .ownerLeft))
+            let peer = share.peer
+            remove(share, reason: .ownerLeft)
+            peer?.close()
+        }
+    }
+
+    /// Tells everyone who can see `participant` about its new state.
+    func participantChanged(_ participant: Participant) {
+        participant.version += 1
+        let info = participant.info
+        for other in participant.room.participants.values where other.sees(participant) { other.send(.participantUpdate([info])) }
+    }
+
+    /// Once a second: keepalive, resume windows and token expiry; then receiver reports and
+    /// limits to publishers.
+    func tick() {
+        let now = clock()
+        for participant in directory.allParticipants {
+            if let gone = participant.disconnectedAt {
+                if now - gone >= Int64(configuration.resumeWindow) { remove(participant, reason: .timeout) }
+                continue
+            }
+            if now >= participant.tokenExpiresAt {
+                participant.send(.leave(reason: .tokenExpired))
+                let peer = participant.peer
+                remove(participant, reason: .tokenExpired)
+                peer?.close()
+                continue
+            }
+            if !participant.tokenWarned, now >= participant.tokenExpiresAt - Int64(configuration.tokenWarning) {
+                participant.tokenWarned = true
+                participant.send(.tokenWillExpire(expiresAt: participant.tokenExpiresAt))
+            }
+            if now - participant.lastSeen > Int64(configuration.pingTimeout), let peer = participant.peer {
+                directory.unbind(peer)
+                participant.peer = nil
+                participant.disconnectedAt = now
+                peer.close()
+            }
+        }
+        let nowUs = context.nowUs
+        terminator.sendReceiverReports(nowUs: nowUs)
+        terminator.sendPublisherLimits(nowUs: nowUs)
+    }
+}

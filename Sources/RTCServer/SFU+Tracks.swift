@@ -1,0 +1,197 @@
+import NIOCore
+import RTCTransport
+import Signaling
+
+/// Publishing and subscribing: tracks made from requests and offers, subscriptions made from
+/// auto-subscription, pins and requests, and the negotiations (``Negotiator``) that follow.
+extension SFU {
+    // MARK: Publishing
+
+    private func mayPublish(_ participant: Participant, kind: TrackKind, source: TrackSource) -> String? {
+        guard participant.role == .broadcaster else { return "an audience member cannot publish" }
+        switch source {
+        case .screen, .screenAudio: return participant.grants.publishScreen ? nil : "the token does not grant publishScreen"
+        case .microphone: return participant.grants.publishAudio ? nil : "the token does not grant publishAudio"
+        case .camera: return participant.grants.publishVideo ? nil : "the token does not grant publishVideo"
+        }
+    }
+
+    func publishTrack(_ request: PublishTrackRequest, participant: Participant, requestID: UInt32?, fail: Fail) {
+        if let reason = mayPublish(participant, kind: request.kind, source: request.source) { return fail(.permissionDenied, reason) }
+        let track = addTrack(to: participant, kind: request.kind, source: request.source, mid: request.mid, ssrc: request.ssrc)
+        participant.send(.trackPublished(track.info), requestID: requestID)
+    }
+
+    private func addTrack(to participant: Participant, kind: TrackKind, source: TrackSource, mid: String?, ssrc: UInt32?) -> PublishedTrack {
+        let track = PublishedTrack(info: TrackInfo(sid: makeID("TR"), kind: kind, source: source, ssrc: ssrc, mid: mid),
+                                   owner: participant, keyframeIntervalMs: configuration.keyframeRequestInterval)
+        participant.tracks.append(track)
+        participantChanged(participant)
+        for other in participant.room.participants.values
+        where other.grants.subscribe && other.sees(participant) && other.subscribesAutomatically(to: track) {
+            subscribe(other, to: [track])
+        }
+        return track
+    }
+
+    func unpublish(_ track: PublishedTrack) {
+        let owner = track.owner
+        owner.tracks.removeAll { $0 === track }
+        owner.refreshRepairStreams()
+        let affected = track.subscriptions.map(\.subscriber)
+        for subscription in track.subscriptions { unsubscribe(subscription) }
+        for subscriber in Set(affected.map(ObjectIdentifier.init)).compactMap({ id in affected.first { ObjectIdentifier($0) == id } }) {
+            offerSubscriber(subscriber)
+        }
+    }
+
+    /// A publisher offer: its transport (``Negotiator``), a track per sending section (matched by
+    /// mid, else the first announced track of the kind without one, else a new one), the answer.
+    func publisherOffer(_ description: SessionDescriptionMessage, participant: Participant, requestID: UInt32?, fail: Fail) {
+        let offer: Negotiator.PublisherOffer
+        switch negotiator.parsePublisherOffer(description) {
+        case .success(let parsed): offer = parsed
+        case .failure(let failure): return fail(.negotiationFailed, failure.reason)
+        }
+        let sending = offer.sending
+        participant.inbound.transportWideSequenceID = offer.transportWideSequenceID
+        if !sending.isEmpty, let reason = mayPublish(participant, kind: .video, source: .camera), participant.role == .audience {
+            return fail(.permissionDenied, reason)
+        }
+        if let session = negotiator.connectPublisher(participant, offer: offer) {
+            session.onRTP = { [weak self, weak participant] packet in
+                guard let self, let participant else { return }
+                self.producer.forward(packet, from: participant)
+            }
+            session.onRTCP = { [weak self, weak participant] packet in
+                guard let self, let participant else { return }
+                self.producer.receivedRTCP(packet, from: participant, nowUs: self.context.nowUs)
+            }
+            participant.publisher = session
+        }
+        guard let session = participant.publisher else { return }
+        defer { participant.refreshRepairStreams() }
+        for section in sending {
+            let kind: TrackKind = section.kind == .video ? .video : .audio
+            if let track = participant.tracks.first(where: { $0.info.mid == section.mid })
+                ?? participant.tracks.first(where: { $0.info.mid == nil && $0.info.kind == kind }) {
+                track.info.mid = section.mid
+                if track.info.ssrc == nil { track.info.ssrc = section.ssrc }
+                track.adoptFormats(of: section)
+            } else {
+                let screen: Bool = if case .screenShare = participant.kind { true } else { false }
+                let source: TrackSource = kind == .video ? (screen ? .screen : .camera) : (screen ? .screenAudio : .microphone)
+                if let reason = mayPublish(participant, kind: kind, source: source) { return fail(.permissionDenied, reason) }
+                let track = addTrack(to: participant, kind: kind, source: source, mid: section.mid, ssrc: section.ssrc)
+                track.adoptFormats(of: section)
+                participant.send(.trackPublished(track.info))
+            }
+        }
+        participant.send(.answer(negotiator.publisherAnswer(to: offer, for: participant, session: session)), requestID: requestID)
+    }
+
+    // MARK: Subscribing
+
+    func updateSubscription(_ update: SubscriptionUpdate, participant: Participant, fail: Fail) {
+        guard participant.grants.subscribe else { return fail(.permissionDenied, "the token does not grant subscribe") }
+        let all = participant.room.participants.values.flatMap(\.tracks)
+        var tracks: [PublishedTrack] = []
+        if let kind = update.kind {
+            // Every track of the kind, now and later.
+            if update.subscribe { participant.autoSubscribe.insert(kind) } else { participant.autoSubscribe.remove(kind) }
+            tracks = participant.room.participants.values.filter { participant.sees($0) }.flatMap(\.tracks)
+                .filter { $0.info.kind == kind }
+        }
+        if let uids = update.uids {
+            guard participant.pinned.count + uids.count <= Self.maxPinned || !update.subscribe else {
+                return fail(.invalidUID, "at most \(Self.maxPinned) pinned users")
+            }
+            for uid in uids where uid != participant.uid {
+                let other = participant.room.participants[uid]
+                if update.subscribe {
+                    let wasSeen = other.map(participant.sees) ?? false
+                    participant.pinned.insert(uid)
+                    participant.revealed.insert(uid)
+                    // A user the filter hid until now: list it first, then subscribe.
+                    if let other, !wasSeen { participant.send(.participantUpdate([other.info])) }
+                } else {
+                    participant.pinned.remove(uid)
+                }
+                tracks += other?.tracks ?? []
+            }
+        }
+        for sid in update.trackSids {
+            guard let track = all.first(where: { $0.info.sid == sid }), track.owner !== participant else {
+                return fail(.trackNotFound, "no track \(sid)")
+            }
+            tracks.append(track)
+        }
+        if update.subscribe {
+            subscribe(participant, to: tracks)
+        } else {
+            for subscription in participant.subscriptions where tracks.contains(where: { $0 === subscription.track }) {
+                unsubscribe(subscription)
+            }
+            offerSubscriber(participant)
+        }
+    }
+
+    func subscribe(_ participant: Participant, to tracks: [PublishedTrack]) {
+        var added = false
+        for track in tracks where !participant.subscriptions.contains(where: { $0.track === track }) {
+            let mid = String(participant.subscriberSections.count)
+            let subscription = Subscription(track: track, subscriber: participant, mid: mid)
+            participant.subscriptions.append(subscription)
+            track.subscriptions.append(subscription)
+            participant.subscriberSections.append(subscription.offeredSection)
+            added = true
+        }
+        if added { offerSubscriber(participant) }
+    }
+
+    private func unsubscribe(_ subscription: Subscription) {
+        let participant = subscription.subscriber
+        participant.forwardedHistory[ForwardedStream(uid: subscription.track.owner.uid, kind: subscription.track.info.kind), default: 0]
+            += subscription.packetsForwarded
+        participant.subscriptions.removeAll { $0 === subscription }
+        subscription.track.subscriptions.removeAll { $0 === subscription }
+        if let index = participant.subscriberSections.firstIndex(where: { $0.mid == subscription.mid }) {
+            participant.subscriberSections[index].direction = .inactive
+            participant.subscriberSections[index].ssrc = nil
+        }
+    }
+
+    /// Sends the subscriber transport's offer (for a participant still in its room, with sections),
+    /// or marks it due when an answer is still awaited.
+    func offerSubscriber(_ participant: Participant) {
+        guard !participant.subscriberSections.isEmpty, directory.contains(participant),
+              let offer = negotiator.subscriberOffer(for: participant)
+        else { return }
+        participant.send(.offer(offer))
+    }
+
+    /// The subscriber transport's answer: the transport connects on the first (keyframes asked for
+    /// when it does), and new subscriptions on a running one ask for keyframes at once.
+    func subscriberAnswer(_ description: SessionDescriptionMessage, participant: Participant, fail: Fail) {
+        switch negotiator.takeSubscriberAnswer(description, from: participant) {
+        case .failure(let failure):
+            return fail(.negotiationFailed, failure.reason)
+        case .success(.connected(let session)):
+            session.onRTCP = { [weak self, weak participant] packet in
+                guard let self, let participant else { return }
+                self.consumer.receivedRTCP(packet, from: participant, nowUs: self.context.nowUs)
+            }
+            session.onStateChange = { [weak self, weak participant] state in
+                guard let self, let participant, state == .connected else { return }
+                let nowUs = self.context.nowUs
+                for subscription in participant.subscriptions { self.consumer.requestKeyframe(subscription.track, nowUs: nowUs) }
+            }
+            participant.subscriber = session
+        case .success(.updated):
+            // New subscriptions on a running transport: their first frames need a keyframe.
+            let nowUs = context.nowUs
+            for subscription in participant.subscriptions { consumer.requestKeyframe(subscription.track, nowUs: nowUs) }
+        }
+        if participant.subscriberNeedsOffer { offerSubscriber(participant) }
+    }
+}

@@ -1,0 +1,42 @@
+/// Counters the server exports as Prometheus metrics.
+public struct ServerCounters: Sendable, Hashable {
+    public var rooms = 0
+    public var participants = 0
+    public var tracks = 0
+    public var packetsIn = 0
+    public var bytesIn = 0
+    public var packetsOut = 0
+    public var bytesOut = 0
+    public var nacksReceived = 0
+    /// NACKs the server sent upstream to publishers.
+    public var nacksSent = 0
+    public var retransmissions = 0
+    /// Repairs not sent because the subscriber's leg had spent its retransmission budget.
+    public var retransmissionsSkipped = 0
+    /// ICE restarts (RFC 8445 §9) on either transport.
+    public var iceRestarts = 0
+    /// Transport-wide feedback reports from subscribers, and REMB limits sent to publishers for
+    /// their slowest subscriber.
+    public var downstreamFeedback = 0
+    public var publisherLimitsSent = 0
+    /// RFC 4588 packets publishers sent: repairs forwarded, and copies of packets already here or
+    /// padding (bandwidth probes) dropped after their arrival was recorded for feedback.
+    public var rtxRepairs = 0
+    public var rtxDropped = 0
+    public var keyframeRequestsForwarded = 0
+    public var keyframeRequestsThrottled = 0
+    public var signalingErrors = 0
+    public var packetsDropped = 0
+    /// Forwarding latency histogram: counts of packets forwarded within each bound (µs), and the sum.
+    public var forwardLatencyBuckets: [Int] = Array(repeating: 0, count: ServerCounters.latencyBoundsUs.count)
+    public var forwardLatencySumUs: Double = 0
+    public var forwardLatencyCount = 0
+
+    public static let latencyBoundsUs: [Double] = [5, 10, 25, 50, 100, 250, 500, 1000, 5000]
+
+    mutating func recordForward(microseconds: Double) {
+        forwardLatencyCount += 1
+        forwardLatencySumUs += microseconds
+        for (index, bound) in Self.latencyBoundsUs.enumerated() where microseconds <= bound { forwardLatencyBuckets[index] += 1 }
+    }
+}
