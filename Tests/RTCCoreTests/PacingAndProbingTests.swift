@@ -221,7 +221,7 @@ struct PacingAndProbingTests {
     ] as [(String, [UInt32], Bool)])
     func stampInPlace(name: String, csrcs: [UInt32], twoByte: Bool) throws {
         var extensions = RTPHeader.pacedExtensions
-        extensions.insert(RTPHeaderExtension(id: SDPExtensionID.audioLevel, bytes: [0x7f]), at: 0)
+        extensions.insert(RTPHeaderExtension(id: RTPExtensionID.audioLevel, bytes: [0x7f]), at: 0)
         // A 17-byte element forces the two-byte form.
         if twoByte { extensions.append(RTPHeaderExtension(id: 9, bytes: [UInt8](repeating: 1, count: 17))) }
         let header = RTPHeader(marker: true, payloadType: 96, sequenceNumber: 5, timestamp: 9, ssrc: 3, csrcs: csrcs, extensions: extensions)
@@ -233,6 +233,6 @@ struct PacingAndProbingTests {
         let inPlace = Pacer.serialize(packet, transportSequence: 0xBEEF, absSendTime: time)
         #expect(inPlace == rebuilt.serialized, "\(name)")
         let parsed = try RTPPacket(parsing: inPlace)
-        #expect(try TransportSequenceNumber(parsing: #require(parsed.header.extensionData(id: SDPExtensionID.transportWideSequence))).value == 0xBEEF)
+        #expect(try TransportSequenceNumber(parsing: #require(parsed.header.extensionData(id: RTPExtensionID.transportWideSequence))).value == 0xBEEF)
     }
 }

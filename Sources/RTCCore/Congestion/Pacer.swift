@@ -117,8 +117,8 @@ extension Pacer {
     /// over the placeholders in place (no rebuilt extension block per packet).
     static func serialize(_ packet: RTPPacket, transportSequence: UInt16, absSendTime: ByteBuffer) -> ByteBuffer {
         let header = packet.header
-        guard let sequenceAt = header.extensionDataOffset(id: SDPExtensionID.transportWideSequence), sequenceAt.length == 2,
-              let timeAt = header.extensionDataOffset(id: SDPExtensionID.absSendTime), timeAt.length == absSendTime.readableBytes
+        guard let sequenceAt = header.extensionDataOffset(id: RTPExtensionID.transportWideSequence), sequenceAt.length == 2,
+              let timeAt = header.extensionDataOffset(id: RTPExtensionID.absSendTime), timeAt.length == absSendTime.readableBytes
         else {
             var stamped = packet
             stamped.header.stamp(transportSequence: transportSequence, absSendTime: absSendTime)
@@ -139,24 +139,24 @@ extension RTPHeader {
         var found = (sequence: false, time: false)
         for index in elements.indices {
             switch elements[index].id {
-            case SDPExtensionID.transportWideSequence:
+            case RTPExtensionID.transportWideSequence:
                 elements[index].data = TransportSequenceNumber(transportSequence).data
                 found.sequence = true
-            case SDPExtensionID.absSendTime:
+            case RTPExtensionID.absSendTime:
                 elements[index].data = absSendTime
                 found.time = true
             default:
                 break
             }
         }
-        if !found.sequence { elements.append(RTPHeaderExtension(id: SDPExtensionID.transportWideSequence, data: TransportSequenceNumber(transportSequence).data)) }
-        if !found.time { elements.append(RTPHeaderExtension(id: SDPExtensionID.absSendTime, data: absSendTime)) }
+        if !found.sequence { elements.append(RTPHeaderExtension(id: RTPExtensionID.transportWideSequence, data: TransportSequenceNumber(transportSequence).data)) }
+        if !found.time { elements.append(RTPHeaderExtension(id: RTPExtensionID.absSendTime, data: absSendTime)) }
         extensions = elements
     }
 
     /// The placeholders ``stamp(transportSequence:absSendTime:)`` fills in.
     static var pacedExtensions: [RTPHeaderExtension] {
-        [RTPHeaderExtension(id: SDPExtensionID.absSendTime, data: AbsSendTime(microseconds: 0).data),
-         RTPHeaderExtension(id: SDPExtensionID.transportWideSequence, data: TransportSequenceNumber(0).data)]
+        [RTPHeaderExtension(id: RTPExtensionID.absSendTime, data: AbsSendTime(microseconds: 0).data),
+         RTPHeaderExtension(id: RTPExtensionID.transportWideSequence, data: TransportSequenceNumber(0).data)]
     }
 }

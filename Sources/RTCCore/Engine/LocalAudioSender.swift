@@ -165,7 +165,7 @@ final class LocalAudioSender: @unchecked Sendable {
         let header = RTPHeader(
             marker: false, payloadType: SDPCodecs.opusPayloadType, sequenceNumber: sequenceNumber, timestamp: rtpTimestamp,
             ssrc: state.ssrc,
-            extensions: [RTPHeaderExtension(id: SDPExtensionID.audioLevel, data: AudioLevel(voiceActivity: level < 60, level: level).data)]
+            extensions: [RTPHeaderExtension(id: RTPExtensionID.audioLevel, data: AudioLevel(voiceActivity: level < 60, level: level).data)]
                 + RTPHeader.pacedExtensions)
         sequenceNumber &+= 1
         let packet = RTPPacket(header: header, payload: ByteBuffer(bytes: payload))

@@ -41,10 +41,10 @@ final class LocalVideoSender: @unchecked Sendable {
     /// When the current run of frames skipped for pushback began (encode thread).
     private var pushbackSinceUs: Int64?
     static let maxPushbackUs: Int64 = 300_000
-    /// Bytes retransmissions may still spend (a bucket refilled at a share of the estimate), and
-    /// when it was last refilled: a burst of NACKs after a congestion loss must not send a second
-    /// burst into the same queue.
-    private let retransmitBudget = Mutex((bytes: 0.0, atUs: Int64(0)))
+    /// What retransmissions may still spend: half the estimate, up to 400 ms of it (never under
+    /// 16 kB), so a burst of NACKs after a congestion loss does not send a second burst into the
+    /// same queue.
+    private let retransmitBudget = Mutex(RetransmissionBudget(share: 0.5, windowUs: 400_000, floorBytes: 16_000, startsFull: true))
     /// Test seam: runs on the encode thread before each admitted frame; what it throws is
     /// reported like an encode error.
     let beforeEncode = Mutex<(@Sendable () throws -> Void)?>(nil)
@@ -249,7 +249,7 @@ final class LocalVideoSender: @unchecked Sendable {
         var bytes = 0, payloadBytes = 0
         // The same for every packet of the frame: built once. The pacer fills in the placeholders.
         let paced = RTPHeader.pacedExtensions
-        let orientation = RTPHeaderExtension(id: SDPExtensionID.videoOrientation, data: VideoOrientation(rotation: rotation.rawValue).data)
+        let orientation = RTPHeaderExtension(id: RTPExtensionID.videoOrientation, data: VideoOrientation(rotation: rotation.rawValue).data)
         for (index, payload) in payloads.enumerated() {
             let last = index == payloads.count - 1
             // CVO on the last packet of every frame (as libwebrtc does), so a receiver always has it.
@@ -283,20 +283,9 @@ final class LocalVideoSender: @unchecked Sendable {
     func retransmit(_ sequences: [UInt16]) -> Int {
         var packets = history.withLock { sent in sequences.compactMap { sent.packets.packet($0) } }
         guard !packets.isEmpty else { return 0 }
-        // Half the estimate, up to 200 ms of it at once.
-        let rateBytes = sequencer.congestion.targetBps / 8 * 0.5
-        let now = MediaClock.monotonicUs()
+        let estimate = sequencer.congestion.targetBps, now = MediaClock.monotonicUs()
         packets = retransmitBudget.withLock { budget in
-            let refill = Double(now - budget.atUs) / 1e6 * rateBytes
-            budget.bytes = min(budget.bytes + refill, max(rateBytes * 0.4, 16_000))
-            budget.atUs = now
-            var allowed = 0
-            for packet in packets {
-                guard budget.bytes >= Double(packet.serializedSize) else { break }
-                budget.bytes -= Double(packet.serializedSize)
-                allowed += 1
-            }
-            return Array(packets.prefix(allowed))
+            Array(packets.prefix { budget.mayRetransmit(bytes: $0.serializedSize, estimateBps: estimate, nowUs: now) })
         }
         guard !packets.isEmpty else { return 0 }
         let (outgoing, onRTX) = history.withLock { sent -> ([RTPPacket], Bool) in

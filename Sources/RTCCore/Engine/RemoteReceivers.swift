@@ -108,7 +108,7 @@ final class RemoteVideoReceiver: @unchecked Sendable {
     func receive(_ packet: RTPPacket, bytes: Int, arrivalUs: Int64) {
         state.record(packet, bytes: bytes, arrivalUs: arrivalUs)
         thread.execute { [self] in
-            if let data = packet.header.extensionData(id: SDPExtensionID.videoOrientation),
+            if let data = packet.header.extensionData(id: RTPExtensionID.videoOrientation),
                let orientation = try? VideoOrientation(parsing: data) {
                 rotation = VideoRotation(rawValue: orientation.rotation) ?? .none
             }

@@ -96,7 +96,14 @@ final class SubscriberTransport: @unchecked Sendable {
                 self.videoReceivers[ssrc] = nil
             }
             for ssrc in self.audioReceivers.keys where !active.contains(ssrc) { self.audioReceivers[ssrc] = nil }
-            self.inbound.configure(from: offer)
+            self.inbound.transportWideSequenceID = offer.extensionID(for: RTPExtensionURI.transportWideSequence)
+            var repairs: [UInt32: InboundStreamMap.RepairStream] = [:]
+            for section in offer.sections where section.direction == .sendonly {
+                if let ssrc = section.ssrc, let rtx = section.rtxSSRC, let rtxPayloadType = section.rtxPayloadType {
+                    repairs[rtx] = InboundStreamMap.RepairStream(mediaSSRC: ssrc, payloadType: section.payloadType, rtxPayloadType: rtxPayloadType)
+                }
+            }
+            self.inbound.replaceRepairStreams(repairs)
             let current = Receivers(video: Array(self.videoReceivers.values), audio: Array(self.audioReceivers.values))
             self.snapshot.withLockedValue { $0 = current }
             return ended
@@ -130,7 +137,7 @@ final class SubscriberTransport: @unchecked Sendable {
     private func received(rtp datagram: ByteBuffer) {
         guard var packet = try? RTPPacket(parsing: datagram) else { return }
         let now = MediaClock.monotonicUs()
-        guard inbound.receive(&packet, arrivalUs: now) != .dropped else { return }
+        if case .discarded = inbound.receive(&packet, arrivalUs: now) { return }  // padding or a bad repair
         let ssrc = packet.header.ssrc
         if let video = videoReceivers[ssrc] {
             video.receive(packet, bytes: datagram.readableBytes, arrivalUs: now)
@@ -141,6 +148,7 @@ final class SubscriberTransport: @unchecked Sendable {
 
     /// Every 100 ms on the loop: transport-wide feedback, from which the server estimates this leg.
     private func sendFeedback() {
+        guard inbound.hasPendingFeedback else { return }
         let media = videoReceivers.keys.first ?? audioReceivers.keys.first ?? 0
         guard let feedback = inbound.makeFeedback(senderSSRC: rtcpSSRC, mediaSSRC: media) else { return }
         transport.sendRTCP(RTCPCompound.transportFeedback(sender: rtcpSSRC, feedback))
@@ -166,7 +174,7 @@ final class SubscriberTransport: @unchecked Sendable {
         }
         let blocks = (receivers.video.map(\.state) + receivers.audio.map(\.state)).compactMap { $0.report(nowUs: nowUs) }
         guard !blocks.isEmpty else { return }
-        transport.sendRTCP(RTCPCompound.receiverReports(sender: rtcpSSRC, blocks))
+        transport.sendRTCP(RTCPCompound.receiverReports(ssrc: rtcpSSRC, blocks))
     }
 
     /// Ends every receiver (their threads joined off the loop) and the transport.
