@@ -1,0 +1,277 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// The protocol state of one peer: ICE, DTLS and SRTP, fed datagrams by whoever owns the socket
+/// (a ``MediaTransport`` for one peer, a ``SharedMediaPort`` for many).
+///
+/// Everything happens on the socket's event loop: per-packet work (demultiplexing, SRTP, ICE,
+/// DTLS) runs there synchronously, and callbacks are called there. Public methods may be called
+/// from any thread; they hop to the loop.
+public final class MediaSession: @unchecked Sendable {
+    public let configuration: MediaTransportConfiguration
+    public let localParameters: TransportParameters
+    /// Called with each decrypted RTP packet, on the event loop.
+    public var onRTP: (@Sendable (ByteBuffer) -> Void)?
+    /// Called with each decrypted RTCP compound packet, on the event loop.
+    public var onRTCP: (@Sendable (ByteBuffer) -> Void)?
+    /// Called on every state change, on the event loop.
+    public var onStateChange: (@Sendable (MediaTransportState) -> Void)?
+
+    let eventLoop: EventLoop
+    private let writer: (ByteBuffer, SocketAddress, Bool) -> Void
+    let ice: ICEAgent
+    private let certificate: DTLSCertificate
+    private var dtls: DTLSEndpoint?
+    private var srtp: SRTPContext?
+    private var timer: Scheduled<Void>?
+    private var dtlsDeadline: Double?
+    private var _state: MediaTransportState = .new
+    private var _stats = MediaTransportStats()
+    /// Told when the peer's address is chosen or moves (the shared port keeps its routes with it).
+    var onSelectedAddress: ((SocketAddress) -> Void)?
+    /// Told when an ICE restart replaces the local ufrag (old, new).
+    var onCredentialsChanged: ((String, String) -> Void)?
+    /// Test hook: sees every datagram sent.
+    var onDatagramSent: ((ByteBuffer, SocketAddress) -> Void)?
+
+    init(configuration: MediaTransportConfiguration, certificate: DTLSCertificate, localCandidates: [SocketAddress],
+         eventLoop: EventLoop, ice credentials: ICECredentials = .random(),
+         writer: @escaping (ByteBuffer, SocketAddress, Bool) -> Void) {
+        self.configuration = configuration
+        self.certificate = certificate
+        self.eventLoop = eventLoop
+        self.writer = writer
+        ice = ICEAgent(role: configuration.iceRole, local: credentials, timers: configuration.iceTimers)
+        localParameters = TransportParameters(ice: credentials, fingerprint: certificate.fingerprint,
+                                              candidates: localCandidates, dtlsRole: configuration.dtlsRole)
+    }
+
+    /// The state, read on the event loop.
+    public var state: EventLoopFuture<MediaTransportState> { eventLoop.submit { self._state } }
+    /// The counters, read on the event loop.
+    public var stats: EventLoopFuture<MediaTransportStats> {
+        eventLoop.submit {
+            var stats = self._stats
+            stats.roundTripTime = self.ice.roundTripTime
+            stats.srtpReplaysDropped = self.srtp?.replaysDropped ?? 0
+            stats.srtpAuthenticationFailures = self.srtp?.authenticationFailures ?? 0
+            return stats
+        }
+    }
+
+    /// The peer's address media goes to, once ICE chose it.
+    public var selectedAddress: EventLoopFuture<SocketAddress?> { eventLoop.submit { self.ice.selectedAddress } }
+
+    static func now() -> Double { Double(NIODeadline.now().uptimeNanoseconds) / 1e9 }
+
+    /// Starts ICE (and then DTLS) towards the peer described by `remote`.
+    public func start(remote: TransportParameters) {
+        eventLoop.execute {
+            guard self._state == .new else { return }
+            do {
+                self.dtls = try DTLSEndpoint(role: self.configuration.dtlsRole, certificate: self.certificate,
+                                             remoteFingerprint: remote.fingerprint, profiles: self.configuration.srtpProfiles)
+            } catch {
+                self.setState(.failed(reason: "\(error)"))
+                return
+            }
+            self.setState(.connecting)
+            self.apply(self.ice.start(remote: remote.ice, candidates: remote.candidates, now: Self.now()))
+            self.rearmTimer()
+        }
+    }
+
+    /// Protects and sends an RTP packet to the selected address. Dropped before the session connects.
+    public func sendRTP(_ packet: ByteBuffer) { send(packet, rtcp: false) }
+
+    /// Protects and sends an RTCP compound packet.
+    public func sendRTCP(_ packet: ByteBuffer) { send(packet, rtcp: true) }
+
+    /// ICE restart (RFC 8445 §9): new local credentials, which the caller signals to the peer with
+    /// an offer or answer, and the peer's new ones. DTLS and SRTP carry on; checks start over.
+    /// A session whose ICE failed after DTLS was up (consent expired) goes back to `connecting`.
+    /// Returns the new local credentials.
+    @discardableResult
+    public func restartICE(local credentials: ICECredentials = .random(), remote: TransportParameters) -> ICECredentials {
+        eventLoop.execute {
+            if case .failed = self._state, self.srtp != nil {
+                self._state = .connecting
+                self.onStateChange?(.connecting)
+            }
+            let old = self.ice.local.ufrag
+            self.apply(self.ice.restart(local: credentials, remote: remote.ice, candidates: remote.candidates, now: Self.now()))
+            self.onCredentialsChanged?(old, credentials.ufrag)
+            self.rearmTimer()
+        }
+        return credentials
+    }
+
+    /// The current local ICE credentials (they change on restart).
+    public var localCredentials: EventLoopFuture<ICECredentials> { eventLoop.submit { self.ice.local } }
+
+    private func send(_ packet: ByteBuffer, rtcp: Bool) {
+        if eventLoop.inEventLoop {
+            sendOnLoop(packet, rtcp: rtcp)
+        } else {
+            eventLoop.execute { self.sendOnLoop(packet, rtcp: rtcp) }
+        }
+    }
+
+    private func sendOnLoop(_ packet: ByteBuffer, rtcp: Bool, flush: Bool = true) {
+        guard let srtp, let address = ice.selectedAddress else { return }
+        guard let protected = try? (rtcp ? srtp.protectRTCP(packet) : srtp.protectRTP(packet)) else { return }
+        _stats.packetsSent += 1
+        _stats.bytesSent += protected.readableBytes
+        write(protected, to: address, flush: flush)
+    }
+
+    /// On the event loop: protects and writes one RTP packet, flushing only when asked, so that a
+    /// caller fanning a packet out to many sessions of one port can flush once for all of them.
+    public func sendRTPOnLoop(_ packet: ByteBuffer, flush: Bool) {
+        eventLoop.preconditionInEventLoop()
+        sendOnLoop(packet, rtcp: false, flush: flush)
+    }
+
+    /// Protects and sends several RTP packets (a video frame's), flushing once: NIO hands the
+    /// pending datagrams to the kernel together (sendmmsg).
+    public func sendRTP(batch packets: [ByteBuffer]) {
+        let work: @Sendable () -> Void = {
+            for (index, packet) in packets.enumerated() { self.sendOnLoop(packet, rtcp: false, flush: index == packets.count - 1) }
+        }
+        if eventLoop.inEventLoop { work() } else { eventLoop.execute(work) }
+    }
+
+    private func write(_ bytes: ByteBuffer, to address: SocketAddress, flush: Bool = true) {
+        onDatagramSent?(bytes, address)
+        writer(bytes, address, flush)
+    }
+
+    /// Test hook: sends raw bytes to the selected address, unprotected.
+    func sendRaw(_ bytes: ByteBuffer) {
+        eventLoop.execute { if let address = self.ice.selectedAddress { self.write(bytes, to: address) } }
+    }
+
+    /// Sends close_notify and stops ICE. On the event loop.
+    func closeOnLoop() {
+        if let dtls = self.dtls, let address = self.ice.selectedAddress {
+            for datagram in dtls.close() { self.write(ByteBuffer(bytes: datagram), to: address) }
+        }
+        ice.close()
+        timer?.cancel()
+        setState(.closed)
+    }
+
+    /// Closes the session (close_notify to the peer).
+    public func close() async {
+        try? await eventLoop.submit { self.closeOnLoop() }.get()
+    }
+
+    private func setState(_ new: MediaTransportState) {
+        guard _state != new else { return }
+        if case .failed = _state { return }
+        if _state == .closed { return }
+        _state = new
+        onStateChange?(new)
+    }
+
+    // MARK: Inbound, on the event loop
+
+    func receive(_ datagram: ByteBuffer, from source: SocketAddress) {
+        let now = Self.now()
+        let kind = PacketDemultiplexer.classify(datagram.readableBytesView)
+        switch kind {
+        case .stun:
+            apply(ice.receive(Array(datagram.readableBytesView), from: source, now: now))
+        case .dtls:
+            guard source == ice.selectedAddress, let dtls else { return drop() }
+            let replies = dtls.receive(Array(datagram.readableBytesView))
+            for reply in replies { write(ByteBuffer(bytes: reply), to: source) }
+            dtlsProgress()
+        case .rtp, .rtcp:
+            guard source == ice.selectedAddress, let srtp else { return drop() }
+            let isRTCP = kind == .rtcp
+            guard let clear = try? (isRTCP ? srtp.unprotectRTCP(datagram) : srtp.unprotectRTP(datagram)) else { return drop() }
+            _stats.packetsReceived += 1
+            _stats.bytesReceived += datagram.readableBytes
+            if isRTCP { onRTCP?(clear) } else { onRTP?(clear) }
+        default:
+            drop()
+        }
+        rearmTimer()
+    }
+
+    func drop() { _stats.datagramsDropped += 1 }
+
+    private func apply(_ output: ICEOutput) {
+        for datagram in output.datagrams { write(ByteBuffer(bytes: datagram.bytes), to: datagram.to) }
+        if let address = output.selectedAddress { onSelectedAddress?(address) }
+        if let state = output.state {
+            switch state {
+            case .connected:
+                if srtp != nil { setState(.connected) } else { startDTLS() }
+            case .disconnected(let reason): setState(.disconnected(reason: reason))
+            case .failed(let reason): setState(.failed(reason: "ICE: \(reason)"))
+            default: break
+            }
+        }
+    }
+
+    private func startDTLS() {
+        guard let dtls, dtls.state == .new, let address = ice.selectedAddress else { return }
+        dtlsDeadline = Self.now() + configuration.dtlsTimeout
+        for datagram in dtls.start() { write(ByteBuffer(bytes: datagram), to: address) }
+    }
+
+    private func dtlsProgress() {
+        guard let dtls else { return }
+        switch dtls.state {
+        case .connected where srtp == nil:
+            guard let keys = dtls.keyingMaterial else { return }
+            do {
+                srtp = try SRTPContext(keys: keys)
+                dtlsDeadline = nil
+                setState(.connected)
+            } catch {
+                setState(.failed(reason: "SRTP: \(error)"))
+            }
+        case .failed(let error):
+            setState(.failed(reason: "\(error)"))
+        case .closed where srtp != nil:
+            setState(.closed)
+        default:
+            break
+        }
+    }
+
+    private func rearmTimer() {
+        timer?.cancel()
+        var next = ice.nextTimer
+        if let delay = dtls?.retransmitDelay { next = min(next ?? .infinity, Self.now() + delay) }
+        if let dtlsDeadline { next = min(next ?? .infinity, dtlsDeadline) }
+        guard let next, next.isFinite else { return }
+        let delay = max(0, next - Self.now())
+        timer = eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9) + 1_000_000)) { [self] in
+            onTimer()
+        }
+    }
+
+    private func onTimer() {
+        let now = Self.now()
+        apply(ice.handleTimers(now: now))
+        if let dtls, let address = ice.selectedAddress, dtls.state == .handshaking {
+            if let delay = dtls.retransmitDelay, delay <= 0.001 {
+                for datagram in dtls.handleTimeout() { write(ByteBuffer(bytes: datagram), to: address) }
+            }
+            dtlsProgress()
+        }
+        if let dtlsDeadline, now >= dtlsDeadline, srtp == nil {
+            setState(.failed(reason: "DTLS handshake did not finish within \(configuration.dtlsTimeout) s"))
+            self.dtlsDeadline = nil
+        }
+        switch _state {
+        case .failed, .closed: return
+        default: rearmTimer()
+        }
+    }
+}

@@ -1,0 +1,223 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// How a channel's datagrams reach their session.
+protocol DatagramRouter: AnyObject {
+    func route(_ envelope: AddressedEnvelope<ByteBuffer>)
+}
+
+/// Passes datagrams to the router, on the event loop.
+final class InboundHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    weak var router: DatagramRouter?
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        router?.route(unwrapInboundIn(data))
+    }
+}
+
+/// Binds a UDP socket with vectored reads (recvmmsg) for media.
+func bindMediaSocket(host: String, port: Int, group: EventLoopGroup, handler: InboundHandler) async throws -> Channel {
+    try await DatagramBootstrap(group: group)
+        .channelOption(.socketOption(.so_reuseaddr), value: 1)
+        // A 720p screen keyframe is 100+ packets sent back to back: the default 208 KiB receive
+        // buffer overflows on it. Ask for 4 MiB (the kernel caps it at net.core.rmem_max).
+        .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
+        .channelOption(.socketOption(.so_sndbuf), value: 1 << 20)
+        .channelOption(.datagramVectorReadMessageCount, value: 32)
+        // With vector reads NIO splits one receive buffer across the messages: 2 KiB each.
+        .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 32 * 2048))
+        .channelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler) }
+        }
+        .bind(host: host, port: port).get()
+}
+
+/// Writes datagrams on `channel`; unflushed writes go out together at the next flush (NIO uses
+/// sendmmsg for a batch of pending datagrams).
+func datagramWriter(_ channel: Channel) -> (ByteBuffer, SocketAddress, Bool) -> Void {
+    { bytes, address, flush in
+        let envelope = AddressedEnvelope(remoteAddress: address, data: bytes)
+        if flush { channel.writeAndFlush(envelope, promise: nil) } else { channel.write(envelope, promise: nil) }
+    }
+}
+
+/// One peer on its own UDP socket: a client's transport (BUNDLE, rtcp-mux).
+public final class MediaTransport: @unchecked Sendable, DatagramRouter {
+    public let channel: Channel
+    /// The ICE/DTLS/SRTP state of the one peer.
+    public let session: MediaSession
+
+    /// Binds a UDP socket and makes a transport on it.
+    public static func bind(_ configuration: MediaTransportConfiguration, group: EventLoopGroup) async throws -> MediaTransport {
+        let certificate = try DTLSCertificate()
+        let handler = InboundHandler()
+        let channel = try await bindMediaSocket(host: configuration.host, port: configuration.port, group: group, handler: handler)
+        let transport = MediaTransport(configuration: configuration, channel: channel, certificate: certificate)
+        handler.router = transport
+        return transport
+    }
+
+    private init(configuration: MediaTransportConfiguration, channel: Channel, certificate: DTLSCertificate) {
+        self.channel = channel
+        session = MediaSession(configuration: configuration, certificate: certificate,
+                               localCandidates: channel.localAddress.map { [$0] } ?? [], eventLoop: channel.eventLoop,
+                               writer: datagramWriter(channel))
+    }
+
+    func route(_ envelope: AddressedEnvelope<ByteBuffer>) { session.receive(envelope.data, from: envelope.remoteAddress) }
+
+    public var localAddress: SocketAddress? { channel.localAddress }
+    public var localParameters: TransportParameters { session.localParameters }
+    public var state: EventLoopFuture<MediaTransportState> { session.state }
+    public var stats: EventLoopFuture<MediaTransportStats> { session.stats }
+    public var onRTP: (@Sendable (ByteBuffer) -> Void)? {
+        get { session.onRTP }
+        set { session.onRTP = newValue }
+    }
+    public var onRTCP: (@Sendable (ByteBuffer) -> Void)? {
+        get { session.onRTCP }
+        set { session.onRTCP = newValue }
+    }
+    public var onStateChange: (@Sendable (MediaTransportState) -> Void)? {
+        get { session.onStateChange }
+        set { session.onStateChange = newValue }
+    }
+    public func start(remote: TransportParameters) { session.start(remote: remote) }
+    public func sendRTP(_ packet: ByteBuffer) { session.sendRTP(packet) }
+    public func sendRTCP(_ packet: ByteBuffer) { session.sendRTCP(packet) }
+    public func sendRTP(batch packets: [ByteBuffer]) { session.sendRTP(batch: packets) }
+    func sendRaw(_ bytes: ByteBuffer) { session.sendRaw(bytes) }
+    var onDatagramSent: ((ByteBuffer, SocketAddress) -> Void)? {
+        get { session.onDatagramSent }
+        set { session.onDatagramSent = newValue }
+    }
+
+    /// Closes DTLS (close_notify), ICE and the socket.
+    public func close() async {
+        await session.close()
+        try? await channel.close()
+    }
+}
+
+/// The server's single media port: one UDP socket serving many peers. A datagram is routed by the
+/// STUN USERNAME's local ufrag first, then by the peer's latched address (which follows the peer
+/// when a valid check comes from a new port).
+public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
+    public let channel: Channel
+    public let configuration: MediaTransportConfiguration
+    private let certificate: DTLSCertificate
+    private var byUfrag: [String: MediaSession] = [:]
+    private var byAddress: [SocketAddress: MediaSession] = [:]
+    private var _unroutable = 0
+
+    public static func bind(_ configuration: MediaTransportConfiguration, group: EventLoopGroup) async throws -> SharedMediaPort {
+        let certificate = try DTLSCertificate()
+        let handler = InboundHandler()
+        let channel = try await bindMediaSocket(host: configuration.host, port: configuration.port, group: group, handler: handler)
+        let port = SharedMediaPort(configuration: configuration, channel: channel, certificate: certificate)
+        handler.router = port
+        return port
+    }
+
+    private init(configuration: MediaTransportConfiguration, channel: Channel, certificate: DTLSCertificate) {
+        self.configuration = configuration
+        self.channel = channel
+        self.certificate = certificate
+    }
+
+    public var localAddress: SocketAddress? { channel.localAddress }
+
+    /// Hands every pending datagram to the kernel together (sendmmsg). On the event loop.
+    public func flush() { channel.flush() }
+
+    /// Datagrams that matched no session.
+    public var unroutableDatagrams: EventLoopFuture<Int> { channel.eventLoop.submit { self._unroutable } }
+
+    /// The address put in candidates instead of the socket's own (a NAT's public address, or an
+    /// impairment proxy in front of the port). Nil: the socket's address.
+    public var announcedAddress: SocketAddress? {
+        get { announced.withLockedValue { $0 } }
+        set { announced.withLockedValue { $0 = newValue } }
+    }
+    private let announced = NIOLockedValueBox<SocketAddress?>(nil)
+
+    private var candidateAddresses: [SocketAddress] { (announcedAddress ?? channel.localAddress).map { [$0] } ?? [] }
+
+    /// The parameters a session of this port will offer with `credentials` (before the peer's are known).
+    public func localParameters(credentials: ICECredentials) -> TransportParameters {
+        TransportParameters(ice: credentials, fingerprint: certificate.fingerprint,
+                            candidates: candidateAddresses, dtlsRole: configuration.dtlsRole)
+    }
+
+    /// Makes a session for a new peer and starts it with the peer's parameters.
+    public func makeSession(remote: TransportParameters, local credentials: ICECredentials = .random()) -> EventLoopFuture<MediaSession> {
+        channel.eventLoop.submit { self.makeSessionOnLoop(remote: remote, local: credentials) }
+    }
+
+    /// ``makeSession(remote:local:)`` for callers already on the port's event loop.
+    public func makeSessionOnLoop(remote: TransportParameters, local credentials: ICECredentials = .random()) -> MediaSession {
+        channel.eventLoop.preconditionInEventLoop()
+        let session = MediaSession(configuration: configuration, certificate: certificate,
+                                   localCandidates: candidateAddresses,
+                                   eventLoop: channel.eventLoop, ice: credentials, writer: datagramWriter(channel))
+        session.onSelectedAddress = { [weak self, weak session] address in
+            guard let self, let session else { return }
+            for (old, owner) in self.byAddress where owner === session { self.byAddress[old] = nil }
+            self.byAddress[address] = session
+        }
+        session.onCredentialsChanged = { [weak self, weak session] old, new in
+            guard let self, let session else { return }
+            self.byUfrag[old] = nil
+            self.byUfrag[new] = session
+        }
+        byUfrag[session.localParameters.ice.ufrag] = session
+        session.start(remote: remote)
+        return session
+    }
+
+    /// Closes a session and forgets its routes, on the port's event loop.
+    public func removeOnLoop(_ session: MediaSession) {
+        channel.eventLoop.preconditionInEventLoop()
+        session.closeOnLoop()
+        for (ufrag, owner) in byUfrag where owner === session { byUfrag[ufrag] = nil }
+        for (address, owner) in byAddress where owner === session { byAddress[address] = nil }
+    }
+
+    /// Closes a session and forgets its routes.
+    public func remove(_ session: MediaSession) async {
+        try? await channel.eventLoop.submit { self.removeOnLoop(session) }.get()
+    }
+
+    func route(_ envelope: AddressedEnvelope<ByteBuffer>) {
+        let datagram = envelope.data
+        if PacketDemultiplexer.classify(datagram.readableBytesView) == .stun,
+           let ufrag = Self.localUfrag(datagram), let session = byUfrag[ufrag] {
+            session.receive(datagram, from: envelope.remoteAddress)
+            return
+        }
+        guard let session = byAddress[envelope.remoteAddress] else {
+            _unroutable += 1
+            return
+        }
+        session.receive(datagram, from: envelope.remoteAddress)
+    }
+
+    /// The part of a STUN request's USERNAME before the colon (the receiver's ufrag), if any.
+    static func localUfrag(_ datagram: ByteBuffer) -> String? {
+        guard let message = try? STUNMessage(parsing: Array(datagram.readableBytesView)), message.messageClass == .request,
+              let username = message.username, let colon = username.firstIndex(of: ":")
+        else { return nil }
+        return String(username[..<colon])
+    }
+
+    public func close() async {
+        try? await channel.eventLoop.submit {
+            for session in self.byUfrag.values { session.closeOnLoop() }
+            self.byUfrag.removeAll()
+            self.byAddress.removeAll()
+        }.get()
+        try? await channel.close()
+    }
+}

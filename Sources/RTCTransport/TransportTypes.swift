@@ -1,0 +1,82 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// What one side tells the other about its transport, carried in SDP.
+public struct TransportParameters: Sendable, Hashable {
+    public var ice: ICECredentials
+    public var fingerprint: SDPFingerprint
+    /// Host candidates (where this side listens).
+    public var candidates: [SocketAddress]
+    /// The DTLS role this side takes (`a=setup:active` is the client).
+    public var dtlsRole: DTLSEndpoint.Role
+
+    public init(ice: ICECredentials, fingerprint: SDPFingerprint, candidates: [SocketAddress], dtlsRole: DTLSEndpoint.Role) {
+        self.ice = ice
+        self.fingerprint = fingerprint
+        self.candidates = candidates
+        self.dtlsRole = dtlsRole
+    }
+}
+
+/// Settings of a ``MediaTransport``.
+public struct MediaTransportConfiguration: Sendable {
+    /// Controlling (a client) or ICE-lite (the server).
+    public var iceRole: ICEAgent.Role
+    public var dtlsRole: DTLSEndpoint.Role
+    public var host: String
+    /// 0 picks a free port.
+    public var port: Int
+    public var iceTimers: ICETimers
+    /// Seconds for the DTLS handshake once ICE has connected.
+    public var dtlsTimeout: Double
+    public var srtpProfiles: [SRTPProfile]
+
+    public init(iceRole: ICEAgent.Role, dtlsRole: DTLSEndpoint.Role, host: String = "127.0.0.1", port: Int = 0,
+                iceTimers: ICETimers = ICETimers(), dtlsTimeout: Double = 10,
+                srtpProfiles: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmSha1_80]) {
+        self.iceRole = iceRole
+        self.dtlsRole = dtlsRole
+        self.host = host
+        self.port = port
+        self.iceTimers = iceTimers
+        self.dtlsTimeout = dtlsTimeout
+        self.srtpProfiles = srtpProfiles
+    }
+
+    /// A client: controlling ICE, DTLS client.
+    public static func client(host: String = "127.0.0.1") -> MediaTransportConfiguration {
+        MediaTransportConfiguration(iceRole: .controlling, dtlsRole: .client, host: host)
+    }
+
+    /// A server: ICE-lite, DTLS server.
+    public static func server(host: String = "127.0.0.1", port: Int = 0) -> MediaTransportConfiguration {
+        MediaTransportConfiguration(iceRole: .lite, dtlsRole: .server, host: host, port: port)
+    }
+}
+
+/// The state of a transport as a whole.
+public enum MediaTransportState: Sendable, Hashable {
+    case new
+    case connecting
+    /// ICE and DTLS are up; SRTP flows.
+    case connected
+    /// Consent checks are going unanswered.
+    case disconnected(reason: String)
+    case failed(reason: String)
+    case closed
+}
+
+/// Counters of a transport.
+public struct MediaTransportStats: Sendable, Hashable {
+    public var packetsSent = 0
+    public var bytesSent = 0
+    public var packetsReceived = 0
+    public var bytesReceived = 0
+    /// Datagrams that were not STUN, DTLS, RTP or RTCP, came from an unexpected address, or failed to parse.
+    public var datagramsDropped = 0
+    public var srtpReplaysDropped = 0
+    public var srtpAuthenticationFailures = 0
+    /// From the latest answered STUN check, seconds.
+    public var roundTripTime: Double?
+}
