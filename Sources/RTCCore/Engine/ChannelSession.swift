@@ -100,8 +100,13 @@ final class ChannelSession: @unchecked Sendable {
 
     // MARK: Start and end
 
-    /// After the server's `joined`: timers, the signaling tasks, and the users already there.
-    func start(_ joined: JoinResponse) {
+    /// After the server's `joined`: the users already there (listed before any message is
+    /// handled, so the subscriber offer that follows finds their tracks), timers and the
+    /// signaling tasks. Returns the events the users already there make, for the engine to emit
+    /// after `joinedChannel`.
+    func start(_ joined: JoinResponse) -> [RTCEngineEvent] {
+        let pinned = context.settings().pinned
+        let events = lock.withLock { directory.apply(joined.others, pinned: pinned) }
         let playout = MediaThread(name: "audio-playout", tickIntervalUs: 20_000) { [weak self] in self?.playoutTick() }
         let rtcpTask = context.group.next().scheduleRepeatedTask(initialDelay: .milliseconds(500), delay: .seconds(1)) { [weak self] _ in
             self?.rtcpTick()
@@ -126,10 +131,8 @@ final class ChannelSession: @unchecked Sendable {
             self.eventTask = eventTask
             self.connectionTask = connectionTask
         }
+        return events
     }
-
-    /// The users already in the channel (from `joined`), as events.
-    func announce(_ others: [ParticipantInfo]) { participantsChanged(others) }
 
     /// Marks the session as leaving (no recovery, no rejoin) and closes signaling.
     func closeSignaling() async {

@@ -201,11 +201,11 @@ public final class RTCEngine: @unchecked Sendable {
             if let error = error as? RTCEngineError { throw error }
             throw RTCEngineError(reason == .joinFailed ? .joinFailed : .tokenRejected, "\(error)")
         }
-        session.start(response)
+        let present = session.start(response)
         let elapsed = Int((MediaClock.monotonicUs() - session.joinStartUs) / 1000)
         hub.setConnectionState(.connected, rejoining ? .rejoined : .joinSuccess)
         hub.emit(.joinedChannel(channel: channel, uid: uid, elapsedMs: elapsed))
-        session.announce(response.others)
+        for event in present { hub.emit(event) }
         if lock.withLock({ settings.role }) == .broadcaster {
             do {
                 try await session.publishLocalTracks()
