@@ -127,7 +127,7 @@ let package = Package(
             dependencies: ["RTCCore", "RTCTransport", "Signaling", "ScreenCapture", .product(name: "NIOCore", package: "swift-nio")]),
 
         // MARK: Tests
-        .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "RTCFuzzHarness", "CMemory"]),
+        .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "RTCFuzzHarness", "CMemory", "TestKit"]),
         .testTarget(
             name: "ScreenShareUserTests",
             dependencies: [
@@ -138,25 +138,29 @@ let package = Package(
         .testTarget(
             name: "RTCServerTests",
             dependencies: [
-                "RTCServer", "RTCTransport", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCServer", "RTCTransport", "Signaling", "TestKit", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         .testTarget(
             name: "RTCTransportTests",
             dependencies: [
-                "RTCTransport", "Signaling", "RTCFuzzHarness", .product(name: "NIOPosix", package: "swift-nio"),
+                "RTCTransport", "Signaling", "RTCFuzzHarness", "TestKit", .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             exclude: ["Fixtures"]),
-        .testTarget(name: "CLITests", dependencies: ["rtc-cli"]),
+        .testTarget(name: "CLITests", dependencies: ["rtc-cli", "RTCTestSupport"]),
         .testTarget(
             name: "NetSimTests",
             dependencies: ["NetSim", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
-        // Helpers of the end-to-end tests: an embedded server, event logs, tools (not a product).
+        // The small helpers every test target may use: polling, running a tool, temporary
+        // directories, signed tokens. Foundation and Signaling only (not a product).
+        .target(name: "TestKit", dependencies: ["Signaling"]),
+        // Helpers of the end-to-end tests: an embedded server, event logs, pattern and tone pushers,
+        // the built rtc-cli's path; re-exports TestKit (not a product).
         .target(
             name: "RTCTestSupport",
             dependencies: [
-                "RTCCore", "RTCServer", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                "TestKit", "RTCCore", "RTCServer", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         .testTarget(
@@ -168,7 +172,7 @@ let package = Package(
         .testTarget(
             name: "InteropTests",
             dependencies: [
-                "RTCCore", "RTCTransport", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCCore", "RTCTransport", "TestKit", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
     ] + fuzzTargets.map { name in

@@ -1,4 +1,5 @@
 import Foundation
+import TestKit
 import Testing
 @testable import RTCCore
 
@@ -148,7 +149,7 @@ struct MediaFileTests {
 
     @Test("ffprobe reads what our writers produce")
     func ffprobeReadsOurFiles() throws {
-        let dir = try temporaryDirectory()
+        let dir = temporaryDirectory("ffprobe")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let size = VideoSize(width: 320, height: 240)
         let generator = try PatternGenerator(kind: .camera, size: size)
@@ -189,7 +190,7 @@ struct MediaFileTests {
 
     @Test("our readers read what ffmpeg writes")
     func readFFmpegFiles() throws {
-        let dir = try temporaryDirectory()
+        let dir = temporaryDirectory("ffmpeg")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let commands: [[String]] = [
             ["-f", "lavfi", "-i", "testsrc=size=176x144:rate=25", "-frames:v", "10", "-pix_fmt", "yuv420p", "\(dir)/f.y4m"],
