@@ -127,7 +127,8 @@ let package = Package(
             dependencies: ["RTCCore", "RTCTransport", "Signaling", "ScreenCapture", .product(name: "NIOCore", package: "swift-nio")]),
 
         // MARK: Tests
-        .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "RTCFuzzHarness", "CMemory", "TestKit"]),
+        .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "CMemory", "TestKit"]),
+        .testTarget(name: "RTCMediaTests", dependencies: ["RTCMedia", "RTCFuzzHarness"]),
         .testTarget(
             name: "ScreenShareUserTests",
             dependencies: [
