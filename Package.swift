@@ -129,10 +129,11 @@ let package = Package(
         // MARK: Tests
         .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "CMemory", "TestKit"]),
         .testTarget(name: "RTCMediaTests", dependencies: ["RTCMedia", "RTCFuzzHarness"]),
+        .testTarget(name: "ScreenCaptureTests", dependencies: ["ScreenCapture", "RTCFuzzHarness"]),
         .testTarget(
             name: "ScreenShareUserTests",
             dependencies: [
-                "ScreenShareUser", "RTCServer", "RTCTestSupport", "Signaling", "NetSim", "rtc-cli", "RTCFuzzHarness", .product(name: "NIOPosix", package: "swift-nio"),
+                "ScreenShareUser", "RTCServer", "RTCTestSupport", "Signaling", "NetSim", "rtc-cli", .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         .testTarget(name: "SignalingTests", dependencies: ["Signaling", "RTCFuzzHarness"]),
