@@ -129,36 +129,42 @@ let package = Package(
             dependencies: ["RTCCore", "RTCTransport", "Signaling", "ScreenCapture", .product(name: "NIOCore", package: "swift-nio")]),
 
         // MARK: Tests
-        .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "RTCFuzzHarness", "CMemory"]),
+        .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "CMemory", "TestKit"]),
+        .testTarget(name: "RTCMediaTests", dependencies: ["RTCMedia", "RTCFuzzHarness"]),
+        .testTarget(name: "ScreenCaptureTests", dependencies: ["ScreenCapture", "RTCFuzzHarness"]),
         .testTarget(
             name: "ScreenShareUserTests",
             dependencies: [
-                "ScreenShareUser", "RTCServer", "RTCTestSupport", "Signaling", "NetSim", "rtc-cli", "RTCFuzzHarness", .product(name: "NIOPosix", package: "swift-nio"),
+                "ScreenShareUser", "RTCServer", "RTCTestSupport", "Signaling", "NetSim", "rtc-cli", .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         .testTarget(name: "SignalingTests", dependencies: ["Signaling", "RTCFuzzHarness"]),
         .testTarget(
             name: "RTCServerTests",
             dependencies: [
-                "RTCServer", "RTCConventions", "RTCTransport", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCServer", "RTCConventions", "RTCTransport", "Signaling", "TestKit", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         .testTarget(
             name: "RTCTransportTests",
             dependencies: [
-                "RTCTransport", "Signaling", "RTCFuzzHarness", .product(name: "NIOPosix", package: "swift-nio"),
+                "RTCTransport", "Signaling", "RTCFuzzHarness", "TestKit", .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             exclude: ["Fixtures"]),
-        .testTarget(name: "CLITests", dependencies: ["rtc-cli"]),
+        .testTarget(name: "CLITests", dependencies: ["rtc-cli", "RTCTestSupport"]),
         .testTarget(
             name: "NetSimTests",
             dependencies: ["NetSim", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
-        // Helpers of the end-to-end tests: an embedded server, event logs, tools (not a product).
+        // The small helpers every test target may use: polling, running a tool, temporary
+        // directories, signed tokens. Foundation and Signaling only (not a product).
+        .target(name: "TestKit", dependencies: ["Signaling"]),
+        // Helpers of the end-to-end tests: an embedded server, event logs, pattern and tone pushers,
+        // the built rtc-cli's path; re-exports TestKit (not a product).
         .target(
             name: "RTCTestSupport",
             dependencies: [
-                "RTCCore", "RTCServer", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                "TestKit", "RTCCore", "RTCServer", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         .testTarget(
@@ -170,7 +176,7 @@ let package = Package(
         .testTarget(
             name: "InteropTests",
             dependencies: [
-                "RTCCore", "RTCTransport", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCCore", "RTCTransport", "TestKit", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
     ] + fuzzTargets.map { name in

@@ -1,4 +1,4 @@
-import Dispatch
+@_exported import TestKit
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
@@ -7,11 +7,13 @@ import RTCCore
 import RTCServer
 import Signaling
 
-/// Shared by the end-to-end test targets (EngineTests, ScreenShareUserTests); not a product.
+/// Shared by the end-to-end test targets (EngineTests, ScreenShareUserTests, CLITests); not a product.
+/// Re-exports TestKit (eventually, runTool, temporaryDirectory, testToken).
 ///
 /// An embedded server on loopback with ephemeral ports, and helpers to make engines join it.
 public final class TestServer: @unchecked Sendable {
-    public static let secret = "engine-test-secret"
+    /// The server's secret: TestKit's `testSecret`, so `testToken(uid:channel:)` makes tokens it accepts.
+    public static let secret = testSecret
     public private(set) var app: RTCServerApp
     public let url: String
     private let configuration: ServerConfiguration
@@ -44,10 +46,6 @@ public final class TestServer: @unchecked Sendable {
                 try await Task.sleep(for: .milliseconds(100))
             }
         }
-    }
-
-    public func token(_ uid: String, channel: String, ttl: Int64 = 3600) -> String {
-        AccessToken(uid: uid, channel: channel, grants: .all, now: Int64(Date().timeIntervalSince1970), ttl: ttl).signed(secret: Self.secret)
     }
 
     public func engine(role: ClientRole = .broadcaster, profile: ChannelProfile = .communication, ignoreScreenShare: Bool? = nil,
@@ -96,16 +94,6 @@ public final class EventLog: @unchecked Sendable {
     deinit { task?.cancel() }
 }
 
-/// Polls `condition` until it holds or `seconds` pass; a throwing check counts as not yet.
-public func eventually(_ seconds: Double = 10, _ condition: () async throws -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if (try? await condition()) == true { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return (try? await condition()) == true
-}
-
 /// Pushes a synthetic pattern into an engine at `fps` from a task until cancelled.
 public func pushPattern(_ engine: RTCEngine, kind: PatternKind = .camera, size: VideoSize = VideoSize(width: 320, height: 240), fps: Int = 15)
     -> Task<Void, Never>
@@ -145,31 +133,6 @@ public func pushTone(_ engine: RTCEngine, frequency: Double = 440, sampleRate: I
     }
 }
 
-/// Runs a program (looked up on PATH) to completion; returns status, stdout and stderr.
-public func runTool(_ arguments: [String], timeout: Double = 120) throws -> (status: Int32, out: String, err: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = arguments
-    let out = Pipe(), err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let collected = NIOLockedValueBox<(Data, Data)>((Data(), Data()))
-    let group = DispatchGroup()
-    for (index, pipe) in [out, err].enumerated() {
-        group.enter()
-        DispatchQueue.global().async {
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            collected.withLockedValue { if index == 0 { $0.0 = data } else { $0.1 = data } }
-            group.leave()
-        }
-    }
-    if group.wait(timeout: .now() + timeout) == .timedOut { process.terminate() }
-    while process.isRunning { usleep(10_000) }
-    let (o, e) = collected.withLockedValue { $0 }
-    return (process.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
-}
-
 /// The built `rtc-cli`, next to the test bundle.
 public let cliPath: String = {
     var url = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
@@ -178,12 +141,6 @@ public let cliPath: String = {
     }
     return url.appendingPathComponent("rtc-cli").path
 }()
-
-public func temporaryDirectory(_ name: String) -> String {
-    let path = NSTemporaryDirectory() + "engine-\(name)-" + UUID().uuidString
-    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
-}
 
 /// The dominant frequency of a 16-bit interleaved signal's first channel, by counting rising zero
 /// crossings over whole periods (exact for a clean tone).

@@ -1,37 +1,15 @@
 import Foundation
+import RTCTestSupport
 import Testing
 
-/// The built `rtc-cli`, next to this test bundle in the build folder.
-let cliPath: String = {
-    var url = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    for _ in 0..<4 where !FileManager.default.fileExists(atPath: url.appendingPathComponent("rtc-cli").path) {
-        url = url.deletingLastPathComponent()
-    }
-    return url.appendingPathComponent("rtc-cli").path
-}()
-
-/// Runs rtc-cli; returns exit status, stdout and stderr.
+/// Runs rtc-cli (`cliPath`, from RTCTestSupport); returns exit status, stdout and stderr.
 func cli(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: cliPath)
-    process.arguments = arguments
-    let out = Pipe(), err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    let errData = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+    try runTool([cliPath] + arguments, timeout: 600)
 }
 
 @Suite("rtc-cli", .serialized)
 struct CLITests {
-    let dir: String = {
-        let path = NSTemporaryDirectory() + "rtc-cli-tests-" + UUID().uuidString
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }()
+    let dir = temporaryDirectory("cli")
 
     @Test("pattern → encode → decode, and audio encode → decode, work end to end")
     func roundTrip() throws {
@@ -171,11 +149,7 @@ struct ServerCommandTests {
 
 @Suite("rtc-cli join and demo", .serialized)
 struct BotCommandTests {
-    let dir: String = {
-        let path = NSTemporaryDirectory() + "rtc-cli-bots-" + UUID().uuidString
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }()
+    let dir = temporaryDirectory("cli-bots")
 
     @Test("demo: server, host, its _sub share and a viewer; a summary table and recordings ffprobe can read")
     func demo() throws {
@@ -186,16 +160,10 @@ struct BotCommandTests {
         #expect(result.out.contains("1001_sub/screen"))
         #expect(result.out.contains("packets the server forwarded to 1001 from its own share 1001_sub: 0"))
         for (file, codec) in [("1001-camera.ivf", "vp8"), ("1001_sub-screen.ivf", "vp8"), ("1001-microphone.wav", "pcm_s16le")] {
-            let probe = Process()
-            probe.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            probe.arguments = ["ffprobe", "-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames",
-                               "-of", "default=noprint_wrappers=1", "\(out)/\(file)"]
-            let pipe = Pipe()
-            probe.standardOutput = pipe
-            try probe.run()
-            let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            probe.waitUntilExit()
-            #expect(probe.terminationStatus == 0, "ffprobe \(file)")
+            let probe = try runTool(["ffprobe", "-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames",
+                                     "-of", "default=noprint_wrappers=1", "\(out)/\(file)"])
+            let text = probe.out
+            #expect(probe.status == 0, "ffprobe \(file)")
             #expect(text.contains("codec_name=\(codec)"), "\(file): \(text)")
             let frames = text.split(separator: "\n").first { $0.hasPrefix("nb_read_frames=") }.flatMap { Int($0.dropFirst(15)) } ?? 0
             #expect(frames > 20, "\(file) has \(frames) frames")

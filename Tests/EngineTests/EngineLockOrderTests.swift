@@ -16,7 +16,7 @@ struct EngineLockOrderTests {
         let host = server.engine()
         let log = EventLog(host)
         try await host.enableVideo()
-        try await host.join(token: server.token("1001", channel: "locks"), channel: "locks", uid: "1001")
+        try await host.join(token: testToken(uid: "1001", channel: "locks"), channel: "locks", uid: "1001")
         let sender = try #require(host.publisherForTesting?.videoSender)
         // The next frame's encode sleeps, then fails: the role switch lands while it is inside.
         let entered = NIOLockedValueBox(false)

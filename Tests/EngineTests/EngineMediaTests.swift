@@ -18,8 +18,8 @@ struct EngineMediaTests {
         viewer.setRemoteVideoSink { frame in frames.withLockedValue { $0.append(VideoSize(width: frame.frame.width, height: frame.frame.height)) } }
         let audio = NIOLockedValueBox<Int>(0)
         viewer.setRemoteAudioSink { _ in audio.withLockedValue { $0 += 1 } }
-        try await host.join(token: server.token("1001", channel: "room"), channel: "room", uid: "1001")
-        try await viewer.join(token: server.token("2001", channel: "room"), channel: "room", uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: "room"), channel: "room", uid: "1001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "room"), channel: "room", uid: "2001")
         let video = pushPattern(host), tone = pushTone(host)
         defer { video.cancel(); tone.cancel() }
         #expect(await viewerEvents.wait { if case .userJoined(let uid) = $0 { uid } else { nil } } == "1001")
@@ -72,8 +72,8 @@ struct EngineMediaTests {
         try host.setVideoEncoderConfiguration(VideoEncoderConfiguration(dimensions: VideoSize(width: 640, height: 360), frameRate: 15,
                                                                         bitrateKbps: 1200, degradationPreference: .maintainFramerate))
         try await host.enableVideo()
-        try await viewer.join(token: server.token("2001", channel: "clip"), channel: "clip", uid: "2001")
-        try await host.join(token: server.token("1001", channel: "clip"), channel: "clip", uid: "1001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "clip"), channel: "clip", uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: "clip"), channel: "clip", uid: "1001")
         // Push only once the viewer's receiving transport is up, so frame 0 reaches it.
         #expect(await viewerEvents.wait { if case .remoteTrackPublished(let info) = $0, info.kind == .video { true } else { nil } } == true)
         #expect(await eventually { await viewer.subscriberTransportState() == .connected })
@@ -115,8 +115,8 @@ struct EngineMediaTests {
         host.setAudioProcessing(enabled: false)
         let played = NIOLockedValueBox<[Int16]>([])
         viewer.setRemoteAudioSink { frame in played.withLockedValue { $0 += frame.frame.int16Samples } }
-        try await viewer.join(token: server.token("2001", channel: "tone"), channel: "tone", uid: "2001")
-        try await host.join(token: server.token("1001", channel: "tone"), channel: "tone", uid: "1001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "tone"), channel: "tone", uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: "tone"), channel: "tone", uid: "1001")
         let tone = pushTone(host, frequency: 440, sampleRate: 44100)
         #expect(await eventually { played.withLockedValue { $0.count } >= 48000 * 2 * 2 })
         tone.cancel()
@@ -139,8 +139,8 @@ struct EngineMediaTests {
         let viewerEvents = EventLog(viewer)
         try await host.enableVideo()
         try await host.enableAudio()
-        try await viewer.join(token: server.token("2001", channel: "mute"), channel: "mute", uid: "2001")
-        try await host.join(token: server.token("1001", channel: "mute"), channel: "mute", uid: "1001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "mute"), channel: "mute", uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: "mute"), channel: "mute", uid: "1001")
         let video = pushPattern(host), tone = pushTone(host)
         defer { video.cancel(); tone.cancel() }
         #expect(await eventually { try await server.forwarded(to: "2001", from: "1001", kind: .video, in: "mute") > 20 })
@@ -172,8 +172,8 @@ struct EngineMediaTests {
         try await host.enableVideo()
         try await host.enableAudio()
         try await late.enableVideo()
-        try await viewer.join(token: server.token("2001", channel: "all"), channel: "all", uid: "2001")
-        try await host.join(token: server.token("1001", channel: "all"), channel: "all", uid: "1001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "all"), channel: "all", uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: "all"), channel: "all", uid: "1001")
         let video = pushPattern(host), tone = pushTone(host)
         defer { video.cancel(); tone.cancel() }
         #expect(await eventually { try await server.forwarded(to: "2001", from: "1001", kind: .video, in: "all") > 20 })
@@ -181,7 +181,7 @@ struct EngineMediaTests {
         try await Task.sleep(for: .milliseconds(300))
         let videoBefore = try await server.forwarded(to: "2001", from: "1001", kind: .video, in: "all")
         let audioBefore = try await server.forwarded(to: "2001", from: "1001", kind: .audio, in: "all")
-        try await late.join(token: server.token("3001", channel: "all"), channel: "all", uid: "3001")
+        try await late.join(token: testToken(uid: "3001", channel: "all"), channel: "all", uid: "3001")
         let lateVideo = pushPattern(late)
         defer { lateVideo.cancel() }
         try await Task.sleep(for: .seconds(1))
@@ -218,8 +218,8 @@ struct EngineMediaTests {
         let server = try await TestServer()
         let host = server.engine(), viewer = server.engine()
         let viewerEvents = EventLog(viewer)
-        try await viewer.join(token: server.token("2001", channel: "quit"), channel: "quit", uid: "2001")
-        try await host.join(token: server.token("1001", channel: "quit"), channel: "quit", uid: "1001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "quit"), channel: "quit", uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: "quit"), channel: "quit", uid: "1001")
         #expect(await viewerEvents.wait { if case .userJoined(let uid) = $0 { uid } else { nil } } == "1001")
         await host.leave()
         let offline = await viewerEvents.wait { if case .userOffline(let uid, let reason) = $0 { (uid, reason) } else { nil } }
@@ -236,10 +236,10 @@ struct EngineMediaTests {
         let server = try await TestServer(pingInterval: 1, pingTimeout: 3, resumeWindow: resumeWindow)
         let viewer = server.engine()
         let viewerEvents = EventLog(viewer)
-        try await viewer.join(token: server.token("2001", channel: "kill"), channel: "kill", uid: "2001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "kill"), channel: "kill", uid: "2001")
         let bot = Process()
         bot.executableURL = URL(fileURLWithPath: cliPath)
-        bot.arguments = ["join", "--server", server.url, "--channel", "kill", "--uid", "3001", "--token", server.token("3001", channel: "kill"),
+        bot.arguments = ["join", "--server", server.url, "--channel", "kill", "--uid", "3001", "--token", testToken(uid: "3001", channel: "kill"),
                          "--quiet", "--size", "160x120"]
         bot.standardOutput = FileHandle.nullDevice
         bot.standardError = FileHandle.nullDevice
@@ -266,8 +266,8 @@ struct EngineMediaTests {
         let host = server.engine(profile: .liveBroadcasting), audience = server.engine(role: .audience, profile: .liveBroadcasting)
         let hostEvents = EventLog(host), audienceEvents = EventLog(audience)
         try await host.enableVideo()
-        try await host.join(token: server.token("1001", channel: "live"), channel: "live", uid: "1001")
-        try await audience.join(token: server.token("2001", channel: "live"), channel: "live", uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: "live"), channel: "live", uid: "1001")
+        try await audience.join(token: testToken(uid: "2001", channel: "live"), channel: "live", uid: "2001")
         let video = pushPattern(host)
         defer { video.cancel() }
         #expect(await audienceEvents.wait { if case .userJoined(let uid) = $0 { uid } else { nil } } == "1001")
@@ -288,11 +288,11 @@ struct EngineMediaTests {
         let engine = server.engine()
         let events = EventLog(engine)
         // The server warns 30 s ahead: a 32 s token is warned about within about 2 s.
-        try await engine.join(token: server.token("1001", channel: "token", ttl: 32), channel: "token", uid: "1001")
+        try await engine.join(token: testToken(uid: "1001", channel: "token", ttl: 32), channel: "token", uid: "1001")
         let expiresAt = await events.wait(6) { if case .tokenPrivilegeWillExpire(let at) = $0 { at } else { nil } }
         #expect(expiresAt != nil)
-        try await engine.renewToken(server.token("1001", channel: "token"))
-        await #expect(throws: RTCEngineError.self) { try await engine.renewToken(server.token("1001", channel: "elsewhere")) }
+        try await engine.renewToken(testToken(uid: "1001", channel: "token"))
+        await #expect(throws: RTCEngineError.self) { try await engine.renewToken(testToken(uid: "1001", channel: "elsewhere")) }
         #expect(engine.connectionState == .connected)
         await engine.leave()
         await server.shutdown()
@@ -315,8 +315,8 @@ struct EngineMediaTests {
             if case .connectionStateChanged(let state, let reason) = event, state == .failed { reason } else { nil }
         }
         #expect(failure == .invalidToken)
-        try await engine.join(token: server.token("1001", channel: "bad"), channel: "bad", uid: "1001")
-        await #expect(throws: RTCEngineError.self) { try await engine.join(token: server.token("1001", channel: "bad"), channel: "bad", uid: "1001") }
+        try await engine.join(token: testToken(uid: "1001", channel: "bad"), channel: "bad", uid: "1001")
+        await #expect(throws: RTCEngineError.self) { try await engine.join(token: testToken(uid: "1001", channel: "bad"), channel: "bad", uid: "1001") }
         await #expect(throws: RTCEngineError.self) { try await engine.muteLocalVideoStream(true) }
         await engine.leave()
         await server.shutdown()
@@ -335,8 +335,8 @@ struct EngineReconnectTests {
         let atViewer = NIOLockedValueBox<[Int64]>([]), atHost = NIOLockedValueBox<[Int64]>([])
         viewer.setRemoteVideoSink { _ in atViewer.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
         host.setRemoteVideoSink { _ in atHost.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
-        try await viewer.join(token: server.token("2001", channel: "resume"), channel: "resume", uid: "2001")
-        try await host.join(token: server.token("1001", channel: "resume"), channel: "resume", uid: "1001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "resume"), channel: "resume", uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: "resume"), channel: "resume", uid: "1001")
         let hostVideo = pushPattern(host), viewerVideo = pushPattern(viewer)
         defer { hostVideo.cancel(); viewerVideo.cancel() }
         #expect(await eventually { atViewer.withLockedValue { $0.count } >= 10 && atHost.withLockedValue { $0.count } >= 10 })
@@ -375,8 +375,8 @@ struct EngineReconnectTests {
         try await host.enableVideo()
         let decoded = NIOLockedValueBox<[Int64]>([])
         viewer.setRemoteVideoSink { _ in decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
-        try await viewer.join(token: server.token("2001", channel: "restart"), channel: "restart", uid: "2001")
-        try await host.join(token: server.token("1001", channel: "restart"), channel: "restart", uid: "1001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "restart"), channel: "restart", uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: "restart"), channel: "restart", uid: "1001")
         let video = pushPattern(host)
         defer { video.cancel() }
         #expect(await eventually { decoded.withLockedValue { $0.count } >= 10 })

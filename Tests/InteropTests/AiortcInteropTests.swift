@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import RTCCore
 import RTCTransport
+import TestKit
 import Testing
 
 /// A child process whose stdout is read line by line on a background thread.
@@ -43,20 +44,11 @@ final class LineProcess: Sendable {
     func send(_ line: String) { input.fileHandleForWriting.write(Data((line + "\n").utf8)) }
 
     func line(_ index: Int, timeout: Double) async throws -> String? {
-        _ = try await waitUntilInterop(timeout) { self.lines.withLockedValue { $0.count } > index }
+        _ = await eventually(timeout) { self.lines.withLockedValue { $0.count } > index }
         return lines.withLockedValue { $0.count > index ? $0[index] : nil }
     }
 
     func stop() { if process.isRunning { process.terminate() } }
-}
-
-func waitUntilInterop(_ seconds: Double, _ condition: () async throws -> Bool) async throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try await condition() { return true }
-        try await Task.sleep(nanoseconds: 20_000_000)
-    }
-    return try await condition()
 }
 
 @Suite("Interop with aiortc (an independent WebRTC stack)", .serialized)
@@ -120,11 +112,11 @@ struct AiortcInteropTests {
             }
         }
         transport.start(remote: remote)
-        let connected = try await waitUntilInterop(10) { try await transport.state.get() == .connected }
+        let connected = await eventually(10) { try await transport.state.get() == .connected }
         let state = try await transport.state.get()
         #expect(connected, "state \(state)")
         // Media from aiortc means its side of DTLS-SRTP is up too: only then start sending.
-        _ = try await waitUntilInterop(10) { assembled.withLockedValue { !$0.isEmpty } }
+        _ = await eventually(10) { assembled.withLockedValue { !$0.isEmpty } }
 
         // Send: 3 s of our VP8 at 30 fps.
         let encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: 320, height: 240, bitrateKbps: 500))

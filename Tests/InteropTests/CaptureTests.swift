@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import RTCTransport
+import TestKit
 import Testing
 
 @Suite("Packet capture (tshark)", .serialized)
@@ -20,7 +21,7 @@ struct CaptureTests {
         let tshark = try LineProcess(["tshark", "-i", "lo", "-f", "udp port \(port)", "-w", pcap, "-q"])
         defer { tshark.stop() }
         // tshark opens the file once it captures; give it a moment to start.
-        _ = try await waitUntilInterop(10) { FileManager.default.fileExists(atPath: pcap) }
+        _ = await eventually(10) { FileManager.default.fileExists(atPath: pcap) }
         try await Task.sleep(nanoseconds: 500_000_000)
 
         let received = NIOLockedValueBox(0)
@@ -28,7 +29,7 @@ struct CaptureTests {
         server.start(remote: TransportParameters(ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint,
                                                  candidates: [], dtlsRole: .client))
         client.start(remote: server.localParameters)
-        _ = try await waitUntilInterop(10) { try await client.state.get() == .connected }
+        _ = await eventually(10) { try await client.state.get() == .connected }
         let pattern = Array("SWIFT-RTC-KNOWN-PAYLOAD-PATTERN".utf8)
         for sequence in UInt16(0)..<200 {
             let packet = RTPPacket(header: RTPHeader(payloadType: 96, sequenceNumber: sequence, timestamp: UInt32(sequence) * 3000,
@@ -36,18 +37,18 @@ struct CaptureTests {
                                    payload: ByteBuffer(bytes: pattern + pattern))
             client.sendRTP(packet.serialized)
         }
-        #expect(try await waitUntilInterop(10) { received.withLockedValue { $0 } == 200 })
+        #expect(await eventually(10) { received.withLockedValue { $0 } == 200 })
         try await Task.sleep(nanoseconds: 500_000_000)
         // SIGTERM: the test runner's children may inherit an ignored SIGINT. tshark stops cleanly on either.
         tshark.process.terminate()
-        _ = try await waitUntilInterop(10) { !tshark.process.isRunning }
+        _ = await eventually(10) { !tshark.process.isRunning }
 
         let captured = [UInt8](try Data(contentsOf: URL(fileURLWithPath: pcap)))
         #expect(captured.count > 200 * pattern.count, "capture of \(captured.count) bytes is too small")
         #expect(!captured.contains(subsequence: pattern), "the plaintext payload appears on the wire")
         // tshark itself sees the RTP (decoded as such) with our SSRC: the capture is of the real traffic.
         let fields = try LineProcess(["tshark", "-r", pcap, "-d", "udp.port==\(port),rtp", "-T", "fields", "-e", "rtp.ssrc"])
-        _ = try await waitUntilInterop(20) { !fields.process.isRunning }
+        _ = await eventually(20) { !fields.process.isRunning }
         try await Task.sleep(nanoseconds: 200_000_000)
         let ssrcs = fields.lines.withLockedValue { $0 }.filter { $0 == "0xfaceb00c" }
         #expect(ssrcs.count >= 200, "tshark decoded \(ssrcs.count) RTP packets with our SSRC")

@@ -4,6 +4,7 @@ import NIOPosix
 import RTCServer
 import RTCTransport
 import Signaling
+import TestKit
 import Testing
 
 @Suite("SFU: rooms, publishing, subscribing and forwarding", .serialized)
@@ -26,7 +27,7 @@ struct SFUTests {
         var clients: [TestClient] = []
         for name in names {
             let client = TestClient(uid: name, sfu: sfu, group: Self.group)
-            guard case .joined? = try await client.join(channel: "room", token: token(name)) else {
+            guard case .joined? = try await client.join(channel: "room", token: testToken(uid: name)) else {
                 Issue.record("\(name) did not join: \(client.messages)")
                 return
             }
@@ -38,8 +39,8 @@ struct SFUTests {
         }
         // Each subscriber transport connects and has the other two tracks.
         for client in clients {
-            #expect(try await eventually { client.subscribedSSRCs.withLockedValue { $0.count } == 2 })
-            #expect(try await eventually { try await client.subscriber.withLockedValue { $0 }?.state.get() == .connected })
+            #expect(await eventually { client.subscribedSSRCs.withLockedValue { $0.count } == 2 })
+            #expect(await eventually { try await client.subscriber.withLockedValue { $0 }?.state.get() == .connected })
         }
         try await Task.sleep(nanoseconds: 200_000_000)
         // The server names tracks itself; subscribers find them by that sid in the offers' msid.
@@ -49,7 +50,7 @@ struct SFUTests {
         for (index, client) in clients.enumerated() {
             for (other, _) in clients.enumerated() where other != index {
                 let ssrc = client.subscribedSSRCs.withLockedValue { $0[trackSid[names[other]]!] }
-                #expect(try await eventually { client.receivedCount(ssrc: ssrc) == 50 }, "\(names[index]) from \(names[other])")
+                #expect(await eventually { client.receivedCount(ssrc: ssrc) == 50 }, "\(names[index]) from \(names[other])")
                 let sequences = client.received.withLockedValue { $0[ssrc!] ?? [] }
                 // Rewritten: not the publisher's numbers, but consecutive and in order.
                 #expect(zip(sequences, sequences.dropFirst()).allSatisfy { $1 == $0 &+ 1 })
@@ -68,29 +69,29 @@ struct SFUTests {
         clients[1].send(.mute(MuteRequest(trackSid: bobTrack.sid, muted: false)))
         try await Task.sleep(nanoseconds: 100_000_000)
         clients[1].sendRTP(ssrc: 0x101, count: 10, startingAt: 60)
-        #expect(try await eventually { clients[0].receivedCount(ssrc: bobAtAlice) == 60 })
+        #expect(await eventually { clients[0].receivedCount(ssrc: bobAtAlice) == 60 })
         // Carol unsubscribes from bob: she stops receiving him; alice still does.
         let bobAtCarol = clients[2].subscribedSSRCs.withLockedValue { $0[bobTrack.sid] }
-        #expect(try await eventually { clients[2].receivedCount(ssrc: bobAtCarol) == 60 })  // all in before she unsubscribes
+        #expect(await eventually { clients[2].receivedCount(ssrc: bobAtCarol) == 60 })  // all in before she unsubscribes
         let carolBefore = clients[2].receivedCount(ssrc: bobAtCarol)
         clients[2].send(.updateSubscription(SubscriptionUpdate(trackSids: [bobTrack.sid], subscribe: false)))
         try await Task.sleep(nanoseconds: 300_000_000)
         clients[1].sendRTP(ssrc: 0x101, count: 10, startingAt: 70)
-        #expect(try await eventually { clients[0].receivedCount(ssrc: bobAtAlice) == 70 })
+        #expect(await eventually { clients[0].receivedCount(ssrc: bobAtAlice) == 70 })
         #expect(clients[2].receivedCount(ssrc: bobAtCarol) == carolBefore && carolBefore == 60)
         // Alice leaves: the others are told, and the room shrinks.
         clients[0].send(.leave(reason: .clientRequest))
-        #expect(try await eventually { clients[1].messages.contains { $0.message == .participantLeft(uid: "alice", reason: .clientRequest) } })
+        #expect(await eventually { clients[1].messages.contains { $0.message == .participantLeft(uid: "alice", reason: .clientRequest) } })
         #expect(try await sfu.participants(in: "room").get().map(\.uid) == ["bob", "carol"])
         // Publishers get transport-wide CC feedback covering what they sent, and receiver reports.
-        #expect(try await eventually {
+        #expect(await eventually {
             let feedback = clients[1].publisherRTCP.withLockedValue { $0 }.compactMap { packet -> TransportFeedback? in
                 if case .transportFeedback(let feedback) = packet { return feedback }
                 return nil
             }
             return feedback.flatMap(\.packets).filter { $0.status != .notReceived }.count >= 70
         })
-        #expect(try await eventually {
+        #expect(await eventually {
             clients[1].publisherRTCP.withLockedValue { $0 }.contains { packet in
                 if case .receiverReport(let report) = packet { return report.reports.contains { $0.ssrc == 0x101 } }
                 return false
@@ -106,7 +107,7 @@ struct SFUTests {
     func audience() async throws {
         let sfu = try await makeSFU()
         let viewer = TestClient(uid: "viewer", sfu: sfu, group: Self.group)
-        _ = try await viewer.join(channel: "room", token: token("viewer"), role: .audience)
+        _ = try await viewer.join(channel: "room", token: testToken(uid: "viewer"), role: .audience)
         let id = viewer.send(.publishTrack(PublishTrackRequest(kind: .video, source: .camera)))
         guard case .error(let error)? = try await viewer.reply(to: id) else { Issue.record("publishTrack was accepted"); return }
         #expect(error.code == .permissionDenied)
@@ -124,22 +125,22 @@ struct SFUTests {
         let host = TestClient(uid: "1001", sfu: sfu, group: Self.group)
         let viewer = TestClient(uid: "2002", sfu: sfu, group: Self.group)
         let share = TestClient(uid: "1001_sub", sfu: sfu, group: Self.group)
-        _ = try await host.join(channel: "room", token: token("1001"))
-        _ = try await viewer.join(channel: "room", token: token("2002"))
-        guard case .joined(let joined)? = try await share.join(channel: "room", token: token("1001_sub"), autoSubscribe: false) else {
+        _ = try await host.join(channel: "room", token: testToken(uid: "1001"))
+        _ = try await viewer.join(channel: "room", token: testToken(uid: "2002"))
+        guard case .joined(let joined)? = try await share.join(channel: "room", token: testToken(uid: "1001_sub"), autoSubscribe: false) else {
             Issue.record("share did not join")
             return
         }
         #expect(joined.participant.kind == .screenShare(owner: "1001"))
         _ = try await share.publish([MediaSectionDescription(mid: "0", kind: .video, direction: .sendonly, ssrc: 0x5C, trackID: "screen")])
         // The viewer sees the share and its screen track; the owner does not.
-        #expect(try await eventually {
+        #expect(await eventually {
             viewer.messages.contains { envelope in
                 guard case .participantUpdate(let list) = envelope.message else { return false }
                 return list.contains { $0.uid == "1001_sub" && $0.kind == .screenShare(owner: "1001") && $0.tracks.first?.source == .screen }
             }
         })
-        #expect(try await eventually { viewer.subscribedSSRCs.withLockedValue { $0.count } == 1 })
+        #expect(await eventually { viewer.subscribedSSRCs.withLockedValue { $0.count } == 1 })
         #expect(!host.messages.contains { envelope in
             if case .participantUpdate(let list) = envelope.message { return list.contains { $0.uid == "1001_sub" } }
             return false
@@ -147,8 +148,8 @@ struct SFUTests {
         #expect(host.subscribedSSRCs.withLockedValue { $0.isEmpty })
         // The owner leaves: the share is told and removed.
         host.send(.leave(reason: .clientRequest))
-        #expect(try await eventually { share.messages.contains { $0.message == .leave(reason: .ownerLeft) } })
-        #expect(try await eventually { viewer.messages.contains { $0.message == .participantLeft(uid: "1001_sub", reason: .ownerLeft) } })
+        #expect(await eventually { share.messages.contains { $0.message == .leave(reason: .ownerLeft) } })
+        #expect(await eventually { viewer.messages.contains { $0.message == .participantLeft(uid: "1001_sub", reason: .ownerLeft) } })
         #expect(share.peer.closed.withLockedValue { $0 })
         #expect(try await sfu.participants(in: "room").get().map(\.uid) == ["2002"])
         for client in [host, viewer, share] { await client.close() }
@@ -169,11 +170,11 @@ struct SFUTests {
         let now = Int64(Date().timeIntervalSince1970)
         let value: String = switch kind {
         case "": ""
-        case "forged": token("u1", secret: "not-the-server-secret")
-        case "expired": token("u1", ttl: 10, now: now - 100)
-        case "channel": token("u1", channel: "other")
-        case "uid": token("u2")
-        default: token("u1", grants: TokenGrants(join: false))
+        case "forged": testToken(uid: "u1", secret: "not-the-server-secret")
+        case "expired": testToken(uid: "u1", ttl: 10, now: now - 100)
+        case "channel": testToken(uid: "u1", channel: "other")
+        case "uid": testToken(uid: "u2")
+        default: testToken(uid: "u1", grants: TokenGrants(join: false))
         }
         guard case .error(let error)? = try await client.join(channel: "room", token: value) else { Issue.record("joined"); return }
         #expect(error.code == code)
@@ -186,11 +187,11 @@ struct SFUTests {
         let alice = TestClient(uid: "alice", sfu: sfu, group: Self.group)
         let bob = TestClient(uid: "bob", sfu: sfu, group: Self.group)
         let stranger = TestClient(uid: "stranger", sfu: sfu, group: Self.group)
-        _ = try await alice.join(channel: "room", token: token("alice"))
-        _ = try await bob.join(channel: "room", token: token("bob"))
+        _ = try await alice.join(channel: "room", token: testToken(uid: "alice"))
+        _ = try await bob.join(channel: "room", token: testToken(uid: "bob"))
         _ = try await alice.publish([Self.video(0xAA)])
-        let ssrc = try #require(try await eventually { bob.subscribedSSRCs.withLockedValue { $0.count } == 1 } ? bob.subscribedSSRCs.withLockedValue { $0.values.first } : nil)
-        _ = try await eventually { try await bob.subscriber.withLockedValue { $0 }?.state.get() == .connected }
+        let ssrc = try #require(await eventually { bob.subscribedSSRCs.withLockedValue { $0.count } == 1 } ? bob.subscribedSSRCs.withLockedValue { $0.values.first } : nil)
+        _ = await eventually { try await bob.subscriber.withLockedValue { $0 }?.state.get() == .connected }
         // Before join, malformed JSON, an unknown type, an oversized message.
         stranger.send(.ping(timestamp: 1))
         stranger.send(.mute(MuteRequest(trackSid: "x", muted: true)))
@@ -208,7 +209,7 @@ struct SFUTests {
         }
         flood.flush()
         alice.sendRTP(ssrc: 0xAA, count: 100)
-        #expect(try await eventually { bob.receivedCount(ssrc: ssrc) == 100 })
+        #expect(await eventually { bob.receivedCount(ssrc: ssrc) == 100 })
         let codes = bob.messages.compactMap { envelope -> Int? in
             if case .error(let error) = envelope.message { return error.code.rawValue }
             return nil
@@ -232,8 +233,8 @@ struct SFURTCPTests {
                                       group: SFUTests.group)
         let publisher = TestClient(uid: "pub", sfu: sfu, group: SFUTests.group)
         let viewer = TestClient(uid: "view", sfu: sfu, group: SFUTests.group)
-        _ = try await publisher.join(channel: "room", token: token("pub"))
-        _ = try await viewer.join(channel: "room", token: token("view"))
+        _ = try await publisher.join(channel: "room", token: testToken(uid: "pub"))
+        _ = try await viewer.join(channel: "room", token: testToken(uid: "view"))
         return (sfu, publisher, viewer)
     }
 
@@ -241,12 +242,12 @@ struct SFURTCPTests {
     func nackAndPLI() async throws {
         let (sfu, publisher, viewer) = try await Self.publisherAndViewer()
         _ = try await publisher.publish([SFUTests.video(0xB0)])
-        #expect(try await eventually { viewer.subscribedSSRCs.withLockedValue { $0.count } == 1 })
-        #expect(try await eventually { try await viewer.subscriber.withLockedValue { $0 }?.state.get() == .connected })
+        #expect(await eventually { viewer.subscribedSSRCs.withLockedValue { $0.count } == 1 })
+        #expect(await eventually { try await viewer.subscriber.withLockedValue { $0 }?.state.get() == .connected })
         let ssrc = try #require(viewer.subscribedSSRCs.withLockedValue { $0.values.first })
         try await Task.sleep(nanoseconds: 600_000_000)  // past the keyframe request made on subscribing
         publisher.sendRTP(ssrc: 0xB0, count: 20)
-        #expect(try await eventually { viewer.receivedCount(ssrc: ssrc) == 20 })
+        #expect(await eventually { viewer.receivedCount(ssrc: ssrc) == 20 })
         let sequences = viewer.received.withLockedValue { $0[ssrc] ?? [] }
         let before = try await sfu.counterSnapshot.get()
         let transport = try #require(viewer.subscriber.withLockedValue { $0 })
@@ -256,13 +257,13 @@ struct SFURTCPTests {
         ]))
         // The viewer's answer kept the rtx format: the repairs come on its RFC 4588 stream, the
         // original (rewritten) sequence numbers inside.
-        #expect(try await eventually { viewer.repaired.withLockedValue { $0[ssrc] ?? [] } == [sequences[3], sequences[4], sequences[10]] })
+        #expect(await eventually { viewer.repaired.withLockedValue { $0[ssrc] ?? [] } == [sequences[3], sequences[4], sequences[10]] })
         for _ in 0..<5 {
             transport.sendRTCP(RTCPPacket.serializeCompound([
                 .receiverReport(ReceiverReport(ssrc: 1)), .pictureLossIndication(PictureLossIndication(senderSSRC: 1, mediaSSRC: ssrc)),
             ]))
         }
-        #expect(try await eventually {
+        #expect(await eventually {
             let now = try await sfu.counterSnapshot.get()
             return now.retransmissions - before.retransmissions == 3
                 && now.keyframeRequestsForwarded + now.keyframeRequestsThrottled - before.keyframeRequestsForwarded - before.keyframeRequestsThrottled == 5
@@ -274,7 +275,7 @@ struct SFURTCPTests {
         // The throttled four coalesce into one request when the window ends.
         try await Task.sleep(nanoseconds: 700_000_000)
         #expect(try await sfu.counterSnapshot.get().keyframeRequestsForwarded - before.keyframeRequestsForwarded == 2)
-        #expect(try await eventually {
+        #expect(await eventually {
             publisher.publisherRTCP.withLockedValue { $0 }.contains { packet in
                 if case .pictureLossIndication(let pli) = packet { return pli.mediaSSRC == 0xB0 }
                 return false
@@ -293,19 +294,19 @@ struct SFURTCPTests {
         section.rtxSSRC = 0xB1
         guard case .answer(let answer)? = try await publisher.publish([section]) else { Issue.record("no answer"); return }
         #expect(try SessionDescription(parsing: answer.sdp).sections.first?.rtxPayloadType == 97)
-        #expect(try await eventually { try await viewer.subscriber.withLockedValue { $0 }?.state.get() == .connected })
+        #expect(await eventually { try await viewer.subscriber.withLockedValue { $0 }?.state.get() == .connected })
         let ssrc = try #require(viewer.subscribedSSRCs.withLockedValue { $0.values.first })
         // 0...9 but 5.
         publisher.send((0..<10).filter { $0 != 5 }.map { TestClient.packet(ssrc: 0xB0, sequence: $0) })
-        #expect(try await eventually { viewer.receivedCount(ssrc: ssrc) == 9 })
+        #expect(await eventually { viewer.receivedCount(ssrc: ssrc) == 9 })
         let before = try await sfu.counterSnapshot.get()
         let repair = RTXPacket.wrap(TestClient.packet(ssrc: 0xB0, sequence: 5), ssrc: 0xB1, payloadType: 97, sequenceNumber: 100)
         let copy = RTXPacket.wrap(TestClient.packet(ssrc: 0xB0, sequence: 6), ssrc: 0xB1, payloadType: 97, sequenceNumber: 101)
         let padding = RTPPacket(header: RTPHeader(payloadType: 97, sequenceNumber: 102, timestamp: 0, ssrc: 0xB1),
                                 payload: ByteBuffer(), paddingLength: 200)
         let numbers = publisher.send([repair, copy, padding])
-        #expect(try await eventually { viewer.receivedCount(ssrc: ssrc) == 10 })
-        #expect(try await eventually {
+        #expect(await eventually { viewer.receivedCount(ssrc: ssrc) == 10 })
+        #expect(await eventually {
             let now = try await sfu.counterSnapshot.get()
             return now.rtxRepairs - before.rtxRepairs == 1 && now.rtxDropped - before.rtxDropped == 2
         })
@@ -314,7 +315,7 @@ struct SFURTCPTests {
         #expect(sequences.count == 10 && Set(sequences).count == 10)
         #expect(try await sfu.counterSnapshot.get().packetsDropped == before.packetsDropped)
         // All three are acknowledged by the server's transport-wide feedback.
-        #expect(try await eventually {
+        #expect(await eventually {
             var acknowledged: Set<UInt16> = []
             for case .transportFeedback(let feedback) in publisher.publisherRTCP.withLockedValue({ $0 }) {
                 for (offset, packet) in feedback.packets.enumerated() where packet.status != .notReceived {
@@ -335,20 +336,20 @@ struct SFURTCPTests {
                                                                          tokenWarning: 58),
                                       group: SFUTests.group)
         let client = TestClient(uid: "t", sfu: sfu, group: SFUTests.group)
-        _ = try await client.join(channel: "room", token: token("t", ttl: 60))
-        #expect(try await eventually(5) { client.messages.contains { if case .tokenWillExpire = $0.message { return true }; return false } })
-        let id = client.send(.refreshToken(token: token("t", ttl: 3600)))
+        _ = try await client.join(channel: "room", token: testToken(uid: "t", ttl: 60))
+        #expect(await eventually(5) { client.messages.contains { if case .tokenWillExpire = $0.message { return true }; return false } })
+        let id = client.send(.refreshToken(token: testToken(uid: "t", ttl: 3600)))
         guard case .tokenRefreshed(let expiry)? = try await client.reply(to: id) else { Issue.record("no refresh"); return }
         #expect(expiry > Int64(Date().timeIntervalSince1970) + 3000)
         #expect(try await sfu.participants(in: "room").get().map(\.uid) == ["t"])
         // A refresh with a token for someone else is refused.
-        let bad = client.send(.refreshToken(token: token("other")))
+        let bad = client.send(.refreshToken(token: testToken(uid: "other")))
         guard case .error(let error)? = try await client.reply(to: bad) else { Issue.record("accepted"); return }
         #expect(error.code == .tokenWrongUID)
         // A short token expires: the participant is told and removed.
         let short = TestClient(uid: "short", sfu: sfu, group: SFUTests.group)
-        _ = try await short.join(channel: "room", token: token("short", ttl: 2))
-        #expect(try await eventually(6) { short.messages.contains { $0.message == .leave(reason: .tokenExpired) } })
+        _ = try await short.join(channel: "room", token: testToken(uid: "short", ttl: 2))
+        #expect(await eventually(6) { short.messages.contains { $0.message == .leave(reason: .tokenExpired) } })
         #expect(try await sfu.participants(in: "room").get().map(\.uid) == ["t"])
         await sfu.shutdown()
     }

@@ -5,6 +5,7 @@ import RTCConventions
 import RTCServer
 import RTCTransport
 import Signaling
+import TestKit
 import Testing
 
 @Suite("Screen-share uid convention with a configurable suffix", .serialized)
@@ -43,18 +44,18 @@ struct ScreenShareSuffixTests {
         let viewer = TestClient(uid: "bob", sfu: sfu, group: Self.group)
         let share = TestClient(uid: "alice-screen", sfu: sfu, group: Self.group)
         let other = TestClient(uid: "alice_sub", sfu: sfu, group: Self.group)
-        guard case .joined(let hostJoined)? = try await host.join(channel: "room", token: token("alice")) else {
+        guard case .joined(let hostJoined)? = try await host.join(channel: "room", token: testToken(uid: "alice")) else {
             Issue.record("host did not join")
             return
         }
         #expect(hostJoined.screenShareSuffix == "-screen")
-        _ = try await viewer.join(channel: "room", token: token("bob"))
-        guard case .joined(let joined)? = try await share.join(channel: "room", token: token("alice-screen"), autoSubscribe: false) else {
+        _ = try await viewer.join(channel: "room", token: testToken(uid: "bob"))
+        guard case .joined(let joined)? = try await share.join(channel: "room", token: testToken(uid: "alice-screen"), autoSubscribe: false) else {
             Issue.record("share did not join")
             return
         }
         #expect(joined.participant.kind == .screenShare(owner: "alice"))
-        guard case .joined(let otherJoined)? = try await other.join(channel: "room", token: token("alice_sub"), autoSubscribe: false) else {
+        guard case .joined(let otherJoined)? = try await other.join(channel: "room", token: testToken(uid: "alice_sub"), autoSubscribe: false) else {
             Issue.record("alice_sub did not join")
             return
         }
@@ -66,12 +67,12 @@ struct ScreenShareSuffixTests {
                 return list.contains { $0.uid == uid }
             }
         }
-        #expect(try await eventually { listed("alice-screen", to: viewer) && listed("alice_sub", to: host) })
+        #expect(await eventually { listed("alice-screen", to: viewer) && listed("alice_sub", to: host) })
         #expect(!listed("alice-screen", to: host))
         // The owner leaves: the share goes with it, alice_sub stays.
         host.send(.leave(reason: .clientRequest))
-        #expect(try await eventually { share.messages.contains { $0.message == .leave(reason: .ownerLeft) } })
-        #expect(try await eventually { try await sfu.participants(in: "room").get().map(\.uid) == ["alice_sub", "bob"] })
+        #expect(await eventually { share.messages.contains { $0.message == .leave(reason: .ownerLeft) } })
+        #expect(await eventually { try await sfu.participants(in: "room").get().map(\.uid) == ["alice_sub", "bob"] })
         for client in [host, viewer, share, other] { await client.close() }
         await sfu.shutdown()
     }

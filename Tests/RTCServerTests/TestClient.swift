@@ -5,6 +5,7 @@ import NIOPosix
 import RTCServer
 import RTCTransport
 import Signaling
+import TestKit
 
 /// A signaling connection in memory: what the server sends is collected.
 final class MemoryPeer: SignalingPeer, @unchecked Sendable {
@@ -20,15 +21,6 @@ final class MemoryPeer: SignalingPeer, @unchecked Sendable {
     }
 
     func close() { closed.withLockedValue { $0 = true } }
-}
-
-func eventually(_ seconds: Double = 10, _ condition: () async throws -> Bool) async throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try await condition() { return true }
-        try await Task.sleep(nanoseconds: 10_000_000)
-    }
-    return try await condition()
 }
 
 /// A test participant built on RTCTransport alone (no codecs): signaling in memory, a publisher
@@ -72,7 +64,7 @@ final class TestClient: @unchecked Sendable {
     var messages: [ServerEnvelope] { peer.messages.withLockedValue { $0 } }
 
     func reply(to id: UInt32) async throws -> ServerMessage? {
-        _ = try await eventually { self.messages.contains { $0.requestID == id } }
+        _ = await eventually { self.messages.contains { $0.requestID == id } }
         return messages.first { $0.requestID == id }?.message
     }
 
@@ -96,7 +88,7 @@ final class TestClient: @unchecked Sendable {
         let id = send(.offer(SessionDescriptionMessage(transport: .publisher, sdp: offer.serialized)))
         guard case .answer(let answer)? = try await reply(to: id) else { return try await reply(to: id) }
         transport.start(remote: try SessionDescription(parsing: answer.sdp).transportParameters(offererRole: .client))
-        _ = try await eventually { try await transport.state.get() == .connected }
+        _ = await eventually { try await transport.state.get() == .connected }
         return .answer(answer)
     }
 
@@ -172,9 +164,4 @@ final class TestClient: @unchecked Sendable {
         await publisher?.close()
         await subscriber.withLockedValue { $0 }?.close()
     }
-}
-
-func token(_ uid: String, channel: String = "room", secret: String = "test-secret", grants: TokenGrants = .all, ttl: Int64 = 3600,
-           now: Int64 = Int64(Date().timeIntervalSince1970)) -> String {
-    AccessToken(uid: uid, channel: channel, grants: grants, now: now, ttl: ttl).signed(secret: secret)
 }

@@ -5,6 +5,7 @@ import NIOPosix
 import RTCServer
 import RTCTransport
 import Signaling
+import TestKit
 import Testing
 
 /// Sends a plain HTTP GET over TCP and returns the response text.
@@ -49,8 +50,8 @@ struct WebSocketServerTests {
         let bob = try SignalingClient(url: url, group: Self.group)
         try await alice.connect()
         try await bob.connect()
-        guard case .joined = try await alice.request(.join(JoinRequest(token: token("alice"), channel: "room", uid: "alice"))),
-              case .joined = try await bob.request(.join(JoinRequest(token: token("bob"), channel: "room", uid: "bob")))
+        guard case .joined = try await alice.request(.join(JoinRequest(token: testToken(uid: "alice"), channel: "room", uid: "alice"))),
+              case .joined = try await bob.request(.join(JoinRequest(token: testToken(uid: "bob"), channel: "room", uid: "bob")))
         else { Issue.record("join failed"); return }
         // Bob answers subscriber offers with a transport of his own.
         let bobTransport = try await MediaTransport.bind(.client(), group: Self.group)
@@ -79,14 +80,14 @@ struct WebSocketServerTests {
         guard case .answer(let answer) = try await alice.request(.offer(SessionDescriptionMessage(transport: .publisher, sdp: offer.serialized)))
         else { Issue.record("no answer"); return }
         aliceTransport.start(remote: try SessionDescription(parsing: answer.sdp).transportParameters())
-        #expect(try await eventually { try await aliceTransport.state.get() == .connected })
-        #expect(try await eventually { try await bobTransport.state.get() == .connected })
+        #expect(await eventually { try await aliceTransport.state.get() == .connected })
+        #expect(await eventually { try await bobTransport.state.get() == .connected })
         try await Task.sleep(nanoseconds: 100_000_000)
         aliceTransport.sendRTP(batch: (0..<30).map { sequence in
             RTPPacket(header: RTPHeader(payloadType: 96, sequenceNumber: UInt16(sequence), timestamp: 0, ssrc: 77),
                       payload: ByteBuffer(bytes: [1, 2, 3])).serialized
         })
-        #expect(try await eventually { received.withLockedValue { $0 } == 30 })
+        #expect(await eventually { received.withLockedValue { $0 } == 30 })
         // Health and metrics over HTTP on the same port.
         let address = try #require(app.signalingAddress)
         #expect(try httpGet(address, "/healthz").contains("200 OK"))
@@ -121,7 +122,7 @@ struct WebSocketServerTests {
         #expect(await errors.value.sorted() == [1001, 1002, 1003])
         // Before join, a request is refused with notJoined; after join, it works.
         await #expect(throws: SignalingError.self) { try await client.request(.mute(MuteRequest(trackSid: "x", muted: true))) }
-        guard case .joined = try await client.request(.join(JoinRequest(token: token("u"), channel: "room", uid: "u"))) else {
+        guard case .joined = try await client.request(.join(JoinRequest(token: testToken(uid: "u"), channel: "room", uid: "u"))) else {
             Issue.record("join failed after bad input")
             return
         }
@@ -134,17 +135,17 @@ struct WebSocketServerTests {
         let (app, url) = try await start()
         let client = try SignalingClient(url: url, group: Self.group)
         try await client.connect()
-        guard case .joined(let joined) = try await client.request(.join(JoinRequest(token: token("r"), channel: "room", uid: "r"))) else {
+        guard case .joined(let joined) = try await client.request(.join(JoinRequest(token: testToken(uid: "r"), channel: "room", uid: "r"))) else {
             Issue.record("join failed")
             return
         }
         await client.dropConnection()
-        #expect(try await eventually { await client.resumes == 1 })
+        #expect(await eventually { await client.resumes == 1 })
         let participants = try await app.sfu.participants(in: "room").get()
         #expect(participants.map(\.sid) == [joined.participant.sid])
         guard case .pong = try await client.request(.ping(timestamp: 3)) else { Issue.record("no pong after resume"); return }
         await client.close()
-        #expect(try await eventually { try await app.sfu.participants(in: "room").get().isEmpty })
+        #expect(await eventually { try await app.sfu.participants(in: "room").get().isEmpty })
         await app.shutdown()
     }
 
@@ -153,7 +154,7 @@ struct WebSocketServerTests {
         let (app, url) = try await start()
         let client = try SignalingClient(url: url, group: Self.group)
         try await client.connect()
-        _ = try await client.request(.join(JoinRequest(token: token("s"), channel: "room", uid: "s")))
+        _ = try await client.request(.join(JoinRequest(token: testToken(uid: "s"), channel: "room", uid: "s")))
         let leave = Task { () -> LeaveReason? in
             for await event in client.events { if case .leave(let reason) = event { return reason } }
             return nil
@@ -196,7 +197,7 @@ struct SecureSignalingTests {
         trusting.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(certificate))
         let client = try SignalingClient(url: url, group: WebSocketServerTests.group, tls: trusting)
         try await client.connect()
-        guard case .joined = try await client.request(.join(JoinRequest(token: token("tls"), channel: "room", uid: "tls"))) else {
+        guard case .joined = try await client.request(.join(JoinRequest(token: testToken(uid: "tls"), channel: "room", uid: "tls"))) else {
             Issue.record("join over wss failed")
             return
         }

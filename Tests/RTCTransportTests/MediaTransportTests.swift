@@ -2,6 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import TestKit
 import Testing
 @testable import RTCTransport
 
@@ -9,15 +10,6 @@ import Testing
 final class Received: Sendable {
     let rtp = NIOLockedValueBox<[ByteBuffer]>([])
     let states = NIOLockedValueBox<[MediaTransportState]>([])
-}
-
-func waitUntil(_ seconds: Double = 10, _ condition: () async throws -> Bool) async throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try await condition() { return true }
-        try await Task.sleep(nanoseconds: 10_000_000)
-    }
-    return try await condition()
 }
 
 func rtpPacket(ssrc: UInt32, sequence: UInt16, payload: [UInt8]) -> ByteBuffer {
@@ -64,7 +56,7 @@ struct MediaTransportTests {
     func exchange() async throws {
         let pair = try await makePair()
         defer { Task { await pair.client.close(); await pair.server.close() } }
-        #expect(try await waitUntil { try await bothConnected(pair) })
+        #expect(await eventually { try await bothConnected(pair) })
         for sequence in UInt16(0)..<100 {
             pair.server.sendRTP(rtpPacket(ssrc: 2, sequence: sequence, payload: Array("from server \(sequence)".utf8)))
         }
@@ -75,7 +67,7 @@ struct MediaTransportTests {
                 return rtpPacket(ssrc: 1, sequence: sequence, payload: Array("from client \(sequence)".utf8))
             })
         }
-        #expect(try await waitUntil { pair.clientReceived.rtp.withLockedValue { $0.count } == 100
+        #expect(await eventually { pair.clientReceived.rtp.withLockedValue { $0.count } == 100
             && pair.serverReceived.rtp.withLockedValue { $0.count } == 100 })
         let atServer = try pair.serverReceived.rtp.withLockedValue { $0 }.map { try RTPPacket(parsing: $0) }
         #expect(atServer.map(\.header.sequenceNumber) == Array(0..<100) && atServer.allSatisfy { $0.header.ssrc == 1 })
@@ -90,7 +82,7 @@ struct MediaTransportTests {
     func wrongFingerprint() async throws {
         let pair = try await makePair(tamperServerFingerprint: true)
         defer { Task { await pair.client.close(); await pair.server.close() } }
-        #expect(try await waitUntil {
+        #expect(await eventually {
             if case .failed = try await pair.client.state.get() { return true }
             return false
         })
@@ -110,7 +102,7 @@ struct MediaTransportTests {
         let start = Date()
         client.start(remote: TransportParameters(ice: .random(), fingerprint: try DTLSCertificate().fingerprint,
                                                  candidates: [silent.localAddress!], dtlsRole: .server))
-        #expect(try await waitUntil(5) {
+        #expect(await eventually(5) {
             if case .failed = try await client.state.get() { return true }
             return false
         })
@@ -122,7 +114,7 @@ struct MediaTransportTests {
     func garbage() async throws {
         let pair = try await makePair()
         defer { Task { await pair.client.close(); await pair.server.close() } }
-        #expect(try await waitUntil { try await bothConnected(pair) })
+        #expect(await eventually { try await bothConnected(pair) })
         let noise = try await DatagramBootstrap(group: Self.group).bind(host: "127.0.0.1", port: 0).get()
         defer { noise.close(promise: nil) }
         let serverAddress = try #require(pair.server.localAddress)
@@ -135,7 +127,7 @@ struct MediaTransportTests {
             pair.client.sendRaw(ByteBuffer(bytes: [0x17, 0xFE, 0xFD] + junk))
             pair.client.sendRTP(rtpPacket(ssrc: 1, sequence: sequence, payload: [1, 2, 3]))
         }
-        #expect(try await waitUntil { pair.serverReceived.rtp.withLockedValue { $0.count } == 50 })
+        #expect(await eventually { pair.serverReceived.rtp.withLockedValue { $0.count } == 50 })
         let stats = try await pair.server.stats.get()
         #expect(stats.datagramsDropped >= 50 && stats.srtpAuthenticationFailures >= 40, "\(stats)")
         #expect(try await pair.server.state.get() == .connected)
@@ -145,25 +137,25 @@ struct MediaTransportTests {
     func replay() async throws {
         let pair = try await makePair()
         defer { Task { await pair.client.close(); await pair.server.close() } }
-        #expect(try await waitUntil { try await bothConnected(pair) })
+        #expect(await eventually { try await bothConnected(pair) })
         let captured = NIOLockedValueBox<ByteBuffer?>(nil)
         try await pair.client.channel.eventLoop.submit {
             pair.client.onDatagramSent = { bytes, _ in captured.withLockedValue { if $0 == nil { $0 = bytes } } }
         }.get()
         pair.client.sendRTP(rtpPacket(ssrc: 1, sequence: 1, payload: [9, 9, 9]))
-        #expect(try await waitUntil { pair.serverReceived.rtp.withLockedValue { $0.count } == 1 })
+        #expect(await eventually { pair.serverReceived.rtp.withLockedValue { $0.count } == 1 })
         let protected = try #require(captured.withLockedValue { $0 })
         for _ in 0..<3 { pair.client.sendRaw(protected) }
-        #expect(try await waitUntil { try await pair.server.stats.get().srtpReplaysDropped == 3 })
+        #expect(await eventually { try await pair.server.stats.get().srtpReplaysDropped == 3 })
         #expect(pair.serverReceived.rtp.withLockedValue { $0.count } == 1)
     }
 
     @Test("close sends close_notify and the peer closes")
     func closing() async throws {
         let pair = try await makePair()
-        #expect(try await waitUntil { try await bothConnected(pair) })
+        #expect(await eventually { try await bothConnected(pair) })
         await pair.client.close()
-        #expect(try await waitUntil { try await pair.server.state.get() == .closed })
+        #expect(await eventually { try await pair.server.state.get() == .closed })
         await pair.server.close()
     }
 }
@@ -188,8 +180,8 @@ struct SharedMediaPortTests {
             sessions.append(session)
         }
         for (client, session) in zip(clients, sessions) {
-            #expect(try await waitUntil { try await client.state.get() == .connected })
-            #expect(try await waitUntil { try await session.state.get() == .connected })
+            #expect(await eventually { try await client.state.get() == .connected })
+            #expect(await eventually { try await session.state.get() == .connected })
         }
         #expect(Set(sessions.map(\.localParameters.ice.ufrag)).count == 3)
         #expect(Set(sessions.map(\.localParameters.fingerprint)).count == 1)  // one certificate per port
@@ -201,15 +193,15 @@ struct SharedMediaPortTests {
             try await stranger.writeAndFlush(AddressedEnvelope(remoteAddress: port.localAddress!, data: ByteBuffer(bytes: [0x80, 0x60, 1, 2])))
         }
         for index in 0..<3 {
-            #expect(try await waitUntil { received[index].rtp.withLockedValue { $0.count } == 20 })
+            #expect(await eventually { received[index].rtp.withLockedValue { $0.count } == 20 })
             let ssrcs = try Set(received[index].rtp.withLockedValue { $0 }.map { try RTPPacket(parsing: $0).header.ssrc })
             #expect(ssrcs == [UInt32(100 + index)])
         }
-        #expect(try await waitUntil { try await port.unroutableDatagrams.get() == 10 })
+        #expect(await eventually { try await port.unroutableDatagrams.get() == 10 })
         // Removing one session leaves the others working.
         await port.remove(sessions[0])
         clients[1].sendRTP(rtpPacket(ssrc: 101, sequence: 20, payload: [1]))
-        #expect(try await waitUntil { received[1].rtp.withLockedValue { $0.count } == 21 })
+        #expect(await eventually { received[1].rtp.withLockedValue { $0.count } == 21 })
         try await stranger.close()
         for client in clients { await client.close() }
         await port.close()
@@ -254,10 +246,10 @@ struct MobilityTests {
         var remote = server.localParameters
         remote.candidates = [serverAddress]
         client.start(remote: remote)
-        #expect(try await waitUntil { try await client.state.get() == .connected })
-        #expect(try await waitUntil { try await server.selectedAddress.get() == a.localAddress })
+        #expect(await eventually { try await client.state.get() == .connected })
+        #expect(await eventually { try await server.selectedAddress.get() == a.localAddress })
         client.sendRTP(rtpPacket(ssrc: 9, sequence: 1, payload: [1]))
-        #expect(try await waitUntil { received.rtp.withLockedValue { $0.count } == 1 })
+        #expect(await eventually { received.rtp.withLockedValue { $0.count } == 1 })
         // Move to socket B. Media from B is not routed until a valid check comes from B ...
         current.withLockedValue { $0 = b }
         client.sendRTP(rtpPacket(ssrc: 9, sequence: 2, payload: [2]))
@@ -268,9 +260,9 @@ struct MobilityTests {
         try await port.channel.eventLoop.submit {
             _ = server.ice.restart(local: server.ice.local, remote: newCredentials, candidates: [], now: MediaSession.now())
         }.get()
-        #expect(try await waitUntil { try await server.selectedAddress.get() == b.localAddress })
+        #expect(await eventually { try await server.selectedAddress.get() == b.localAddress })
         client.sendRTP(rtpPacket(ssrc: 9, sequence: 3, payload: [3]))
-        #expect(try await waitUntil { received.rtp.withLockedValue { $0.count } == 2 })
+        #expect(await eventually { received.rtp.withLockedValue { $0.count } == 2 })
         #expect(try await server.state.get() == .connected)
         await client.close()
         try await a.close()
@@ -288,7 +280,7 @@ struct MobilityTests {
         server.start(remote: TransportParameters(ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint,
                                                  candidates: [], dtlsRole: .client))
         client.start(remote: server.localParameters)
-        #expect(try await waitUntil { try await client.state.get() == .connected })
+        #expect(await eventually { try await client.state.get() == .connected })
         // Both sides take new credentials, as after an offer/answer with new ice-ufrag/ice-pwd.
         let serverNew = ICECredentials.random()
         let clientNew = ICECredentials.random()
@@ -298,12 +290,12 @@ struct MobilityTests {
         // offerer starts checking with them.
         server.session.restartICE(local: serverNew, remote: TransportParameters(ice: clientNew, fingerprint: client.localParameters.fingerprint,
                                                                                 candidates: [], dtlsRole: .client))
-        #expect(try await waitUntil { try await server.session.localCredentials.get() == serverNew })
+        #expect(await eventually { try await server.session.localCredentials.get() == serverNew })
         client.session.restartICE(local: clientNew, remote: serverParameters)
-        #expect(try await waitUntil { try await client.session.localCredentials.get() == clientNew })
-        #expect(try await waitUntil { try await client.state.get() == .connected })
+        #expect(await eventually { try await client.session.localCredentials.get() == clientNew })
+        #expect(await eventually { try await client.state.get() == .connected })
         client.sendRTP(rtpPacket(ssrc: 5, sequence: 1, payload: [7]))
-        #expect(try await waitUntil { received.rtp.withLockedValue { $0.count } == 1 })
+        #expect(await eventually { received.rtp.withLockedValue { $0.count } == 1 })
         await client.close()
         await server.close()
     }
@@ -324,21 +316,21 @@ struct MobilityTests {
         let clientFirst = client.localParameters
         server.start(remote: TransportParameters(ice: clientFirst.ice, fingerprint: clientFirst.fingerprint, candidates: [], dtlsRole: .client))
         client.start(remote: server.localParameters)
-        #expect(try await waitUntil { try await client.state.get() == .connected })
+        #expect(await eventually { try await client.state.get() == .connected })
         // The server takes new credentials the client does not know: its consent checks go unanswered.
         let serverNew = ICECredentials.random(), clientNew = ICECredentials.random()
         server.session.restartICE(local: serverNew, remote: TransportParameters(ice: clientNew, fingerprint: clientFirst.fingerprint,
                                                                                 candidates: [], dtlsRole: .client))
-        #expect(try await waitUntil(5) {
+        #expect(await eventually(5) {
             if case .failed = try await client.state.get() { return true }
             return false
         })
         var serverParameters = server.localParameters
         serverParameters.ice = serverNew
         client.session.restartICE(local: clientNew, remote: serverParameters)
-        #expect(try await waitUntil { try await client.state.get() == .connected })
+        #expect(await eventually { try await client.state.get() == .connected })
         client.sendRTP(rtpPacket(ssrc: 5, sequence: 1, payload: [7]))
-        #expect(try await waitUntil { received.rtp.withLockedValue { $0.count } == 1 })
+        #expect(await eventually { received.rtp.withLockedValue { $0.count } == 1 })
         let seen = states.withLockedValue { $0 }
         #expect(seen.contains { if case .disconnected = $0 { true } else { false } })
         #expect(seen.suffix(2) == [.connecting, .connected], "\(seen)")

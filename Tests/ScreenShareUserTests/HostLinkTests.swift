@@ -34,7 +34,7 @@ struct HostLinkTests {
 
     func setup(_ server: TestServer, mode: ScreenShareMode = .standalone) -> ScreenShareSetup {
         ScreenShareSetup(configuration: ScreenShareConfiguration(serverURL: server.url, channel: Self.channel, hostUID: "1001",
-                                                                 token: server.token("1001_sub", channel: Self.channel)),
+                                                                 token: testToken(uid: "1001_sub", channel: Self.channel)),
                          mode: mode, source: "pattern")
     }
 
@@ -49,7 +49,7 @@ struct HostLinkTests {
         let server = try await TestServer()
         let viewer = server.engine()
         let viewerEvents = EventLog(viewer)
-        try await viewer.join(token: server.token("2001", channel: Self.channel), channel: Self.channel, uid: "2001")
+        try await viewer.join(token: testToken(uid: "2001", channel: Self.channel), channel: Self.channel, uid: "2001")
         let host = try ScreenShareHost(linkPath: linkPath())
         let events = HostEvents(host)
         if lean {
@@ -137,7 +137,7 @@ struct HostLinkTests {
     func hostLeaves() async throws {
         let server = try await TestServer()
         let hostEngine = server.engine()
-        try await hostEngine.join(token: server.token("1001", channel: Self.channel), channel: Self.channel, uid: "1001")
+        try await hostEngine.join(token: testToken(uid: "1001", channel: Self.channel), channel: Self.channel, uid: "1001")
         let host = try ScreenShareHost(linkPath: linkPath())
         let events = HostEvents(host)
         try host.launchSharer(executable: cliPath, arguments: ["share", "--link", host.linkPath])

@@ -25,9 +25,9 @@ struct ResilienceTests {
             guard frame.uid == "1001_sub" else { return }
             decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) }
         }
-        try await viewer.join(token: server.token("2001", channel: "lossy"), channel: "lossy", uid: "2001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "lossy"), channel: "lossy", uid: "2001")
         let session = ScreenShareSession(configuration: ScreenShareConfiguration(
-            serverURL: server.url, channel: "lossy", hostUID: "1001", token: server.token("1001_sub", channel: "lossy")))
+            serverURL: server.url, channel: "lossy", hostUID: "1001", token: testToken(uid: "1001_sub", channel: "lossy")))
         try await session.start()
         let pushing = Task.detached {
             let generator = try? PatternGenerator(kind: .screen, size: VideoSize(width: 1280, height: 720))
@@ -89,8 +89,8 @@ struct AudioResilienceTests {
         host.setAudioProcessing(enabled: false)
         let played = NIOLockedValueBox<[(at: Int64, samples: [Int16])]>([])
         viewer.setRemoteAudioSink { frame in played.withLockedValue { $0.append((MediaClock.monotonicUs(), frame.frame.int16Samples)) } }
-        try await viewer.join(token: server.token("2001", channel: "burst"), channel: "burst", uid: "2001")
-        try await host.join(token: server.token("1001", channel: "burst"), channel: "burst", uid: "1001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "burst"), channel: "burst", uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: "burst"), channel: "burst", uid: "1001")
         let tone = pushTone(host, frequency: 440, sampleRate: 48000)
         #expect(await eventually(10) { played.withLockedValue { $0.count } >= 25 })
         let start = MediaClock.monotonicUs()
@@ -131,8 +131,8 @@ struct BlackoutTests {
         try await host.enableVideo()
         let decoded = NIOLockedValueBox<[Int64]>([])
         viewer.setRemoteVideoSink { _ in decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
-        try await viewer.join(token: server.token("2001", channel: "dark"), channel: "dark", uid: "2001")
-        try await host.join(token: server.token("1001", channel: "dark"), channel: "dark", uid: "1001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "dark"), channel: "dark", uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: "dark"), channel: "dark", uid: "1001")
         let video = pushPattern(host)
         defer { video.cancel() }
         #expect(await eventually { decoded.withLockedValue { $0.count } >= 15 })
@@ -170,8 +170,8 @@ struct BlackoutTests {
         try await host.enableVideo()
         let decoded = NIOLockedValueBox<[Int64]>([])
         viewer.setRemoteVideoSink { _ in decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
-        try await viewer.join(token: server.token("2001", channel: "path"), channel: "path", uid: "2001")
-        try await host.join(token: server.token("1001", channel: "path"), channel: "path", uid: "1001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "path"), channel: "path", uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: "path"), channel: "path", uid: "1001")
         let video = pushPattern(host)
         defer { video.cancel() }
         #expect(await eventually { decoded.withLockedValue { $0.count } >= 15 })
@@ -238,7 +238,7 @@ struct CongestionTests {
         try sender.setVideoEncoderConfiguration(VideoEncoderConfiguration(
             dimensions: VideoSize(width: 1280, height: 720), frameRate: 30, bitrateKbps: 3000))
         try await sender.enableVideo()
-        try await sender.join(token: server.token("1001", channel: "steps"), channel: "steps", uid: "1001")
+        try await sender.join(token: testToken(uid: "1001", channel: "steps"), channel: "steps", uid: "1001")
         let camera = pushPattern(sender, kind: .camera, size: VideoSize(width: 1280, height: 720), fps: 30)
         defer { camera.cancel() }
         proxy.traceUpstream(true)
@@ -299,8 +299,8 @@ struct CongestionTests {
         try await host.enableVideo()
         let decoded = NIOLockedValueBox<[Int64]>([])
         viewer.setRemoteVideoSink { _ in decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
-        try await viewer.join(token: server.token("2001", channel: "downlink"), channel: "downlink", uid: "2001")
-        try await host.join(token: server.token("1001", channel: "downlink"), channel: "downlink", uid: "1001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "downlink"), channel: "downlink", uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: "downlink"), channel: "downlink", uid: "1001")
         let camera = pushPattern(host, kind: .camera, size: VideoSize(width: 1280, height: 720), fps: 30)
         defer { camera.cancel() }
         try await Task.sleep(for: .seconds(10))  // the leg's estimate comes down, the publisher follows
@@ -365,8 +365,8 @@ struct CongestionTests {
         viewer.setRemoteVideoSink { frame in
             decoded.withLockedValue { $0.append((MediaClock.monotonicUs(), frame.frame.width, frame.frame.height)) }
         }
-        try await viewer.join(token: server.token("2001", channel: "degrade"), channel: "degrade", uid: "2001")
-        try await host.join(token: server.token("1001", channel: "degrade"), channel: "degrade", uid: "1001",
+        try await viewer.join(token: testToken(uid: "2001", channel: "degrade"), channel: "degrade", uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: "degrade"), channel: "degrade", uid: "1001",
                             options: JoinOptions(videoSource: screen ? .screen : .camera))
         let video = pushPattern(host, kind: screen ? .screen : .camera, size: VideoSize(width: 1280, height: 720), fps: screen ? 15 : 30)
         defer { video.cancel() }

@@ -63,9 +63,9 @@ struct ShareScene {
         let viewer = server.engine()
         let viewerEvents = EventLog(viewer)
         let frames = FrameLog(viewer, uid: "1001_sub")
-        try await viewer.join(token: server.token("2001", channel: channel), channel: channel, uid: "2001")
+        try await viewer.join(token: testToken(uid: "2001", channel: channel), channel: channel, uid: "2001")
         let session = ScreenShareSession(configuration: ScreenShareConfiguration(
-            serverURL: server.url, channel: channel, hostUID: "1001", token: server.token("1001_sub", channel: channel),
+            serverURL: server.url, channel: channel, hostUID: "1001", token: testToken(uid: "1001_sub", channel: channel),
             policy: ScreenSharePolicy(profile: profile)))
         try await session.start()
         return ShareScene(server: server, viewer: viewer, viewerEvents: viewerEvents, frames: frames, session: session)
@@ -84,7 +84,7 @@ struct ScreenShareSessionTests {
 
     func share(_ server: TestServer, host: String = "1001", profile: ScreenShareProfile = .default) -> ScreenShareSession {
         ScreenShareSession(configuration: ScreenShareConfiguration(
-            serverURL: server.url, channel: Self.channel, hostUID: host, token: server.token(host + "_sub", channel: Self.channel),
+            serverURL: server.url, channel: Self.channel, hostUID: host, token: testToken(uid: host + "_sub", channel: Self.channel),
             policy: ScreenSharePolicy(profile: profile)))
     }
 
@@ -95,8 +95,8 @@ struct ScreenShareSessionTests {
         let hostEvents = EventLog(host), viewerEvents = EventLog(viewer)
         let frames = FrameLog(viewer, uid: "1001_sub")
         try await host.enableVideo()
-        try await host.join(token: server.token("1001", channel: Self.channel), channel: Self.channel, uid: "1001")
-        try await viewer.join(token: server.token("2001", channel: Self.channel), channel: Self.channel, uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: Self.channel), channel: Self.channel, uid: "1001")
+        try await viewer.join(token: testToken(uid: "2001", channel: Self.channel), channel: Self.channel, uid: "2001")
         let camera = pushPattern(host)
         defer { camera.cancel() }
         let session = share(server)
@@ -144,8 +144,8 @@ struct ScreenShareSessionTests {
         let hostEvents = EventLog(host), viewerEvents = EventLog(viewer)
         let hostFrames = FrameLog(host, uid: "1001_sub"), viewerFrames = FrameLog(viewer, uid: "1001_sub")
         try await viewer.subscribe(uid: "1001_sub")
-        try await host.join(token: server.token("1001", channel: Self.channel), channel: Self.channel, uid: "1001")
-        try await viewer.join(token: server.token("2001", channel: Self.channel), channel: Self.channel, uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: Self.channel), channel: Self.channel, uid: "1001")
+        try await viewer.join(token: testToken(uid: "2001", channel: Self.channel), channel: Self.channel, uid: "2001")
         let session = share(server)
         try await session.start()
         let pushing = feed(session, size: VideoSize(width: 1280, height: 720), moving: true, fps: 15)
@@ -281,8 +281,8 @@ struct ScreenShareSessionTests {
         let server = try await TestServer()
         let host = server.engine(), viewer = server.engine()
         let viewerEvents = EventLog(viewer)
-        try await viewer.join(token: server.token("2001", channel: Self.channel), channel: Self.channel, uid: "2001")
-        try await host.join(token: server.token("1001", channel: Self.channel), channel: Self.channel, uid: "1001")
+        try await viewer.join(token: testToken(uid: "2001", channel: Self.channel), channel: Self.channel, uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: Self.channel), channel: Self.channel, uid: "1001")
         let session = share(server)
         let finished = NIOLockedValueBox<ScreenShareFinishReason?>(nil)
         let watching = Task {

@@ -67,9 +67,9 @@ struct X11ShareTests {
             latest.withLockedValue { $0 = frame.frame }
             count.withLockedValue { $0 += 1 }
         }
-        try await viewer.join(token: server.token("2001", channel: "x11"), channel: "x11", uid: "2001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "x11"), channel: "x11", uid: "2001")
         let session = ScreenShareSession(configuration: ScreenShareConfiguration(
-            serverURL: server.url, channel: "x11", hostUID: "1001", token: server.token("1001_sub", channel: "x11")))
+            serverURL: server.url, channel: "x11", hostUID: "1001", token: testToken(uid: "1001_sub", channel: "x11")))
         try await session.start()
         let source = try X11ScreenSource(display: display.name)
         #expect(source.size == size)
@@ -101,10 +101,5 @@ struct X11ShareTests {
         try psnr.add(reference: VideoFrame(buffer: reference, timestampUs: 0), distorted: decoded)
         #expect(psnr.psnr >= 30, "PSNR \(psnr.psnr) dB")
         _ = display
-    }
-
-    @Test("bad X11 settings give clear errors")
-    func badSettings() {
-        #expect(throws: ScreenSourceError.self) { try X11ScreenSource(display: ":4242") }
     }
 }

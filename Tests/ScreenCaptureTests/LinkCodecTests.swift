@@ -1,6 +1,6 @@
 import Foundation
 import RTCFuzzHarness
-import ScreenShareUser
+import ScreenCapture
 import Testing
 
 /// The host ↔ sharer link's wire format: every message round-trips, bad bytes give a typed error.

@@ -1,5 +1,5 @@
 import Testing
-@testable import RTCCore
+import RTCMedia
 
 @Suite("Conversion and scaling (libyuv)")
 struct FrameConverterTests {

@@ -1,5 +1,5 @@
 import Glibc
-import ScreenShareUser
+import ScreenCapture
 import Testing
 
 /// Raw frames on a descriptor (`ffmpeg ... -f rawvideo - | rtc-cli join ... --source -`).

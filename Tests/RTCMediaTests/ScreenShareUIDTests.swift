@@ -1,5 +1,5 @@
 import Testing
-import ScreenShareUser
+import RTCMedia
 
 @Suite("Screen-share uids")
 struct ScreenShareUIDTests {
