@@ -8,6 +8,10 @@ public struct MediaFileError: Error, Sendable, CustomStringConvertible {
         let name: String
         /// The file could not be opened, created or written by the operating system.
         public static let io = Kind(name: "I/O error")
+        /// A write failed because the file system is full (ENOSPC, or EDQUOT over a quota).
+        public static let noSpace = Kind(name: "no space left")
+        /// A file that must be new already exists (an exclusive create).
+        public static let exists = Kind(name: "file exists")
         /// The bytes are not this format at all (wrong magic).
         public static let wrongFormat = Kind(name: "wrong format")
         /// The file is this format but uses a feature this SDK does not read or write.

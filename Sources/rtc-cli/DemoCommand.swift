@@ -98,7 +98,7 @@ struct DemoCommand: AsyncParsableCommand {
         }
         print("")
         print("recordings (viewer 2001):")
-        for file in files { print("  \(file.path)  \(file.units) \(file.path.hasSuffix(".ivf") ? "frames" : "20 ms blocks")") }
+        for file in files { print("  " + Bot.describe(file).dropFirst("recorded ".count)) }
         print("try: ffprobe \(files.first?.path ?? out); ffplay \(files.first(where: { $0.path.hasSuffix(".ivf") })?.path ?? out)")
     }
 }

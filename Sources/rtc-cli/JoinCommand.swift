@@ -156,7 +156,7 @@ struct JoinCommand: AsyncParsableCommand {
             host.waitForSharer()
         }
         let files = await bot.stop()
-        for file in files { print("recorded \(file.path) (\(file.units) \(file.path.hasSuffix(".ivf") ? "frames" : "20 ms blocks"))") }
+        for file in files { print(Bot.describe(file)) }
     }
 }
 
@@ -186,8 +186,15 @@ final class Bot: Sendable {
         var recorder: ChannelRecorder?
         if let record {
             try makeDirectories(record)
-            recorder = ChannelRecorder(directory: record)
-            recorder?.attach(to: engine)
+            let made = ChannelRecorder(directory: record)
+            // One line per file that fails (a full disk, an unwritable folder); the bot goes on.
+            made.onError = { failure in
+                // One write(2) to fd 2: unbuffered, a whole line.
+                let line = Array("rtc-cli: recording error: \(failure.message)\n".utf8)
+                _ = line.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+            }
+            made.attach(to: engine)
+            recorder = made
         }
         let events = engine.events
         let latest = NIOLockedValueBox<RTCStats?>(nil), log = NIOLockedValueBox<[String]>([])
@@ -243,6 +250,14 @@ final class Bot: Sendable {
         await engine.leave()
         statsTask.cancel()
         return recorder?.finish() ?? []
+    }
+
+    /// One line for a recorded file: where, what, how much, and why it ended.
+    static func describe(_ file: ChannelRecorder.File) -> String {
+        let amount = file.kind == .video ? "\(file.units) frames" : "\(file.durationMs) ms"
+        let segment = file.segment > 1 ? ", segment \(file.segment)" : ""
+        let ended = file.ended.map { ", ended: \($0.rawValue)" } ?? ""
+        return "recorded \(file.path) (\(file.uid)/\(file.source) \(file.codec), \(amount)\(segment)\(ended))"
     }
 
     static func format(_ stats: RTCStats, uid: String) -> String {

@@ -227,12 +227,34 @@ public final class WAVWriter {
         dataBytes += samples.count * 2
     }
 
+    /// Bytes of sample data written so far.
+    public var dataSize: Int { dataBytes }
+
+    /// Writes the current RIFF and data sizes into the header and goes back to the end: a file cut
+    /// off later (a killed process) then still declares nearly all of its samples. Call it about
+    /// once a second while recording.
+    public func updateHeader() throws(MediaFileError) {
+        guard !finished else { return }
+        try patchHeader()
+    }
+
+    private func patchHeader() throws(MediaFileError) {
+        let end = output.position
+        try output.seek(to: 0)
+        try output.write(headerBytes(dataSize: dataBytes))
+        try output.seek(to: end)
+    }
+
     /// Writes the RIFF and data sizes and closes the file.
     public func finish() throws(MediaFileError) {
         guard !finished else { return }
         finished = true
-        try output.seek(to: 0)
-        try output.write(headerBytes(dataSize: dataBytes))
+        do throws(MediaFileError) {
+            try patchHeader()
+        } catch {
+            try? output.close()
+            throw error
+        }
         try output.close()
     }
 

@@ -216,3 +216,84 @@ public final class MemoryOutput: ByteOutput {
 
     public func close() throws(MediaFileError) { isClosed = true }
 }
+
+/// Writes a file with plain `pwrite` calls, no user-space buffer: every `write` is one system
+/// call, so what a call wrote is in the file (the page cache) even if the process is killed right
+/// after, and a frame handed over as one buffer is never split across a crash by a buffer flush.
+///
+/// A write that fails part-way (a full disk) is cut back: the file is truncated to where that
+/// write started, so it never ends inside a unit the caller wrote in one call. `seek` only moves
+/// the position the next write goes to (a header patch), and `end` is the file's length so far.
+public final class DirectFileOutput: ByteOutput {
+    private var descriptor: Int32
+    public let path: String
+    public private(set) var position = 0
+    /// Bytes in the file (the furthest any write reached).
+    public private(set) var end = 0
+
+    /// Creates `path`. With `exclusive` the file must not exist yet (`O_EXCL`): throws `.exists`
+    /// when it does, so nothing is ever overwritten; without, an existing file is truncated.
+    public init(path: String, exclusive: Bool, mode: mode_t = 0o644) throws(MediaFileError) {
+        self.path = path
+        let flags = O_WRONLY | O_CREAT | O_CLOEXEC | (exclusive ? O_EXCL : O_TRUNC)
+        let fd = open(path, flags, mode)
+        guard fd >= 0 else {
+            let code = errno
+            if code == EEXIST { throw MediaFileError(.exists, "cannot create \(path): it already exists") }
+            throw Self.error(code, "cannot create \(path)")
+        }
+        descriptor = fd
+    }
+
+    static func error(_ code: Int32, _ what: String) -> MediaFileError {
+        let reason = String(cString: strerror(code))
+        if code == ENOSPC || code == EDQUOT { return MediaFileError(.noSpace, "\(what): \(reason)") }
+        return MediaFileError(.io, "\(what): \(reason)")
+    }
+
+    public func write(_ bytes: UnsafeRawBufferPointer) throws(MediaFileError) {
+        guard descriptor >= 0 else { throw MediaFileError(.io, "cannot write \(path): already closed") }
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        let start = position
+        var done = 0
+        while done < bytes.count {
+            let wrote = pwrite(descriptor, base + done, bytes.count - done, off_t(start + done))
+            if wrote > 0 {
+                done += wrote
+                continue
+            }
+            let code = wrote == 0 ? ENOSPC : errno
+            if code == EINTR { continue }
+            // Cut back a partial append so the file ends at the last whole unit.
+            if done > 0 && start + done > end { _ = ftruncate(descriptor, off_t(max(start, end))) }
+            throw Self.error(code, "cannot write \(path)")
+        }
+        position = start + done
+        end = max(end, position)
+    }
+
+    public func seek(to offset: Int) throws(MediaFileError) {
+        guard descriptor >= 0 else { throw MediaFileError(.io, "cannot seek in \(path): already closed") }
+        guard offset >= 0 else { throw MediaFileError(.io, "cannot seek in \(path) to \(offset)") }
+        position = offset
+    }
+
+    public func close() throws(MediaFileError) {
+        guard descriptor >= 0 else { return }
+        let fd = descriptor
+        descriptor = -1
+        if closeDescriptor(fd) != 0 { throw Self.error(errno, "cannot finish writing \(path)") }
+    }
+
+    deinit {
+        if descriptor >= 0 { _ = closeDescriptor(descriptor) }
+    }
+}
+
+private func closeDescriptor(_ fd: Int32) -> Int32 {
+    #if canImport(Glibc)
+    Glibc.close(fd)
+    #else
+    Darwin.close(fd)
+    #endif
+}

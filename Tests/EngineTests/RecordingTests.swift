@@ -1,0 +1,260 @@
+import Foundation
+import NIOConcurrencyHelpers
+@testable import RTCCore
+import RTCTestSupport
+import Signaling
+import Testing
+
+/// `ChannelRecorder`: segments instead of overwrites, the manifest, a full disk, a killed bot.
+@Suite("Recordings", .serialized)
+struct RecordingTests {
+    static let size = VideoSize(width: 640, height: 360)
+
+    /// A publisher engine sending 640x360 at 15 fps.
+    func publisher(_ server: TestServer) throws -> RTCEngine {
+        let host = server.engine()
+        try host.setVideoEncoderConfiguration(VideoEncoderConfiguration(dimensions: Self.size, frameRate: 15, bitrateKbps: 1200,
+                                                                        degradationPreference: .maintainFramerate))
+        return host
+    }
+
+    /// Pushes `count` frames of the camera pattern at 15 fps (frame i at i/15 s); `pushed` counts them.
+    func push(_ engine: RTCEngine, count: Int, pushed: NIOLockedValueBox<Int>? = nil) async throws {
+        let generator = try PatternGenerator(kind: .camera, size: Self.size, frameRate: FrameRate(15))
+        let start = MediaClock.monotonicUs()
+        for index in 0..<count {
+            var frame = generator.frame(at: index)
+            frame.timestampUs = start + Int64(index) * 66_667
+            engine.pushVideoFrame(frame)
+            pushed?.withLockedValue { $0 += 1 }
+            let wait = start + Int64(index + 1) * 66_667 - MediaClock.monotonicUs()
+            if wait > 0 { try await Task.sleep(for: .microseconds(wait)) }
+        }
+    }
+
+    /// ffprobe's decoded frame count of a file's first stream, or nil with its error output.
+    func probeFrames(_ path: String) throws -> (frames: Int?, err: String) {
+        let probe = try runTool(["ffprobe", "-v", "error", "-count_frames", "-show_entries", "stream=nb_read_frames",
+                                 "-of", "default=noprint_wrappers=1:nokey=1", path])
+        let frames = probe.status == 0 && probe.err.isEmpty
+            ? Int(probe.out.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").first ?? "") : nil
+        return (frames, probe.err)
+    }
+
+    /// Walks an IVF's frame headers: the frames it holds and whether the file ends exactly after
+    /// the last one (no partial frame).
+    func ivfLayout(_ path: String) throws -> (frames: Int, declared: Int, exact: Bool) {
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        guard bytes.count >= 32 else { return (0, 0, false) }
+        func le32(_ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2]) << 16 | Int(bytes[at + 3]) << 24 }
+        var offset = 32, frames = 0
+        while offset + 12 <= bytes.count {
+            let next = offset + 12 + le32(offset)
+            if next > bytes.count { break }
+            offset = next
+            frames += 1
+        }
+        return (frames, le32(24), offset == bytes.count)
+    }
+
+    func manifest(_ dir: String) throws -> [[String: Any]] {
+        let data = try Data(contentsOf: URL(fileURLWithPath: "\(dir)/manifest.json"))
+        let root = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        return try #require(root["files"] as? [[String: Any]])
+    }
+
+    /// Average PSNR of a recording against the source clip (ffmpeg's psnr filter, timestamps aligned).
+    func psnr(_ recording: String, _ source: String) throws -> Double? {
+        let run = try runTool(["ffmpeg", "-hide_banner", "-nostats", "-i", recording, "-i", source,
+                               "-lavfi", "[0:v][1:v]psnr=shortest=1", "-f", "null", "-"])
+        return run.err.range(of: "average:").map { run.err[$0.upperBound...].prefix { $0 == "." || $0.isNumber } }.flatMap { Double($0) }
+    }
+
+    @Test("a publisher that leaves and joins again is recorded as two segments, nothing overwritten, both listed as left")
+    func republishMakesSegments() async throws {
+        let dir = temporaryDirectory("republish"), source = temporaryDirectory("republish-source") + "/source.y4m"
+        let generator = try PatternGenerator(kind: .camera, size: Self.size, frameRate: FrameRate(15))
+        let y4m = try Y4MWriter(path: source, header: Y4MHeader(width: 640, height: 360, frameRate: FrameRate(15)))
+        for index in 0..<90 { try y4m.write(generator.frame(at: index)) }
+        try y4m.finish()
+
+        let server = try await TestServer()
+        let viewer = server.engine()
+        let viewerEvents = EventLog(viewer)
+        let recorder = ChannelRecorder(directory: dir)
+        recorder.attach(to: viewer)
+        try await viewer.join(token: server.token("2001", channel: "rejoin"), channel: "rejoin", uid: "2001")
+        let sessions = [90, 45]
+        for (number, frames) in sessions.enumerated() {
+            let host = try publisher(server)
+            try await host.enableVideo()
+            try await host.join(token: server.token("1001", channel: "rejoin"), channel: "rejoin", uid: "1001")
+            #expect(await eventually {
+                viewerEvents.all.filter { if case .remoteTrackPublished(let info) = $0 { info.kind == .video } else { false } }.count > number
+            })
+            #expect(await eventually { await viewer.subscriberTransportState() == .connected })
+            try await Task.sleep(for: .milliseconds(400))
+            try await push(host, count: frames)
+            try await Task.sleep(for: .milliseconds(600))
+            await host.leave()
+            #expect(await eventually { viewerEvents.all.filter { if case .userOffline = $0 { true } else { false } }.count > number })
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let files = recorder.stop()
+        await viewer.leave()
+        await server.shutdown()
+
+        let names = files.map(\.name)
+        #expect(names == ["1001-camera.ivf", "1001-camera.2.ivf"], "\(names)")
+        let entries = try manifest(dir)
+        #expect(entries.map { $0["path"] as? String } == ["1001-camera.ivf", "1001-camera.2.ivf"])
+        #expect(entries.first?["ended"] as? String == "left")
+        #expect(entries.allSatisfy { $0["uid"] as? String == "1001" && $0["source"] as? String == "camera" && $0["codec"] as? String == "vp8" })
+        #expect(entries.allSatisfy { ($0["firstArrivalMs"] as? Int64 ?? 0) > 1_600_000_000_000 })
+        var total = 0
+        for (index, file) in files.enumerated() {
+            let probe = try probeFrames(file.path)
+            let frames = try #require(probe.frames, "ffprobe failed on \(file.name): \(probe.err)")
+            #expect(frames == file.frames, "\(file.name): ffprobe \(frames), recorder \(file.frames)")
+            #expect(entries[index]["frames"] as? Int == file.frames)
+            let minimum = index == 0 ? 80 : 38
+            #expect(frames >= minimum, "\(file.name): \(frames) of \(sessions[index]) frames")
+            total += frames
+            let quality = try #require(try psnr(file.path, source), "no PSNR for \(file.name)")
+            #expect(quality >= 30, "\(file.name): PSNR \(quality) dB")
+            print("republish: \(file.name) \(frames) of \(sessions[index]) frames pushed, PSNR \(quality) dB, ended \(file.ended?.rawValue ?? "-")")
+        }
+        #expect(Double(total) >= 0.9 * Double(sessions.reduce(0, +)), "\(total) of \(sessions.reduce(0, +)) frames")
+    }
+
+    @Test("files already in the folder are never overwritten: the recording takes the next free number")
+    func existingFilesAreKept() throws {
+        let dir = temporaryDirectory("existing")
+        let precious = Data("not a recording".utf8)
+        try precious.write(to: URL(fileURLWithPath: "\(dir)/1001-camera.ivf"))
+        try precious.write(to: URL(fileURLWithPath: "\(dir)/1001-camera.2.ivf"))
+        try Data("{\"old\": true}".utf8).write(to: URL(fileURLWithPath: "\(dir)/manifest.json"))
+        let state = RecorderState(directory: dir, report: { _ in }, note: { _ in })
+        func frame(_ sid: String, _ index: Int) -> RemoteEncodedVideoFrame {
+            RemoteEncodedVideoFrame(uid: "1001", trackSid: sid, source: .camera, data: [0x10, 0x02, 0x00, 0x9D, 0x01, 0x2A],
+                                    isKeyframe: index == 0, rtpTimestamp: UInt32(index * 6000), width: 64, height: 48)
+        }
+        for index in 0..<5 { state.record(frame("TR_a", index)) }
+        for index in 0..<3 { state.record(frame("TR_b", index)) }
+        // A uid with a quote, a backslash and a newline: a safe file name, and valid JSON in the manifest.
+        var odd = frame("TR_c", 0)
+        odd.uid = "x\"y\\z\n"
+        state.record(odd)
+        let files = state.stop()
+        #expect(files.map(\.name) == ["1001-camera.3.ivf", "1001-camera.4.ivf", "x_y_z_-camera.ivf"])
+        #expect(files.map(\.frames) == [5, 3, 1])
+        #expect(files.map(\.ended) == [.republished, .stopped, .stopped])
+        for name in ["1001-camera.ivf", "1001-camera.2.ivf"] {
+            #expect(try Data(contentsOf: URL(fileURLWithPath: "\(dir)/\(name)")) == precious, "\(name) was changed")
+        }
+        #expect(try String(contentsOfFile: "\(dir)/manifest.2.json", encoding: .utf8) == "{\"old\": true}")
+        let entries = try manifest(dir)
+        #expect(entries.map { $0["path"] as? String } == ["1001-camera.3.ivf", "1001-camera.4.ivf", "x_y_z_-camera.ivf"])
+        #expect(entries.map { $0["frames"] as? Int } == [5, 3, 1])
+        #expect(entries.last?["uid"] as? String == "x\"y\\z\n")
+        let layout = try ivfLayout("\(dir)/1001-camera.3.ivf")
+        #expect(layout.frames == 5 && layout.declared == 5 && layout.exact)
+        #expect(!FileManager.default.fileExists(atPath: "\(dir)/.recorder-reserve"))
+        // Names with quotes and control characters stay valid JSON.
+        #expect(RecordingManifest.string("a\"b\\c\n\u{1}") == "\"a\\\"b\\\\c\\n\\u0001\"")
+    }
+
+    @Test("a full disk ends the file at its last whole frame, reports it once, and the manifest says diskFull")
+    func diskFull() async throws {
+        let dir = temporaryDirectory("full")
+        let mount = try runTool(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", dir])
+        guard mount.status == 0 else {
+            withKnownIssue("cannot mount a tmpfs here (needs root): \(mount.err)") { Issue.record("mount failed") }
+            return
+        }
+        defer { _ = try? runTool(["umount", dir]) }
+        let server = try await TestServer()
+        let host = try publisher(server), viewer = server.engine()
+        let viewerEvents = EventLog(viewer)
+        let recorder = ChannelRecorder(directory: dir)
+        let reported = NIOLockedValueBox<[ChannelRecorder.Failure]>([])
+        recorder.onError = { failure in reported.withLockedValue { $0.append(failure) } }
+        recorder.attach(to: viewer)
+        try await host.enableVideo()
+        try await viewer.join(token: server.token("2001", channel: "full"), channel: "full", uid: "2001")
+        try await host.join(token: server.token("1001", channel: "full"), channel: "full", uid: "1001")
+        #expect(await viewerEvents.wait { if case .remoteTrackPublished(let info) = $0, info.kind == .video { true } else { nil } } == true)
+        let video = pushPattern(host, size: Self.size)
+        #expect(await eventually(15) { !reported.withLockedValue { $0 }.isEmpty }, "the disk never filled")
+        // The viewer keeps receiving: the engine is not affected.
+        let before = try await server.forwarded(to: "2001", from: "1001", in: "full")
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(try await server.forwarded(to: "2001", from: "1001", in: "full") > before)
+        video.cancel()
+        let files = recorder.stop()
+        await host.leave()
+        await viewer.leave()
+        await server.shutdown()
+
+        let failures = reported.withLockedValue { $0 }
+        #expect(failures.count == 1, "\(failures.map(\.message))")
+        #expect(failures.first?.file.ended == .diskFull)
+        print("disk full: \(failures.first?.message ?? "-")")
+        let file = try #require(files.first)
+        #expect(file.ended == .diskFull && file.error?.contains("No space left") == true, "\(file)")
+        let entries = try manifest(dir)
+        #expect(entries.first?["ended"] as? String == "diskFull")
+        #expect(entries.first?["frames"] as? Int == file.frames)
+        #expect((entries.first?["error"] as? String)?.isEmpty == false)
+        let layout = try ivfLayout(file.path)
+        #expect(layout.exact && layout.frames == file.frames && layout.declared == file.frames, "\(layout) vs \(file.frames)")
+        let probe = try probeFrames(file.path)
+        #expect(probe.frames == file.frames, "ffprobe: \(probe)")
+        #expect(file.frames > 10)
+    }
+
+    @Test("a recording bot killed with SIGKILL leaves files ffprobe reads, with no partial frame at the end")
+    func killedBotKeepsItsFiles() async throws {
+        let dir = temporaryDirectory("killed")
+        let server = try await TestServer(pingInterval: 1, pingTimeout: 3, resumeWindow: 2)
+        let host = try publisher(server)
+        let hostEvents = EventLog(host)
+        try await host.enableVideo()
+        try await host.enableAudio()
+        host.setAudioProcessing(enabled: false)
+        try await host.join(token: server.token("1001", channel: "kill"), channel: "kill", uid: "1001")
+        let bot = Process()
+        bot.executableURL = URL(fileURLWithPath: cliPath)
+        bot.arguments = ["join", "--server", server.url, "--channel", "kill", "--uid", "2001", "--token", server.token("2001", channel: "kill"),
+                         "--video", "none", "--audio", "none", "--quiet", "--record", dir]
+        bot.standardOutput = FileHandle.nullDevice
+        bot.standardError = FileHandle.nullDevice
+        try bot.run()
+        defer { if bot.isRunning { kill(bot.processIdentifier, SIGKILL) } }
+        #expect(await hostEvents.wait(20) { if case .userJoined(let uid) = $0 { uid } else { nil } } == "2001")
+        try await Task.sleep(for: .milliseconds(1000))  // the bot's subscription is set up
+        let pushed = NIOLockedValueBox(0)
+        let tone = pushTone(host)
+        let video = Task { try await push(host, count: 15 * 10, pushed: pushed) }
+        try await Task.sleep(for: .milliseconds(4000))
+        kill(bot.processIdentifier, SIGKILL)
+        let sent = pushed.withLockedValue { $0 }
+        bot.waitUntilExit()
+        video.cancel()
+        tone.cancel()
+        await host.leave()
+        await server.shutdown()
+
+        let ivf = "\(dir)/1001-camera.ivf", wav = "\(dir)/1001-microphone.wav"
+        let layout = try ivfLayout(ivf)
+        #expect(layout.exact, "the IVF ends inside a frame")
+        #expect(Double(layout.frames) >= 0.8 * Double(sent), "kept \(layout.frames) of \(sent) frames sent before the kill")
+        let probe = try probeFrames(ivf)
+        #expect(probe.frames == layout.frames, "ffprobe: \(probe)")
+        let audio = try probeFrames(wav)
+        #expect(audio.frames != nil, "ffprobe on the WAV: \(audio.err)")
+        let entries = try manifest(dir)
+        #expect(Set(entries.compactMap { $0["path"] as? String }) == ["1001-camera.ivf", "1001-microphone.wav"])
+        print("SIGKILL: IVF kept \(layout.frames) of \(sent) frames sent (header declares \(layout.declared)); WAV \(audio.frames ?? 0) audio frames")
+    }
+}
