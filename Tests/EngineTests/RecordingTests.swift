@@ -83,12 +83,12 @@ struct RecordingTests {
         let viewerEvents = EventLog(viewer)
         let recorder = ChannelRecorder(directory: dir)
         recorder.attach(to: viewer)
-        try await viewer.join(token: server.token("2001", channel: "rejoin"), channel: "rejoin", uid: "2001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "rejoin"), channel: "rejoin", uid: "2001")
         let sessions = [90, 45]
         for (number, frames) in sessions.enumerated() {
             let host = try publisher(server)
             try await host.enableVideo()
-            try await host.join(token: server.token("1001", channel: "rejoin"), channel: "rejoin", uid: "1001")
+            try await host.join(token: testToken(uid: "1001", channel: "rejoin"), channel: "rejoin", uid: "1001")
             #expect(await eventually {
                 viewerEvents.all.filter { if case .remoteTrackPublished(let info) = $0 { info.kind == .video } else { false } }.count > number
             })
@@ -181,8 +181,8 @@ struct RecordingTests {
         recorder.onError = { failure in reported.withLockedValue { $0.append(failure) } }
         recorder.attach(to: viewer)
         try await host.enableVideo()
-        try await viewer.join(token: server.token("2001", channel: "full"), channel: "full", uid: "2001")
-        try await host.join(token: server.token("1001", channel: "full"), channel: "full", uid: "1001")
+        try await viewer.join(token: testToken(uid: "2001", channel: "full"), channel: "full", uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: "full"), channel: "full", uid: "1001")
         #expect(await viewerEvents.wait { if case .remoteTrackPublished(let info) = $0, info.kind == .video { true } else { nil } } == true)
         let video = pushPattern(host, size: Self.size)
         #expect(await eventually(15) { !reported.withLockedValue { $0 }.isEmpty }, "the disk never filled")
@@ -222,10 +222,10 @@ struct RecordingTests {
         try await host.enableVideo()
         try await host.enableAudio()
         host.setAudioProcessing(enabled: false)
-        try await host.join(token: server.token("1001", channel: "kill"), channel: "kill", uid: "1001")
+        try await host.join(token: testToken(uid: "1001", channel: "kill"), channel: "kill", uid: "1001")
         let bot = Process()
         bot.executableURL = URL(fileURLWithPath: cliPath)
-        bot.arguments = ["join", "--server", server.url, "--channel", "kill", "--uid", "2001", "--token", server.token("2001", channel: "kill"),
+        bot.arguments = ["join", "--server", server.url, "--channel", "kill", "--uid", "2001", "--token", testToken(uid: "2001", channel: "kill"),
                          "--video", "none", "--audio", "none", "--quiet", "--record", dir]
         bot.standardOutput = FileHandle.nullDevice
         bot.standardError = FileHandle.nullDevice
