@@ -62,7 +62,10 @@ struct JoinCommand: AsyncParsableCommand {
         return policy
     }
 
-    private func wait() async {
+    private func wait() async { await Self.wait(duration) }
+
+    /// Returns after `duration` seconds or, without one, on SIGINT or SIGTERM.
+    private static func wait(_ duration: Double?) async {
         if let duration {
             try? await Task.sleep(for: .milliseconds(Int(duration * 1000)))
         } else {
@@ -84,19 +87,23 @@ struct JoinCommand: AsyncParsableCommand {
                                      source: source, rawSize: rawSize)
         let screen: ScreenSource
         do { screen = try ScreenShareSharer.defaultSource(setup) } catch { throw CLIError(error.message) }
-        let quiet = self.quiet, uid = setup.configuration.uid
-        // The share ends at the duration or a signal (`stop`), or on its own (its host left, the
-        // connection was lost): whichever is first.
+        let quiet = self.quiet, uid = setup.configuration.uid, duration = self.duration
+        // The share ends at the duration or a signal (`stop`), both counted from the join as before,
+        // or on its own (its host left, the connection was lost): whichever is first.
         let (controls, control) = AsyncStream.makeStream(of: ScreenShareControl.self)
-        let waiting = Task {
-            await wait()
-            control.yield(.stop)
-        }
+        let waiting = NIOLockedValueBox<Task<Void, Never>?>(nil)
         var next = controls.makeAsyncIterator()
         let reason = await ScreenShareSharer.runStandalone(
             setup, source: screen,
             onEvent: { event in
                 switch event {
+                case .started:
+                    waiting.withLockedValue {
+                        $0 = Task {
+                            await Self.wait(duration)
+                            control.yield(.stop)
+                        }
+                    }
                 case .stats(let stats) where !quiet:
                     print("[\(uid)] share \(Int(stats.bitrateKbps)) kbps \(Int(stats.framesPerSecond.rounded())) fps "
                         + "\(stats.width)x\(stats.height) pushed \(stats.framesPushed) re-sent \(stats.framesResent)")
@@ -109,7 +116,7 @@ struct JoinCommand: AsyncParsableCommand {
             },
             onEnd: { control.finish() },
             nextControl: { await next.next() })
-        waiting.cancel()
+        waiting.withLockedValue { $0?.cancel() }
         if case .error(let message) = reason { throw CLIError(message) }
     }
 
