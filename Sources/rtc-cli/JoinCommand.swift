@@ -62,7 +62,10 @@ struct JoinCommand: AsyncParsableCommand {
         return policy
     }
 
-    private func wait() async {
+    private func wait() async { await Self.wait(duration) }
+
+    /// Returns after `duration` seconds or, without one, on SIGINT or SIGTERM.
+    private static func wait(_ duration: Double?) async {
         if let duration {
             try? await Task.sleep(for: .milliseconds(Int(duration * 1000)))
         } else {
@@ -70,8 +73,13 @@ struct JoinCommand: AsyncParsableCommand {
         }
     }
 
-    /// A `_sub` uid: the screen-share user, standalone.
+    /// A `_sub` uid: the screen-share user, standalone. It runs the share `rtc-sharer` runs (the
+    /// same process settings and ``ScreenShareSharer/runStandalone(_:source:onEvent:onEnd:nextControl:)``),
+    /// driven by the duration or a signal instead of a host's link, so it keeps the sharer's memory budget.
     private func runShare() async throws {
+        // Before the source, the session or the codec exist: the budget's malloc settings, and the
+        // encoder then trims its buffers and drops start-up pages (docs/screen-share.md, "Memory").
+        ScreenShareSharer.prepareProcess()
         let token = self.token ?? mint(uid)
         guard let host = ScreenShareUID.host(of: uid) else { throw CLIError("\(uid) is not a screen-share uid") }
         let setup = ScreenShareSetup(configuration: ScreenShareConfiguration(serverURL: server, channel: channel, hostUID: host, token: token,
@@ -79,37 +87,37 @@ struct JoinCommand: AsyncParsableCommand {
                                      source: source, rawSize: rawSize)
         let screen: ScreenSource
         do { screen = try ScreenShareSharer.defaultSource(setup) } catch { throw CLIError(error.message) }
-        let session = ScreenShareSession(configuration: setup.configuration)
-        let quiet = self.quiet
-        // The share ends at the duration or a signal, or on its own (its host left): whichever is first.
-        let (done, finish) = AsyncStream.makeStream(of: Void.self)
-        let watching = Task {
-            for await event in session.events {
+        let quiet = self.quiet, uid = setup.configuration.uid, duration = self.duration
+        // The share ends at the duration or a signal (`stop`), both counted from the join as before,
+        // or on its own (its host left, the connection was lost): whichever is first.
+        let (controls, control) = AsyncStream.makeStream(of: ScreenShareControl.self)
+        let waiting = NIOLockedValueBox<Task<Void, Never>?>(nil)
+        var next = controls.makeAsyncIterator()
+        let reason = await ScreenShareSharer.runStandalone(
+            setup, source: screen,
+            onEvent: { event in
                 switch event {
+                case .started:
+                    waiting.withLockedValue {
+                        $0 = Task {
+                            await Self.wait(duration)
+                            control.yield(.stop)
+                        }
+                    }
                 case .stats(let stats) where !quiet:
-                    print("[\(setup.configuration.uid)] share \(Int(stats.bitrateKbps)) kbps \(Int(stats.framesPerSecond.rounded())) fps "
+                    print("[\(uid)] share \(Int(stats.bitrateKbps)) kbps \(Int(stats.framesPerSecond.rounded())) fps "
                         + "\(stats.width)x\(stats.height) pushed \(stats.framesPushed) re-sent \(stats.framesResent)")
                     fflush(nil)
                 case .finished(let reason):
                     print("share finished: \(reason)")
                     fflush(nil)
-                    finish.yield()
                 default: break
                 }
-            }
-        }
-        do { try await session.start() } catch { throw CLIError("join failed: \(error)") }
-        let capturer = ScreenCapturer(source: screen, framesPerSecond: setup.configuration.policy.framesPerSecond,
-                                      deliver: { session.pushVideoFrame($0) })
-        let waiting = Task {
-            await wait()
-            finish.yield()
-        }
-        for await _ in done { break }
-        waiting.cancel()
-        capturer.stop()
-        await session.stop()
-        _ = await watching.value
+            },
+            onEnd: { control.finish() },
+            nextControl: { await next.next() })
+        waiting.withLockedValue { $0?.cancel() }
+        if case .error(let message) = reason { throw CLIError(message) }
     }
 
     func run() async throws {

@@ -16,23 +16,9 @@ enum ProcessRunner {
     /// Runs `arguments` (the first is looked up on PATH), with stdout and stderr sent to /dev/null
     /// unless `quiet` is false.
     static func run(_ arguments: [String], quiet: Bool = true) throws -> ProcessCost {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        if quiet {
-            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        }
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
-        argv.append(nil)
-        defer { for pointer in argv { free(pointer) } }
         var start = timespec()
         clock_gettime(CLOCK_MONOTONIC, &start)
-        var pid: pid_t = 0
-        let status = posix_spawnp(&pid, arguments[0], &actions, nil, argv, environ)
-        guard status == 0 else {
-            throw CLIError("cannot start \(arguments[0]): \(String(cString: strerror(status)))")
-        }
+        let pid = try spawn(arguments, quiet: quiet)
         var waitStatus: Int32 = 0
         var usage = rusage()
         while wait4(pid, &waitStatus, 0, &usage) < 0 {
@@ -44,6 +30,27 @@ enum ProcessRunner {
         let exited = waitStatus & 0x7F == 0
         let code = exited ? (waitStatus >> 8) & 0xFF : 128 + (waitStatus & 0x7F)
         return ProcessCost(exitCode: code, seconds: seconds, peakRSSKiB: Int(usage.ru_maxrss))
+    }
+
+    /// Starts `arguments` (the first is looked up on PATH) without waiting for it, with stdout and
+    /// stderr sent to /dev/null unless `quiet` is false; the caller reaps it.
+    static func spawn(_ arguments: [String], quiet: Bool = true) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if quiet {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        }
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
+        argv.append(nil)
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let status = posix_spawnp(&pid, arguments[0], &actions, nil, argv, environ)
+        guard status == 0 else {
+            throw CLIError("cannot start \(arguments[0]): \(String(cString: strerror(status)))")
+        }
+        return pid
     }
 
     /// How to start a sharer for a host's link: the small executable next to this one when it was

@@ -10,6 +10,8 @@ struct ShareCommand: AsyncParsableCommand {
     @Option(name: .customLong("link-version"), help: .hidden) var linkVersion: Int = screenShareLinkVersion
 
     func run() async throws {
+        // The same process settings as `rtc-sharer`, which this stands in for when it is not installed.
+        ScreenShareSharer.prepareProcess()
         let reason = await ScreenShareSharer.run(linkPath: link, version: linkVersion)
         print("share finished: \(reason)")
         if case .error(let message) = reason { throw CLIError(message) }

@@ -7,7 +7,7 @@ import ScreenShareUser
 import Glibc
 #endif
 
-ProcessMemory.tuneForSmallProcess()
+ScreenShareSharer.prepareProcess()
 guard let options = SharerCommandLine.parse(Array(CommandLine.arguments.dropFirst())) else {
     SharerCommandLine.complain("usage: rtc-sharer --link PATH")
     exit(2)

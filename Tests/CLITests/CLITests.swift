@@ -177,10 +177,40 @@ struct BotCommandTests {
             (["join", "--channel", "c", "--uid", "u", "--secret", "s", "--role", "king"], "--role"),
             (["join", "--channel", "c", "--uid", "u", "--secret", "s", "--server", "http://x"], "ws://"),
             (["join", "--channel", "c", "--uid", "u", "--secret", "s", "--server", "ws://127.0.0.1:1/rtc", "--duration", "1"], "join failed"),
+            (["join", "--channel", "c", "--uid", "u_sub", "--secret", "s", "--server", "ws://127.0.0.1:1/rtc", "--source", "pattern",
+              "--duration", "1"], "join failed"),
         ] {
             let result = try cli(arguments)
             #expect(result.status != 0)
             #expect(result.err.contains(message), "\(arguments): \(result.err)")
         }
+    }
+
+    @Test("join --uid X_sub --source FILE.y4m shares the file at 720p until --duration, then leaves cleanly")
+    func joinScreenShare() async throws {
+        let clip = "\(dir)/screen-1080p.y4m"
+        let made = try cli(["pattern", "--output", clip, "--size", "1920x1080", "--frames", "10", "--fps", "15", "--kind", "screen"])
+        #expect(made.status == 0, "\(made.err)")
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: cliPath)
+        server.arguments = ["server", "--port", "0", "--udp-port", "0", "--secret", "s", "--log-level", "error"]
+        let serverOut = Pipe()
+        server.standardOutput = serverOut
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer { if server.isRunning { server.terminate(); server.waitUntilExit() } }
+        var text = ""
+        let deadline = Date().addingTimeInterval(15)
+        while !text.contains("/rtc"), Date() < deadline {
+            let chunk = serverOut.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        let url = try #require(text.split(whereSeparator: { $0 == " " || $0 == "\n" }).first { $0.hasPrefix("ws://") }.map(String.init))
+        let result = try cli(["join", "--server", url, "--channel", "ScreenShare", "--uid", "1001_sub", "--secret", "s",
+                              "--source", clip, "--duration", "3"])
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.out.contains("[1001_sub] share ") && result.out.contains("1280x720"), "\(result.out)")
+        #expect(result.out.hasSuffix("share finished: requestedByHost\n"), "\(result.out)")
     }
 }
