@@ -20,6 +20,9 @@ struct CaptureTests {
         // Capture on loopback, only this port, until stopped.
         let tshark = try LineProcess(["tshark", "-i", "lo", "-f", "udp port \(port)", "-w", pcap, "-q"])
         defer { tshark.stop() }
+        // tshark's capture child (dumpcap) outlived a terminated tshark after every suite run: end
+        // both by their command line, which names this test's port alone.
+        defer { _ = try? runTool(["pkill", "-KILL", "-f", "udp port \(port) "], timeout: 10) }
         // tshark opens the file once it captures; give it a moment to start.
         _ = await eventually(10) { FileManager.default.fileExists(atPath: pcap) }
         try await Task.sleep(nanoseconds: 500_000_000)
