@@ -9,6 +9,7 @@ let package = Package(
     name: "swift-rtc",
     products: [
         .library(name: "RTCCore", targets: ["RTCCore"]),
+        .library(name: "RTCRecording", targets: ["RTCRecording"]),
         .library(name: "ScreenShareUser", targets: ["ScreenShareUser"]),
         .library(name: "RTCServer", targets: ["RTCServer"]),
         .executable(name: "rtc-cli", targets: ["rtc-cli"]),
@@ -42,6 +43,10 @@ let package = Package(
                 .define("WEBRTC_POSIX"), .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD"),
             ],
             linkerSettings: [.linkedLibrary("webrtc_audio_processing")]),
+
+        // A WebM muxer for encoded VP8 and Opus over libavformat (libavformat-dev; Debian's libwebm-dev
+        // lacks mkvmuxer's headers). Only RTCRecording links it: the sharers stay without it.
+        .target(name: "CWebM", linkerSettings: [.linkedLibrary("avformat"), .linkedLibrary("avcodec"), .linkedLibrary("avutil")]),
 
         // Process-memory helpers (releasing libvpx's unused token pages, malloc tuning) for the sharer's budget.
         .target(name: "CMemory"),
@@ -77,6 +82,10 @@ let package = Package(
                 "RTCMedia", "RTCTransport", "Signaling", "CVPX", "COpus", "CAPM", "CMemory", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
+        // Recording what an engine receives: per-track IVF/WAV, per-participant WebM, the manifest.
+        .target(
+            name: "RTCRecording",
+            dependencies: ["RTCCore", "CWebM", "Signaling", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         // Screen capture over Xlib + MIT-SHM (libx11-dev, libxext-dev), for the screen-share source.
         .target(name: "CX11Capture", linkerSettings: [.linkedLibrary("X11"), .linkedLibrary("Xext")]),
         // The capture side of a screen share: sources, the host link and its codec, the frame ring and
@@ -100,7 +109,7 @@ let package = Package(
         .executableTarget(
             name: "rtc-cli",
             dependencies: [
-                "RTCCore", "RTCTransport", "Signaling", "ScreenShareUser", "RTCServer", "rtc-relay",
+                "RTCCore", "RTCRecording", "RTCTransport", "Signaling", "ScreenShareUser", "RTCServer", "rtc-relay",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -114,7 +123,7 @@ let package = Package(
 
         // MARK: Examples (Examples/README.md)
         .executableTarget(name: "example-stats", dependencies: ["RTCCore"], path: "Examples/StatsApp"),
-        .executableTarget(name: "example-recorder", dependencies: ["RTCCore"], path: "Examples/RecorderBot"),
+        .executableTarget(name: "example-recorder", dependencies: ["RTCCore", "RTCRecording"], path: "Examples/RecorderBot"),
         .executableTarget(name: "example-share-host", dependencies: ["ScreenShareUser"], path: "Examples/ShareHost"),
         .executableTarget(
             name: "example-share-viewer",
@@ -170,7 +179,7 @@ let package = Package(
         .testTarget(
             name: "EngineTests",
             dependencies: [
-                "RTCCore", "RTCServer", "RTCTestSupport", "rtc-cli", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCCore", "RTCRecording", "RTCServer", "RTCTestSupport", "rtc-cli", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         .testTarget(

@@ -3,6 +3,7 @@
 //   swift run example-recorder ws://127.0.0.1:7880/rtc demo recorder <token> out/rec 30
 import Glibc
 import RTCCore
+import RTCRecording
 
 let arguments = CommandLine.arguments
 guard arguments.count == 7, let seconds = Double(arguments[6]), seconds > 0 else {

@@ -24,6 +24,15 @@ struct StreamRewriter {
         lastOutput = (header.sequenceNumber, header.timestamp)
     }
 
+    /// The publisher's sender report as this subscriber's stream: its SSRC and the RTP timestamp on
+    /// the rewritten clock, the publisher's NTP time unchanged (RFC 3550 §7.2: a translator passes
+    /// the sender's wall clock on, so a receiver can still line up audio and video). `packets` and
+    /// `octets` are what this subscriber was sent.
+    func rewrite(_ report: SenderReport, packets: Int, octets: Int) -> SenderReport {
+        SenderReport(ssrc: outputSSRC, ntpTimestamp: report.ntpTimestamp, rtpTimestamp: report.rtpTimestamp &+ timestampOffset,
+                     packetCount: UInt32(truncatingIfNeeded: packets), octetCount: UInt32(truncatingIfNeeded: octets))
+    }
+
     /// The publisher's sequence number behind an output sequence number (for NACKs).
     func inputSequence(of output: UInt16) -> UInt16 { output &- sequenceOffset }
 

@@ -164,6 +164,8 @@ final class Subscription: @unchecked Sendable {
     var rewriter: StreamRewriter
     /// RTP packets forwarded (the per-pair counter tests and operators read).
     var packetsForwarded = 0
+    /// RTP payload bytes forwarded (the octet count of the sender reports passed on).
+    var payloadBytesForwarded = 0
     /// The RFC 4588 stream repairs to this subscriber travel on (video), once its answer accepts it.
     let rtxSSRC: UInt32
     var rtxPayloadType: UInt8?

@@ -74,6 +74,7 @@ final class Producer: @unchecked Sendable {
             packet.header = original
             subscription.rewriter.rewrite(&packet.header)
             subscription.packetsForwarded += 1
+            subscription.payloadBytesForwarded += packet.payload.readableBytes
             var out = packet.serialized
             subscription.subscriber.downstream.stamp(&out, at: sequenceAt, nowUs: arrivalUs)
             context.counters.packetsOut += 1
@@ -85,12 +86,27 @@ final class Producer: @unchecked Sendable {
         if wrote { context.port.flush() }
     }
 
-    /// RTCP from `publisher`: its sender reports, for the round-trip fields of our receiver reports.
+    /// RTCP from `publisher`: its sender reports, for the round-trip fields of our receiver reports,
+    /// and passed on to every subscriber that has been sent the stream, on its rewritten clock, so
+    /// receivers can place audio and video on the publisher's one clock (lip sync, recordings).
     func receivedRTCP(_ datagram: ByteBuffer, from publisher: Participant, nowUs: Int64) {
         guard let packets = try? RTCPPacket.parseCompound(datagram) else { return }
+        var reports: [ObjectIdentifier: (session: MediaSession, reports: [SenderReport])] = [:]
         for case .senderReport(let report) in packets {
             guard let track = publisher.tracks.first(where: { $0.info.ssrc == report.ssrc }) else { continue }
             track.statistics?.recordSenderReport(compactNTP: report.compactNTP, arrivalUs: nowUs)
+            guard !track.info.muted else { continue }
+            for subscription in track.subscriptions where subscription.packetsForwarded > 0 {
+                guard let session = subscription.subscriber.subscriber else { continue }
+                let translated = subscription.rewriter.rewrite(report, packets: subscription.packetsForwarded,
+                                                               octets: subscription.payloadBytesForwarded)
+                reports[ObjectIdentifier(session), default: (session, [])].reports.append(translated)
+            }
+        }
+        // One compound per subscriber leg, as the publisher sent them together (audio and video
+        // reports of one instant stay together).
+        for (session, list) in reports.values {
+            session.sendRTCP(RTCPCompound.senderReports(list, cname: publisher.sid))
         }
     }
 }

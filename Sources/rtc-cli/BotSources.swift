@@ -35,17 +35,32 @@ enum BotAudioSource {
     }
 }
 
+/// One capture clock for a bot's sources: frame n of a source running at interval i was captured
+/// at `origin + n·i`, whenever its pump got to push it. So a Y4M and a WAV that start together stay
+/// together in RTP and sender reports (a pump's first tick comes one interval after it starts,
+/// and the two intervals differ: stamping push times put audio ~60 ms ahead at 15 fps).
+struct CaptureTimeline: Sendable {
+    let originUs: Int64
+
+    init(originUs: Int64 = MediaClock.monotonicUs()) { self.originUs = originUs }
+
+    func captureUs(index: Int, intervalUs: Int64) -> Int64 { originUs + Int64(index) * intervalUs }
+}
+
 /// Feeds an engine from a synthetic pattern or a Y4M file (looping) at the source's frame rate,
-/// paced on a thread of its own with capture timestamps from the monotonic clock.
+/// paced on a thread of its own, with capture times from the bot's ``CaptureTimeline``.
 final class VideoPump: @unchecked Sendable {
     private var thread: MediaThread?
     private let next: () throws -> VideoFrame?
     private let engine: RTCEngine
+    private let timeline: CaptureTimeline
+    private var intervalUs: Int64 = 0
     private(set) var framesPushed = 0
 
     /// Checks the source now (a missing or bad file is an error here, not later).
-    init(_ source: BotVideoSource, size: VideoSize, fps: Int, engine: RTCEngine) throws {
+    init(_ source: BotVideoSource, size: VideoSize, fps: Int, engine: RTCEngine, timeline: CaptureTimeline) throws {
         self.engine = engine
+        self.timeline = timeline
         switch source {
         case .none:
             next = { nil }
@@ -70,6 +85,7 @@ final class VideoPump: @unchecked Sendable {
         } else {
             interval = 1_000_000 / Int64(max(1, fps))
         }
+        intervalUs = interval
         guard case .none = source else {
             thread = MediaThread(name: "video-source", tickIntervalUs: interval) { [unowned self] in self.tick() }
             return
@@ -78,7 +94,7 @@ final class VideoPump: @unchecked Sendable {
 
     private func tick() {
         guard var frame = try? next() else { return }
-        frame.timestampUs = MediaClock.monotonicUs()
+        frame.timestampUs = timeline.captureUs(index: framesPushed, intervalUs: intervalUs)
         engine.pushVideoFrame(frame)
         framesPushed += 1
     }
@@ -91,9 +107,12 @@ final class AudioPump: @unchecked Sendable {
     private var thread: MediaThread?
     private let next: () throws -> AudioFrame?
     private let engine: RTCEngine
+    private let timeline: CaptureTimeline
+    private var blocksPushed = 0
 
-    init(_ source: BotAudioSource, engine: RTCEngine) throws {
+    init(_ source: BotAudioSource, engine: RTCEngine, timeline: CaptureTimeline) throws {
         self.engine = engine
+        self.timeline = timeline
         switch source {
         case .none:
             next = { nil }
@@ -123,8 +142,9 @@ final class AudioPump: @unchecked Sendable {
 
     private func tick() {
         guard var frame = try? next() else { return }
-        frame.timestampUs = MediaClock.monotonicUs()
+        frame.timestampUs = timeline.captureUs(index: blocksPushed, intervalUs: 10_000)
         engine.pushAudioFrame(frame)
+        blocksPushed += 1
     }
 
     func stop() { thread?.stop() }

@@ -5,6 +5,7 @@ import ArgumentParser
 import Logging
 import NIOPosix
 import RTCCore
+import RTCRecording
 import NIOConcurrencyHelpers
 import RTCServer
 import ScreenShareUser
@@ -32,7 +33,8 @@ struct DemoCommand: AsyncParsableCommand {
         func token(_ uid: String) -> String { server.token(uid, channel) }
         print("server: \(url), media udp \(app.mediaAddress?.port ?? 0)")
         let viewer = try await Bot.start(server: url, channel: channel, uid: "2001", token: token("2001"), role: .broadcaster, video: .none,
-                                         audio: .none, settings: VideoEncoderConfiguration(), subscribe: true, record: out, printStats: false)
+                                         audio: .none, settings: VideoEncoderConfiguration(), subscribe: true, record: out, printStats: false,
+                                         recordOptions: ChannelRecorder.Options(layout: .both))
         let host = try await Bot.start(server: url, channel: channel, uid: "1001", token: token("1001"), role: .broadcaster,
                                        video: .pattern(.camera), audio: .tone(440),
                                        settings: VideoEncoderConfiguration(dimensions: VideoSize(width: 640, height: 360), frameRate: 15, bitrateKbps: 600),

@@ -1,6 +1,7 @@
 import ArgumentParser
 import NIOConcurrencyHelpers
 import RTCCore
+import RTCRecording
 import ScreenShareUser
 import Signaling
 
@@ -26,7 +27,11 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(help: "Largest encoded size (frames are fit inside, never stretched).") var size: VideoSize = VideoSize(width: 640, height: 360)
     @Option(help: "Frames per second (the pattern's rate and the encoder's cap).") var fps: Int = 15
     @Option(help: "Video bitrate, kbps.") var bitrate: Int = 800
-    @Option(help: "Folder for one IVF and one WAV per remote user and track.") var record: String?
+    @Option(help: "Folder to record what arrives in (never overwritten; see --record-format).") var record: String?
+    @Option(name: .customLong("record-format"),
+            help: "tracks (an IVF or WAV per remote track), webm (one synchronized WebM per participant) or both.")
+    var recordFormat: String = "tracks"
+    @Option(name: .customLong("record-uid"), help: "Record only this uid (repeatable; default: everyone).") var recordUID: [String] = []
     @Option(help: "Seconds to stay; without it, until SIGINT or SIGTERM.") var duration: Double?
     @Flag(name: .customLong("no-subscribe"), help: "Receive nothing (auto-subscribe off).") var noSubscribe = false
     @Flag(help: "Print no stats lines.") var quiet = false
@@ -50,6 +55,12 @@ struct JoinCommand: AsyncParsableCommand {
         if shareScreen && ScreenShareUID.isScreenShare(uid) { throw ValidationError("--share-screen is for the host uid, not a _sub") }
         if shareScreen && shareToken == nil && secret == nil { throw ValidationError("--share-screen needs --share-token or --secret") }
         if relay && !shareScreen { throw ValidationError("--relay goes with --share-screen") }
+        guard ChannelRecorder.Options.Layout(rawValue: recordFormat) != nil else {
+            throw ValidationError("--record-format is tracks, webm or both, not \(recordFormat)")
+        }
+        if record == nil && (recordFormat != "tracks" || !recordUID.isEmpty) {
+            throw ValidationError("--record-format and --record-uid go with --record DIR")
+        }
     }
 
     private func mint(_ uid: String) -> String {
@@ -127,7 +138,9 @@ struct JoinCommand: AsyncParsableCommand {
         let bot = try await Bot.start(server: server, channel: channel, uid: uid, token: token,
                                       role: role == "audience" ? .audience : .broadcaster, video: videoSource, audio: audioSource,
                                       settings: VideoEncoderConfiguration(dimensions: size, frameRate: fps, bitrateKbps: bitrate),
-                                      subscribe: !noSubscribe, record: record, printStats: !quiet)
+                                      subscribe: !noSubscribe, record: record, printStats: !quiet,
+                                      recordOptions: ChannelRecorder.Options(layout: ChannelRecorder.Options.Layout(rawValue: recordFormat) ?? .tracks,
+                                                                             uids: recordUID.isEmpty ? nil : Set(recordUID)))
         var host: ScreenShareHost?
         if shareScreen {
             let linkPath = "/tmp/rtc-share-\(getpid()).sock"
@@ -182,7 +195,8 @@ final class Bot: Sendable {
 
     static func start(server: String, channel: String, uid: String, token: String, role: ClientRole, video: BotVideoSource,
                       audio: BotAudioSource, settings: VideoEncoderConfiguration, subscribe: Bool, record: String?,
-                      printStats: Bool, source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone)) async throws -> Bot {
+                      printStats: Bool, recordOptions: ChannelRecorder.Options = ChannelRecorder.Options(),
+                      source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone)) async throws -> Bot {
         var configuration = RTCEngineConfiguration(serverURL: server, clientRole: role)
         configuration.statsIntervalSeconds = 1
         let engine = RTCEngine(configuration: configuration)
@@ -194,7 +208,7 @@ final class Bot: Sendable {
         var recorder: ChannelRecorder?
         if let record {
             try makeDirectories(record)
-            let made = ChannelRecorder(directory: record)
+            let made = ChannelRecorder(directory: record, options: recordOptions)
             // One line per file that fails (a full disk, an unwritable folder); the bot goes on.
             made.onError = { failure in
                 // One write(2) to fd 2: unbuffered, a whole line.
@@ -233,8 +247,9 @@ final class Bot: Sendable {
             statsTask.cancel()
             throw CLIError("join failed: \(error)")
         }
-        let videoPump = try VideoPump(video, size: settings.dimensions, fps: settings.frameRate, engine: engine)
-        let audioPump = try AudioPump(audio, engine: engine)
+        let timeline = CaptureTimeline()
+        let videoPump = try VideoPump(video, size: settings.dimensions, fps: settings.frameRate, engine: engine, timeline: timeline)
+        let audioPump = try AudioPump(audio, engine: engine, timeline: timeline)
         return Bot(uid: uid, engine: engine, videoPump: videoPump, audioPump: audioPump, recorder: recorder, statsTask: statsTask,
                    latest: latest, log: log)
     }
@@ -262,10 +277,12 @@ final class Bot: Sendable {
 
     /// One line for a recorded file: where, what, how much, and why it ended.
     static func describe(_ file: ChannelRecorder.File) -> String {
-        let amount = file.kind == .video ? "\(file.units) frames" : "\(file.durationMs) ms"
+        let amount = [file.kind == .video ? "\(file.units) frames" : nil, file.holdsAudio ? "\(file.durationMs) ms" : nil]
+            .compactMap { $0 }.joined(separator: ", ")
         let segment = file.segment > 1 ? ", segment \(file.segment)" : ""
         let ended = file.ended.map { ", ended: \($0.rawValue)" } ?? ""
-        return "recorded \(file.path) (\(file.uid)/\(file.source) \(file.codec), \(amount)\(segment)\(ended))"
+        let sync = file.synchronization.map { ", synchronized by \($0.rawValue)" } ?? ""
+        return "recorded \(file.path) (\(file.uid)/\(file.source) \(file.codec), \(amount)\(segment)\(sync)\(ended))"
     }
 
     static func format(_ stats: RTCStats, uid: String) -> String {

@@ -1,6 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 @testable import RTCCore
+@testable import RTCRecording
 import RTCTestSupport
 import Signaling
 import Testing

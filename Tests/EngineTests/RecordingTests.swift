@@ -1,6 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 @testable import RTCCore
+@testable import RTCRecording
 import RTCTestSupport
 import Signaling
 import Testing
@@ -134,7 +135,7 @@ struct RecordingTests {
         try precious.write(to: URL(fileURLWithPath: "\(dir)/1001-camera.ivf"))
         try precious.write(to: URL(fileURLWithPath: "\(dir)/1001-camera.2.ivf"))
         try Data("{\"old\": true}".utf8).write(to: URL(fileURLWithPath: "\(dir)/manifest.json"))
-        let state = RecorderState(directory: dir, report: { _ in }, note: { _ in })
+        let state = RecorderState(directory: dir, options: ChannelRecorder.Options(), report: { _ in }, note: { _ in })
         func frame(_ sid: String, _ index: Int) -> RemoteEncodedVideoFrame {
             RemoteEncodedVideoFrame(uid: "1001", trackSid: sid, source: .camera, data: [0x10, 0x02, 0x00, 0x9D, 0x01, 0x2A],
                                     isKeyframe: index == 0, rtpTimestamp: UInt32(index * 6000), width: 64, height: 48)

@@ -417,6 +417,7 @@ final class ChannelSession: @unchecked Sendable {
         return ReceiverOutputs(
             video: { frame in sinks.withLockedValue { $0.video }?(frame) },
             encodedVideo: { frame in sinks.withLockedValue { $0.encodedVideo }?(frame) },
+            encodedAudio: { frame in sinks.withLockedValue { $0.encodedAudio }?(frame) },
             firstFrame: { info, size in
                 let elapsed = Int((MediaClock.monotonicUs() - joinStartUs) / 1000)
                 events.emit(.firstRemoteVideoFrameDecoded(uid: info.uid, source: info.source, size: size, elapsedMs: elapsed))

@@ -74,6 +74,7 @@ final class EngineEventHub: Sendable {
 struct EngineSinks: Sendable {
     var video: (@Sendable (RemoteVideoFrame) -> Void)?
     var encodedVideo: (@Sendable (RemoteEncodedVideoFrame) -> Void)?
+    var encodedAudio: (@Sendable (RemoteEncodedAudioFrame) -> Void)?
     var audio: (@Sendable (RemoteAudioFrame) -> Void)?
     var mixedAudio: (@Sendable (AudioFrame) -> Void)?
 }

@@ -199,6 +199,9 @@ public struct RTCEngineError: Error, Sendable, Hashable, CustomStringConvertible
         case invalidArgument, invalidState, joinFailed, tokenRejected, notPublishing, transportFailed, codec
         /// The server answered a request with a message of another kind (a protocol mismatch).
         case unexpectedReply
+        /// A component attached to the engine (a recorder) failed: a full disk, an unwritable folder.
+        /// Media keeps flowing.
+        case recording
     }
 
     public let code: Code

@@ -30,7 +30,8 @@ final class LocalAudioSender: @unchecked Sendable {
     /// Capture time of the first sample in `buffered`.
     private var bufferedCaptureUs: Int64 = 0
     private var firstCaptureUs: Int64?
-    private var clockOffsetUs: Int64 = 0
+    /// The transport's capture clock, shared with the video track.
+    private let clock: CaptureClock
     private var sequenceNumber = UInt16.random(in: 0...UInt16.max)
     private let rtpBase = UInt32.random(in: 0...UInt32.max)
     private var lastRTPTimestamp: UInt32?
@@ -45,8 +46,9 @@ final class LocalAudioSender: @unchecked Sendable {
         var packetLossPercent: Int?
     }
 
-    init(ssrc: UInt32, mid: String, source: TrackSource, processing: Bool, pacer: Pacer) {
+    init(ssrc: UInt32, mid: String, source: TrackSource, processing: Bool, pacer: Pacer, clock: CaptureClock) {
         state = SenderState(ssrc: ssrc, clockRate: Self.sampleRate)
+        self.clock = clock
         self.mid = mid
         self.source = source
         self.pacer = pacer
@@ -102,10 +104,7 @@ final class LocalAudioSender: @unchecked Sendable {
                 return control
             }
             if let loss = control.packetLossPercent { try encoder?.setPacketLoss(percent: loss) }
-            if firstCaptureUs == nil {
-                firstCaptureUs = frame.timestampUs
-                clockOffsetUs = MediaClock.monotonicUs() - frame.timestampUs
-            }
+            if firstCaptureUs == nil { firstCaptureUs = frame.timestampUs }
             let converted = resampler!.process(frame.int16Samples)
             let bufferedUs = Int64(buffered.count / Self.channels) * 1_000_000 / Int64(Self.sampleRate)
             // Capture time follows the pushed timestamps; a jump (a paused source) moves it.
@@ -160,6 +159,7 @@ final class LocalAudioSender: @unchecked Sendable {
             rtpTimestamp = last &+ UInt32(Self.samplesPerPacket)
         }
         lastRTPTimestamp = rtpTimestamp
+        let captureMono = clock.monotonicUs(ofCapture: captureUs)
         let level = Self.audioLevel(pcm)
         // The pacer fills in the transport-wide sequence and abs-send-time as the packet leaves.
         let header = RTPHeader(
@@ -175,7 +175,7 @@ final class LocalAudioSender: @unchecked Sendable {
             counters.payloadBytesSent += payload.count
             counters.framesEncoded += 1
             counters.lastRTPTimestamp = rtpTimestamp
-            counters.lastCaptureMonoUs = captureUs + clockOffsetUs
+            counters.lastCaptureMonoUs = captureMono
         }
         pacer.enqueue([packet], priority: .audio)
     }

@@ -30,8 +30,8 @@ final class LocalVideoSender: @unchecked Sendable {
     private var sequenceNumber = UInt16.random(in: 0...UInt16.max)
     private let rtpBase = UInt32.random(in: 0...UInt32.max)
     private var limiter: FrameRateLimiter
-    /// Capture timestamp → local monotonic time offset, fixed at the first frame.
-    private var clockOffsetUs: Int64?
+    /// The transport's capture clock (shared with the audio track), and the first frame's capture time.
+    private let clock: CaptureClock
     private var firstCaptureUs: Int64?
     private let control = Mutex(Control())
     /// The last packets sent, to answer NACKs (RFC 4585) and to probe with, and the RTX stream.
@@ -76,8 +76,9 @@ final class LocalVideoSender: @unchecked Sendable {
     }
 
     init(ssrc: UInt32, mid: String, source: TrackSource, configuration: VideoEncoderConfiguration, sequencer: TransportSequencer,
-         pacer: Pacer) {
+         pacer: Pacer, clock: CaptureClock) {
         state = SenderState(ssrc: ssrc, clockRate: 90000)
+        self.clock = clock
         rtxSSRC = UInt32.random(in: 1...UInt32.max)
         self.mid = mid
         self.source = source
@@ -235,11 +236,8 @@ final class LocalVideoSender: @unchecked Sendable {
     }
 
     private func monotonicCapture(of timestampUs: Int64) -> Int64 {
-        if clockOffsetUs == nil {
-            clockOffsetUs = MediaClock.monotonicUs() - timestampUs
-            firstCaptureUs = timestampUs
-        }
-        return timestampUs + clockOffsetUs!
+        if firstCaptureUs == nil { firstCaptureUs = timestampUs }
+        return clock.monotonicUs(ofCapture: timestampUs)
     }
 
     private func packetizeAndSend(_ encoded: EncodedVideoFrame, rtpTimestamp: UInt32, rotation: VideoRotation, captureMonoUs: Int64) {

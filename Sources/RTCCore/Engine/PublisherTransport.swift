@@ -16,6 +16,8 @@ final class PublisherTransport: Sendable {
     let transport: MediaTransport
     let pacer: Pacer
     let sequencer: TransportSequencer
+    /// The one capture clock of this transport's tracks (their RTP timestamps and sender reports).
+    let captureClock = CaptureClock()
     private let rtcpSSRC: UInt32
     private let lock = NIOLockedValueBox(State())
 
@@ -79,11 +81,12 @@ final class PublisherTransport: Sendable {
         sequencer.congestion.setMaximumVideo(kbps: configuration.bitrateKbps,
                                              floorKbps: SendSideCongestion.encoderFloorKbps(for: configuration))
         return LocalVideoSender(ssrc: UInt32.random(in: 1...UInt32.max), mid: makeMid(.video), source: source,
-                                configuration: configuration, sequencer: sequencer, pacer: pacer)
+                                configuration: configuration, sequencer: sequencer, pacer: pacer, clock: captureClock)
     }
 
     func makeAudioSender(source: TrackSource, processing: Bool) -> LocalAudioSender {
-        LocalAudioSender(ssrc: UInt32.random(in: 1...UInt32.max), mid: makeMid(.audio), source: source, processing: processing, pacer: pacer)
+        LocalAudioSender(ssrc: UInt32.random(in: 1...UInt32.max), mid: makeMid(.audio), source: source, processing: processing,
+                         pacer: pacer, clock: captureClock)
     }
 
     /// Installs an announced sender under its track sid.
@@ -195,10 +198,8 @@ final class PublisherTransport: Sendable {
     func sendReports(cname: String, nowMonoUs: Int64, wallUs: Int64) {
         let (video, audio) = senders
         let reports = [video?.state, audio?.state].compactMap { $0?.senderReport(nowMonoUs: nowMonoUs, wallUs: wallUs) }
-        guard let first = reports.first else { return }
-        transport.sendRTCP(RTCPPacket.serializeCompound(reports.map { .senderReport($0) } + [
-            .sourceDescription(SourceDescription(chunks: [SourceDescription.Chunk(ssrc: first.ssrc, items: [.cname(cname)])])),
-        ]))
+        guard !reports.isEmpty else { return }
+        transport.sendRTCP(RTCPCompound.senderReports(reports, cname: cname))
     }
 
     /// On the transport's event loop: what the server says about our streams.

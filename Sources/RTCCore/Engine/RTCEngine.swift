@@ -110,6 +110,11 @@ public final class RTCEngine: @unchecked Sendable {
     public func setRemoteEncodedVideoSink(_ sink: (@Sendable (RemoteEncodedVideoFrame) -> Void)?) {
         sinks.withLockedValue { $0.encodedVideo = sink }
     }
+    /// Every remote Opus packet as it arrives (before the jitter buffer), on the network event
+    /// loop: keep the sink short (recording queues it to a thread of its own).
+    public func setRemoteEncodedAudioSink(_ sink: (@Sendable (RemoteEncodedAudioFrame) -> Void)?) {
+        sinks.withLockedValue { $0.encodedAudio = sink }
+    }
     /// 20 ms of each playing remote audio track, on the playout thread.
     public func setRemoteAudioSink(_ sink: (@Sendable (RemoteAudioFrame) -> Void)?) { sinks.withLockedValue { $0.audio = sink } }
     /// 20 ms of all remote audio mixed (48 kHz stereo), on the playout thread.
@@ -124,6 +129,11 @@ public final class RTCEngine: @unchecked Sendable {
 
     /// A new stream of every event from now on. Each call makes an independent stream.
     public var events: AsyncStream<RTCEngineEvent> { hub.makeStream() }
+
+    /// Emits `.error(error)` on the event stream and to the delegate, for a component attached to
+    /// the engine whose failures the app should see where it sees the engine's (a recorder's full
+    /// disk). The engine itself does nothing else about it.
+    public func report(_ error: RTCEngineError) { hub.emit(.error(error)) }
 
     // MARK: External sources
 

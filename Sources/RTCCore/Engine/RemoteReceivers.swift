@@ -14,6 +14,31 @@ public struct RemoteVideoFrame: Sendable {
     public var rtpTimestamp: UInt32
 }
 
+/// Where a remote stream's RTP clock stands on its sender's wall clock, from the latest RTCP sender
+/// report (RFC 3550 §6.4.1; the server passes them on, with the RTP time on the clock it rewrote).
+/// The audio and video of one sender share that wall clock, so times from their mappings line up:
+/// what a player uses for lip sync and a recorder to place both on one timeline.
+public struct SenderClock: Sendable, Hashable {
+    /// The sender's wall clock at the report, microseconds since 1970.
+    public var wallUs: Int64
+    /// The same instant on the stream's RTP clock.
+    public var rtpTimestamp: UInt32
+    /// The RTP clock rate (90000 video, 48000 Opus).
+    public var clockRate: Int
+
+    public init(wallUs: Int64, rtpTimestamp: UInt32, clockRate: Int) {
+        self.wallUs = wallUs
+        self.rtpTimestamp = rtpTimestamp
+        self.clockRate = clockRate
+    }
+
+    /// The sender's wall-clock time of `rtp`, microseconds since 1970 (within about 6 hours of
+    /// the report at 90 kHz: the difference is taken as a signed 32-bit count).
+    public func wallUs(of rtp: UInt32) -> Int64 {
+        wallUs + Int64(Int32(bitPattern: rtp &- rtpTimestamp)) * 1_000_000 / Int64(max(clockRate, 1))
+    }
+}
+
 /// An encoded frame from a remote track, whole, in decode order (for recording without re-encoding).
 public struct RemoteEncodedVideoFrame: Sendable {
     public var uid: String
@@ -24,6 +49,20 @@ public struct RemoteEncodedVideoFrame: Sendable {
     public var rtpTimestamp: UInt32
     public var width: Int?
     public var height: Int?
+    /// The stream's latest sender-report mapping when the frame was handed on; nil before the first.
+    public var senderClock: SenderClock? = nil
+}
+
+/// One Opus packet from a remote track as it arrived (for recording without decoding): in arrival
+/// order, which may differ from RTP order; losses are gaps in `rtpTimestamp` (48 kHz).
+public struct RemoteEncodedAudioFrame: Sendable {
+    public var uid: String
+    public var trackSid: String
+    public var source: TrackSource
+    public var data: [UInt8]
+    public var rtpTimestamp: UInt32
+    /// The stream's latest sender-report mapping when the packet arrived; nil before the first.
+    public var senderClock: SenderClock? = nil
 }
 
 /// 20 ms of played-out audio from one remote track (48 kHz stereo).
@@ -42,15 +81,29 @@ final class ReceiverState: Sendable {
         var framesDecoded = 0
         var width = 0
         var height = 0
+        var senderClock: SenderClock?
     }
 
     let ssrc: UInt32
+    let clockRate: Int
     let counters: Mutex<Counters>
 
     init(ssrc: UInt32, clockRate: Int) {
         self.ssrc = ssrc
+        self.clockRate = clockRate
         counters = Mutex(Counters(statistics: ReceptionStatistics(ssrc: ssrc, clockRate: clockRate)))
     }
+
+    /// A sender report about this stream: its clock mapping, and LSR/DLSR for our receiver reports.
+    func received(_ report: SenderReport, arrivalUs: Int64) {
+        let clock = SenderClock(wallUs: NTPTime.unixMicroseconds(report.ntpTimestamp), rtpTimestamp: report.rtpTimestamp, clockRate: clockRate)
+        counters.withLock { counters in
+            counters.senderClock = clock
+            counters.statistics.recordSenderReport(compactNTP: report.compactNTP, arrivalUs: arrivalUs)
+        }
+    }
+
+    var senderClock: SenderClock? { counters.withLock { $0.senderClock } }
 
     func record(_ packet: RTPPacket, bytes: Int, arrivalUs: Int64) {
         counters.withLock { counters in
@@ -72,6 +125,7 @@ final class ReceiverState: Sendable {
 struct ReceiverOutputs: Sendable {
     var video: @Sendable (RemoteVideoFrame) -> Void = { _ in }
     var encodedVideo: @Sendable (RemoteEncodedVideoFrame) -> Void = { _ in }
+    var encodedAudio: @Sendable (RemoteEncodedAudioFrame) -> Void = { _ in }
     var firstFrame: @Sendable (RemoteTrackInfo, VideoSize) -> Void = { _, _ in }
     var requestKeyframe: @Sendable (UInt32) -> Void = { _ in }
     /// Ask the sender again for these sequence numbers (generic NACK).
@@ -145,7 +199,7 @@ final class RemoteVideoReceiver: @unchecked Sendable {
         let bytes = Array(assembled.data.readableBytesView)
         outputs.encodedVideo(RemoteEncodedVideoFrame(uid: info.uid, trackSid: info.trackSid, source: info.source, data: bytes,
                                                      isKeyframe: assembled.isKeyframe, rtpTimestamp: assembled.rtpTimestamp,
-                                                     width: assembled.width, height: assembled.height))
+                                                     width: assembled.width, height: assembled.height, senderClock: state.senderClock))
         do {
             if decoder == nil { decoder = try VP8Decoder() }
             guard var frame = try decoder?.decode(bytes, timestampUs: Int64(assembled.rtpTimestamp)) else { return }
@@ -172,19 +226,23 @@ final class RemoteVideoReceiver: @unchecked Sendable {
 final class RemoteAudioReceiver: @unchecked Sendable {
     let info: RemoteTrackInfo
     let state: ReceiverState
+    private let encodedOutput: @Sendable (RemoteEncodedAudioFrame) -> Void
     private let jitter = Mutex(AudioJitterBuffer())
     // Confined to the playout thread:
     private var decoder: OpusDecoder?
 
-    init(info: RemoteTrackInfo, ssrc: UInt32) {
+    init(info: RemoteTrackInfo, ssrc: UInt32, outputs: ReceiverOutputs) {
         self.info = info
         state = ReceiverState(ssrc: ssrc, clockRate: 48000)
+        encodedOutput = outputs.encodedAudio
     }
 
     /// On the network loop.
     func receive(_ packet: RTPPacket, bytes: Int, arrivalUs: Int64) {
         state.record(packet, bytes: bytes, arrivalUs: arrivalUs)
         let payload = Array(packet.payload.readableBytesView)
+        encodedOutput(RemoteEncodedAudioFrame(uid: info.uid, trackSid: info.trackSid, source: info.source, data: payload,
+                                              rtpTimestamp: packet.header.timestamp, senderClock: state.senderClock))
         jitter.withLock { $0.insert(sequenceNumber: packet.header.sequenceNumber, payload: payload, arrivalUs: arrivalUs) }
     }
 

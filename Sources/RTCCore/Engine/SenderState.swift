@@ -50,3 +50,21 @@ final class SenderState: Sendable {
         }
     }
 }
+
+/// The one clock a publisher's tracks are captured on. Apps stamp pushed frames with capture
+/// times (`timestampUs`) on a clock of their own choosing; the first frame of any track fixes its
+/// offset to the local monotonic clock, and every track of the transport uses that same offset.
+/// So an audio and a video source stamped from one clock keep their relation in RTP and in the
+/// sender reports (RFC 3550 §6.4.1), whichever track's first frame came first: lip sync at the
+/// receiver, and in recordings, starts here.
+final class CaptureClock: Sendable {
+    private let offsetUs = Mutex<Int64?>(nil)
+
+    /// The local monotonic time of a capture timestamp.
+    func monotonicUs(ofCapture timestampUs: Int64) -> Int64 {
+        offsetUs.withLock { offset in
+            if offset == nil { offset = MediaClock.monotonicUs() - timestampUs }
+            return timestampUs + offset!
+        }
+    }
+}

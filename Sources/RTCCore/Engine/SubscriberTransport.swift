@@ -58,6 +58,7 @@ final class SubscriberTransport: @unchecked Sendable {
         let subscriber = SubscriberTransport(transport: transport, rtcpSSRC: rtcpSSRC, outputs: outputs)
         transport.onStateChange = onStateChange
         transport.onRTP = { [weak subscriber] datagram in subscriber?.received(rtp: datagram) }
+        transport.onRTCP = { [weak subscriber] datagram in subscriber?.received(rtcp: datagram) }
         try await subscriber.loop.submit {
             subscriber.feedbackTask = subscriber.loop.scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .milliseconds(100)) {
                 [weak subscriber] _ in subscriber?.sendFeedback()
@@ -87,7 +88,7 @@ final class SubscriberTransport: @unchecked Sendable {
                 if kind == .video {
                     self.videoReceivers[ssrc] = RemoteVideoReceiver(info: info, ssrc: ssrc, outputs: outputs)
                 } else {
-                    self.audioReceivers[ssrc] = RemoteAudioReceiver(info: info, ssrc: ssrc)
+                    self.audioReceivers[ssrc] = RemoteAudioReceiver(info: info, ssrc: ssrc, outputs: outputs)
                 }
             }
             var ended: [RemoteVideoReceiver] = []
@@ -143,6 +144,19 @@ final class SubscriberTransport: @unchecked Sendable {
             video.receive(packet, bytes: datagram.readableBytes, arrivalUs: now)
         } else if let audio = audioReceivers[ssrc] {
             audio.receive(packet, bytes: datagram.readableBytes, arrivalUs: now)
+        }
+    }
+
+    /// The server's RTCP: the publishers' sender reports it passes on (each receiver's clock mapping).
+    private func received(rtcp datagram: ByteBuffer) {
+        guard let packets = try? RTCPPacket.parseCompound(datagram) else { return }
+        let now = MediaClock.monotonicUs()
+        for case .senderReport(let report) in packets {
+            if let video = videoReceivers[report.ssrc] {
+                video.state.received(report, arrivalUs: now)
+            } else if let audio = audioReceivers[report.ssrc] {
+                audio.state.received(report, arrivalUs: now)
+            }
         }
     }
 

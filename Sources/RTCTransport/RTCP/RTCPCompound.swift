@@ -5,6 +5,15 @@ import NIOCore
 /// are given) followed by one feedback message. `sender` is the SSRC the sender reports as (its
 /// RTCP SSRC); `media` the SSRC the feedback is about.
 public enum RTCPCompound {
+    /// Sender reports of one instant (RFC 3550 §6.4.1) and the CNAME that ties their streams
+    /// together (§6.5.1): what a sender, or a translator passing reports on, sends once a second.
+    /// `reports` must not be empty.
+    public static func senderReports(_ reports: [SenderReport], cname: String) -> ByteBuffer {
+        RTCPPacket.serializeCompound(reports.map { .senderReport($0) } + [
+            .sourceDescription(SourceDescription(chunks: [SourceDescription.Chunk(ssrc: reports.first?.ssrc ?? 0, items: [.cname(cname)])])),
+        ])
+    }
+
     /// A receiver report carrying `blocks` (RFC 3550 §6.4.2).
     public static func receiverReports(ssrc: UInt32, _ blocks: [ReceptionReport] = []) -> ByteBuffer {
         RTCPPacket.serializeCompound([.receiverReport(ReceiverReport(ssrc: ssrc, reports: blocks))])

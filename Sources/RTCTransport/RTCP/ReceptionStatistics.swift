@@ -100,6 +100,13 @@ public enum NTPTime {
         return seconds << 32 | fraction
     }
 
+    /// The Unix time in microseconds of a 64-bit NTP timestamp (negative before 1970).
+    public static func unixMicroseconds(_ ntp: UInt64) -> Int64 {
+        let seconds = Int64(ntp >> 32) - Int64(unixEpochOffset)
+        let fraction = Int64((ntp & 0xFFFF_FFFF) * 1_000_000 >> 32)
+        return seconds * 1_000_000 + fraction
+    }
+
     /// The middle 32 bits (16.16 seconds), as LSR carries it.
     public static func compact(_ ntp: UInt64) -> UInt32 { UInt32(truncatingIfNeeded: ntp >> 16) }
 }

@@ -1,9 +1,14 @@
 import NIOConcurrencyHelpers
+import RTCCore
 import Signaling
 
-/// Records what an engine receives into `directory`: per remote user and track one IVF (the VP8
-/// frames as received, no re-encoding) or one WAV (the played-out 48 kHz stereo PCM), and a
-/// `manifest.json` listing every file. See `docs/recording.md`.
+/// Records what an engine receives into `directory`, in one of two layouts or both
+/// (``Options/layout``), and a `manifest.json` listing every file. See `docs/recording.md`.
+/// - `tracks` (the default): per remote user and track one IVF (the VP8 frames as received, no
+///   re-encoding) or one WAV (the played-out 48 kHz stereo PCM).
+/// - `webm`: per remote participant one WebM with its VP8 and Opus as received (no decoding),
+///   audio and video placed on the sender's one clock from its RTCP sender reports (lip sync);
+///   a user's screen share (`<uid>_sub`, or its own screen tracks) is a participant file of its own.
 ///
 /// - Names: `<uid>-<source>.ivf`/`.wav`; a later track of the same user and source (a republish,
 ///   a rejoin) starts a numbered segment beside it (`<uid>-<source>.2.ivf`, `.3`, …). Files are
@@ -14,6 +19,44 @@ import Signaling
 /// - Files are written on the recorder's own thread: the engine's decode and playout threads only
 ///   queue frames to it.
 public final class ChannelRecorder: Sendable {
+    /// What to write and for whom.
+    public struct Options: Sendable, Hashable {
+        /// Which files a recording folder gets.
+        public enum Layout: String, Sendable, Hashable, CaseIterable {
+            /// One IVF or WAV per remote track (`<uid>-<source>.ivf`/`.wav`).
+            case tracks
+            /// One WebM per remote participant (`<uid>.webm`, `<uid>-screen.webm`).
+            case webm
+            /// Both.
+            case both
+        }
+
+        public var layout: Layout
+        /// Only these uids are recorded; nil records everyone.
+        public var uids: Set<String>?
+
+        public init(layout: Layout = .tracks, uids: Set<String>? = nil) {
+            self.layout = layout
+            self.uids = uids
+        }
+
+        var tracks: Bool { layout != .webm }
+        var webm: Bool { layout != .tracks }
+    }
+
+    /// A recorded file's container.
+    public enum Format: String, Sendable, Hashable {
+        case ivf, wav, webm
+    }
+
+    /// How a WebM's audio and video were placed on one timeline.
+    public enum Synchronization: String, Sendable, Hashable {
+        /// By the senders' RTCP sender reports (the sender's capture clock): lip sync as sent.
+        case senderReports
+        /// By arrival time, for streams that had no sender report in time.
+        case arrival
+    }
+
     /// Why a file ended.
     public enum EndReason: String, Sendable, Hashable {
         /// The user left the channel (`userOffline`).
@@ -36,7 +79,7 @@ public final class ChannelRecorder: Sendable {
         public var path: String
         public var uid: String
         public var source: String
-        /// Video frames or 20 ms audio blocks written.
+        /// Video frames, or 20 ms audio blocks written (a WAV), or video frames (a WebM).
         public var units: Int
         /// The name inside the recording folder (the manifest's `path`).
         public internal(set) var name: String = ""
@@ -46,11 +89,16 @@ public final class ChannelRecorder: Sendable {
         public internal(set) var trackSid: String = ""
         /// 1 for `<uid>-<source>.ext`, n for `<uid>-<source>.n.ext`.
         public internal(set) var segment: Int = 1
-        /// Audio written, in milliseconds (0 for video).
+        /// Audio written, in milliseconds (0 for an IVF).
         public internal(set) var durationMs: Int = 0
         /// Wall-clock arrival of the first and last unit written, ms since 1970.
         public internal(set) var firstArrivalMs: Int64?
         public internal(set) var lastArrivalMs: Int64?
+        public internal(set) var format: Format = .ivf
+        /// A WebM with an Opus track (`kind` is `.video` for any WebM with a VP8 track).
+        public internal(set) var hasAudio = false
+        /// A WebM's timeline (nil for IVF and WAV).
+        public internal(set) var synchronization: Synchronization?
         /// Why the file ended; nil while it is still being written.
         public internal(set) var ended: EndReason?
         /// The error that ended it (`diskFull`, `writeFailed`).
@@ -65,6 +113,9 @@ public final class ChannelRecorder: Sendable {
 
         /// Video frames written (0 for audio).
         public var frames: Int { kind == .video ? units : 0 }
+
+        /// Whether the file holds audio.
+        public var holdsAudio: Bool { kind == .audio || hasAudio }
     }
 
     /// A file that could not be started or that ended on a write error.
@@ -77,23 +128,30 @@ public final class ChannelRecorder: Sendable {
     }
 
     public let directory: String
+    public let options: Options
     private let thread: MediaThread
     private let state: RecorderState
     private let failures: NIOLockedValueBox<[String]>
     private let errorHandler: NIOLockedValueBox<(@Sendable (Failure) -> Void)?>
+    /// Posts a failure on the attached engine's event stream (`.error`, code `.recording`).
+    private let engineReport: NIOLockedValueBox<(@Sendable (Failure) -> Void)?>
     private let eventTask = NIOLockedValueBox<Task<Void, Never>?>(nil)
     private let result = NIOLockedValueBox<[File]?>(nil)
 
-    public init(directory: String) {
+    public init(directory: String, options: Options = Options()) {
         self.directory = directory
+        self.options = options
         let failures = NIOLockedValueBox<[String]>([]), errorHandler = NIOLockedValueBox<(@Sendable (Failure) -> Void)?>(nil)
+        let engineReport = NIOLockedValueBox<(@Sendable (Failure) -> Void)?>(nil)
         self.failures = failures
         self.errorHandler = errorHandler
+        self.engineReport = engineReport
         state = RecorderState(
-            directory: directory,
+            directory: directory, options: options,
             report: { failure in
                 failures.withLockedValue { $0.append(failure.message) }
                 errorHandler.withLockedValue { $0 }?(failure)
+                engineReport.withLockedValue { $0 }?(failure)
             },
             note: { line in failures.withLockedValue { $0.append(line) } })
         thread = MediaThread(name: "recorder")
@@ -104,19 +162,29 @@ public final class ChannelRecorder: Sendable {
     }
 
     /// Called on the recorder's thread for every file that cannot be started or ends on a write
-    /// error (a full disk, an unwritable folder): one call per file. Recording goes on for the
+    /// error (a full disk, an unwritable folder): one call per file. The attached engine's event
+    /// stream gets the same failure as `.error` with code `.recording`. Recording goes on for the
     /// other files; the engine is not affected.
     public var onError: (@Sendable (Failure) -> Void)? {
         get { errorHandler.withLockedValue { $0 } }
         set { errorHandler.withLockedValue { $0 = newValue } }
     }
 
-    /// Starts recording `engine`'s remote media (replaces its encoded-video and audio sinks) and
-    /// follows its events: a user's files end when it leaves (`left`) or unpublishes the track.
+    /// Starts recording `engine`'s remote media (replaces its encoded-video sink, and its audio or
+    /// encoded-audio sink as the layout needs) and follows its events: a user's files end when it
+    /// leaves (`left`) or unpublishes the track.
     public func attach(to engine: RTCEngine) {
-        let thread = self.thread, state = self.state
-        engine.setRemoteEncodedVideoSink { frame in thread.execute { state.record(frame) } }
-        engine.setRemoteAudioSink { frame in thread.execute { state.record(frame) } }
+        let thread = self.thread, state = self.state, options = self.options
+        engine.setRemoteEncodedVideoSink { frame in
+            thread.execute {
+                if options.tracks { state.record(frame) }
+                if options.webm { state.recordWebM(frame) }
+            }
+        }
+        if options.tracks { engine.setRemoteAudioSink { frame in thread.execute { state.record(frame) } } }
+        if options.webm { engine.setRemoteEncodedAudioSink { frame in thread.execute { state.recordWebM(frame) } } }
+        // Failures also reach the app where it sees the engine's own errors.
+        engineReport.withLockedValue { $0 = { [weak engine] failure in engine?.report(RTCEngineError(.recording, failure.message)) } }
         let events = engine.events
         let task = Task {
             for await event in events {

@@ -1,8 +1,10 @@
+import RTCMedia
+
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// `manifest.json` of a recording folder: every file the recorder started, written by hand (RTCCore
+/// `manifest.json` of a recording folder: every file the recorder started, written by hand (RTCRecording
 /// does not link Foundation) and replaced atomically (a temporary file renamed over it).
 enum RecordingManifest {
     static let name = "manifest.json"
@@ -20,16 +22,15 @@ enum RecordingManifest {
     }
 
     static func object(_ file: ChannelRecorder.File) -> String {
+        let kind = file.format == .webm && file.kind == .video && file.hasAudio ? "video+audio" : file.kind.rawValue
         var fields: [(String, String)] = [
-            ("path", string(file.name)), ("uid", string(file.uid)), ("source", string(file.source)),
-            ("kind", string(file.kind.rawValue)), ("codec", string(file.codec)), ("trackSid", string(file.trackSid)),
-            ("segment", "\(file.segment)"),
+            ("path", string(file.name)), ("format", string(file.format.rawValue)), ("uid", string(file.uid)),
+            ("source", string(file.source)), ("kind", string(kind)), ("codec", string(file.codec)),
+            ("trackSid", string(file.trackSid)), ("segment", "\(file.segment)"),
         ]
-        if file.kind == .video {
-            fields.append(("frames", "\(file.units)"))
-        } else {
-            fields.append(("durationMs", "\(file.durationMs)"))
-        }
+        if file.kind == .video { fields.append(("frames", "\(file.units)")) }
+        if file.holdsAudio { fields.append(("durationMs", "\(file.durationMs)")) }
+        if let synchronization = file.synchronization { fields.append(("synchronization", string(synchronization.rawValue))) }
         fields.append(("firstArrivalMs", file.firstArrivalMs.map { "\($0)" } ?? "null"))
         fields.append(("lastArrivalMs", file.lastArrivalMs.map { "\($0)" } ?? "null"))
         fields.append(("ended", file.ended.map { string($0.rawValue) } ?? "null"))
