@@ -31,6 +31,9 @@ final class WebMWriter {
     /// when the muxer ends it, as the next frame arrives: everything handed before that frame.
     private(set) var handed = Contents()
     private(set) var committed = Contents()
+    /// A write to the file failed: nothing more is written (a later cluster after a lost one would
+    /// leave a hole), `finish()` only closes.
+    private var failed = false
 
     /// Opus pre-skip of libopus encoders (RFC 7845 §4.2: the encoder's lookahead at 48 kHz).
     static let opusPreSkip = 312
@@ -68,12 +71,17 @@ final class WebMWriter {
         try write(track: Int32(RTC_WEBM_AUDIO), data, ptsMs: ptsMs, keyframe: true, before: before)
     }
 
-    /// Ends the last cluster and closes the file. Safe to call again.
+    /// Ends the last cluster and closes the file (after a failed write: only closes, the file
+    /// ending at its last whole cluster). Safe to call again.
     func finish() throws(MediaFileError) {
         guard let muxer else { return }
         defer {
             rtc_webm_free(muxer)
             self.muxer = nil
+        }
+        if failed {
+            try? output.close()
+            return
         }
         var error = [CChar](repeating: 0, count: 256)
         if rtc_webm_finish(muxer, &error, error.count) != 0 {
@@ -90,7 +98,7 @@ final class WebMWriter {
     }
 
     private func write(track: Int32, _ data: [UInt8], ptsMs: Int64, keyframe: Bool, before: Contents) throws(MediaFileError) {
-        guard let muxer else { throw MediaFileError(.io, "cannot write \(output.path): already finished") }
+        guard let muxer, !failed else { throw MediaFileError(.io, "cannot write \(output.path): already finished or failed") }
         var error = [CChar](repeating: 0, count: 256)
         let status = data.withUnsafeBufferPointer { bytes in
             rtc_webm_write(muxer, track, bytes.baseAddress, bytes.count, ptsMs, keyframe ? 1 : 0, &error, error.count)
@@ -107,7 +115,12 @@ final class WebMWriter {
         var size = 0
         guard let bytes = rtc_webm_pending(muxer, &size), size > 0 else { return false }
         defer { rtc_webm_clear_pending(muxer) }
-        try output.write(UnsafeRawBufferPointer(start: bytes, count: size))
+        do throws(MediaFileError) {
+            try output.write(UnsafeRawBufferPointer(start: bytes, count: size))
+        } catch {
+            failed = true
+            throw error
+        }
         bytesWritten += size
         return true
     }

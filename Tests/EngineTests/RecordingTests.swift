@@ -64,14 +64,17 @@ struct RecordingTests {
         return try #require(root["files"] as? [[String: Any]])
     }
 
-    /// Average PSNR of a recording against the source clip (ffmpeg's psnr filter, timestamps aligned).
-    func psnr(_ recording: String, _ source: String) throws -> Double? {
+    /// Average PSNR of a recording against the source clip (ffmpeg's psnr filter, timestamps aligned;
+    /// `byIndex` pairs the n-th frames instead, for a container whose millisecond timestamps fall
+    /// just before the source's 1/15 s ones).
+    func psnr(_ recording: String, _ source: String, byIndex: Bool = false) throws -> Double? {
+        let graph = byIndex ? "[0:v]settb=1/15,setpts=N[r];[1:v]settb=1/15,setpts=N[s];[r][s]psnr=shortest=1" : "[0:v][1:v]psnr=shortest=1"
         let run = try runTool(["ffmpeg", "-hide_banner", "-nostats", "-i", recording, "-i", source,
-                               "-lavfi", "[0:v][1:v]psnr=shortest=1", "-f", "null", "-"])
+                               "-lavfi", graph, "-f", "null", "-"])
         return run.err.range(of: "average:").map { run.err[$0.upperBound...].prefix { $0 == "." || $0.isNumber } }.flatMap { Double($0) }
     }
 
-    @Test("a publisher that leaves and joins again is recorded as two segments, nothing overwritten, both listed as left")
+    @Test("a publisher that leaves and joins again is recorded as two segments (IVF and WebM), nothing overwritten, both listed as left")
     func republishMakesSegments() async throws {
         let dir = temporaryDirectory("republish"), source = temporaryDirectory("republish-source") + "/source.y4m"
         let generator = try PatternGenerator(kind: .camera, size: Self.size, frameRate: FrameRate(15))
@@ -82,7 +85,7 @@ struct RecordingTests {
         let server = try await TestServer()
         let viewer = server.engine()
         let viewerEvents = EventLog(viewer)
-        let recorder = ChannelRecorder(directory: dir)
+        let recorder = ChannelRecorder(directory: dir, options: ChannelRecorder.Options(layout: .both))
         recorder.attach(to: viewer)
         try await viewer.join(token: testToken(uid: "2001", channel: "rejoin"), channel: "rejoin", uid: "2001")
         let sessions = [90, 45]
@@ -101,13 +104,25 @@ struct RecordingTests {
             #expect(await eventually { viewerEvents.all.filter { if case .userOffline = $0 { true } else { false } }.count > number })
         }
         try await Task.sleep(for: .milliseconds(300))
-        let files = recorder.stop()
+        let all = recorder.stop()
         await viewer.leave()
         await server.shutdown()
 
-        let names = files.map(\.name)
-        #expect(names == ["1001-camera.ivf", "1001-camera.2.ivf"], "\(names)")
-        let entries = try manifest(dir)
+        let names = all.map(\.name)
+        #expect(Set(names) == ["1001-camera.ivf", "1001-camera.2.ivf", "1001.webm", "1001.2.webm"], "\(names)")
+        let allEntries = try manifest(dir)
+        let webms = all.filter { $0.format == .webm }.sorted { $0.segment < $1.segment }
+        #expect(webms.map(\.ended) == [.left, .stopped] || webms.map(\.ended) == [.left, .left], "\(webms.map(\.ended))")
+        for (index, file) in webms.enumerated() {
+            let probe = try probeFrames(file.path)
+            let frames = try #require(probe.frames, "ffprobe failed on \(file.name): \(probe.err)")
+            #expect(frames == file.frames && frames >= (index == 0 ? 80 : 38), "\(file.name): ffprobe \(frames), recorder \(file.frames)")
+            let quality = try #require(try psnr(file.path, source, byIndex: true), "no PSNR for \(file.name)")
+            #expect(quality >= 30, "\(file.name): PSNR \(quality) dB")
+            print("republish: \(file.name) \(frames) of \(sessions[index]) frames pushed, PSNR \(quality) dB, ended \(file.ended?.rawValue ?? "-")")
+        }
+        let files = all.filter { $0.format == .ivf }
+        let entries = allEntries.filter { $0["format"] as? String == "ivf" }
         #expect(entries.map { $0["path"] as? String } == ["1001-camera.ivf", "1001-camera.2.ivf"])
         #expect(entries.first?["ended"] as? String == "left")
         #expect(entries.allSatisfy { $0["uid"] as? String == "1001" && $0["source"] as? String == "camera" && $0["codec"] as? String == "vp8" })
@@ -165,8 +180,9 @@ struct RecordingTests {
         #expect(RecordingManifest.string("a\"b\\c\n\u{1}") == "\"a\\\"b\\\\c\\n\\u0001\"")
     }
 
-    @Test("a full disk ends the file at its last whole frame, reports it once, and the manifest says diskFull")
-    func diskFull() async throws {
+    @Test("a full disk ends the file at its last whole frame (IVF) or cluster (WebM), reports it once, and the manifest says diskFull",
+          arguments: [ChannelRecorder.Options.Layout.tracks, .webm])
+    func diskFull(layout: ChannelRecorder.Options.Layout) async throws {
         let dir = temporaryDirectory("full")
         let mount = try runTool(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", dir])
         guard mount.status == 0 else {
@@ -177,7 +193,7 @@ struct RecordingTests {
         let server = try await TestServer()
         let host = try publisher(server), viewer = server.engine()
         let viewerEvents = EventLog(viewer)
-        let recorder = ChannelRecorder(directory: dir)
+        let recorder = ChannelRecorder(directory: dir, options: ChannelRecorder.Options(layout: layout))
         let reported = NIOLockedValueBox<[ChannelRecorder.Failure]>([])
         recorder.onError = { failure in reported.withLockedValue { $0.append(failure) } }
         recorder.attach(to: viewer)
@@ -200,21 +216,26 @@ struct RecordingTests {
         let failures = reported.withLockedValue { $0 }
         #expect(failures.count == 1, "\(failures.map(\.message))")
         #expect(failures.first?.file.ended == .diskFull)
-        print("disk full: \(failures.first?.message ?? "-")")
+        print("disk full (\(layout.rawValue)): \(failures.first?.message ?? "-")")
         let file = try #require(files.first)
         #expect(file.ended == .diskFull && file.error?.contains("No space left") == true, "\(file)")
         let entries = try manifest(dir)
         #expect(entries.first?["ended"] as? String == "diskFull")
         #expect(entries.first?["frames"] as? Int == file.frames)
         #expect((entries.first?["error"] as? String)?.isEmpty == false)
-        let layout = try ivfLayout(file.path)
-        #expect(layout.exact && layout.frames == file.frames && layout.declared == file.frames, "\(layout) vs \(file.frames)")
+        if layout == .tracks {
+            let ivf = try ivfLayout(file.path)
+            #expect(ivf.exact && ivf.frames == file.frames && ivf.declared == file.frames, "\(ivf) vs \(file.frames)")
+        } else {
+            let decode = try runTool(["ffmpeg", "-hide_banner", "-nostats", "-v", "error", "-i", file.path, "-f", "null", "-"])
+            #expect(decode.err.isEmpty, "decoding the WebM: \(decode.err)")
+        }
         let probe = try probeFrames(file.path)
         #expect(probe.frames == file.frames, "ffprobe: \(probe)")
         #expect(file.frames > 10)
     }
 
-    @Test("a recording bot killed with SIGKILL leaves files ffprobe reads, with no partial frame at the end")
+    @Test("a recording bot killed with SIGKILL 6 s in leaves files (IVF, WAV, WebM) ffprobe reads, with no partial frame at the end")
     func killedBotKeepsItsFiles() async throws {
         let dir = temporaryDirectory("killed")
         let server = try await TestServer(pingInterval: 1, pingTimeout: 3, resumeWindow: 2)
@@ -227,7 +248,7 @@ struct RecordingTests {
         let bot = Process()
         bot.executableURL = URL(fileURLWithPath: cliPath)
         bot.arguments = ["join", "--server", server.url, "--channel", "kill", "--uid", "2001", "--token", testToken(uid: "2001", channel: "kill"),
-                         "--video", "none", "--audio", "none", "--quiet", "--record", dir]
+                         "--video", "none", "--audio", "none", "--quiet", "--record", dir, "--record-format", "both"]
         bot.standardOutput = FileHandle.nullDevice
         bot.standardError = FileHandle.nullDevice
         try bot.run()
@@ -237,7 +258,7 @@ struct RecordingTests {
         let pushed = NIOLockedValueBox(0)
         let tone = pushTone(host)
         let video = Task { try await push(host, count: 15 * 10, pushed: pushed) }
-        try await Task.sleep(for: .milliseconds(4000))
+        try await Task.sleep(for: .milliseconds(6000))
         kill(bot.processIdentifier, SIGKILL)
         let sent = pushed.withLockedValue { $0 }
         bot.waitUntilExit()
@@ -254,8 +275,19 @@ struct RecordingTests {
         #expect(probe.frames == layout.frames, "ffprobe: \(probe)")
         let audio = try probeFrames(wav)
         #expect(audio.frames != nil, "ffprobe on the WAV: \(audio.err)")
+        let webm = "\(dir)/1001.webm"
+        let muxed = try runTool(["ffprobe", "-v", "error", "-select_streams", "v:0", "-count_frames", "-show_entries", "stream=nb_read_frames",
+                                 "-of", "default=noprint_wrappers=1:nokey=1", webm])
+        let muxedAudio = try runTool(["ffprobe", "-v", "error", "-select_streams", "a:0", "-count_packets", "-show_entries", "stream=nb_read_packets",
+                                      "-of", "default=noprint_wrappers=1:nokey=1", webm])
+        #expect(muxed.err.isEmpty && muxedAudio.err.isEmpty, "ffprobe on the WebM: \(muxed.err) \(muxedAudio.err)")
+        let webmFrames = Int(muxed.out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        #expect(Double(webmFrames) >= 0.8 * Double(sent), "the WebM kept \(webmFrames) of \(sent) frames sent before the kill")
+        let decode = try runTool(["ffmpeg", "-hide_banner", "-nostats", "-v", "error", "-i", webm, "-f", "null", "-"])
+        #expect(decode.err.isEmpty, "decoding the WebM: \(decode.err)")
         let entries = try manifest(dir)
-        #expect(Set(entries.compactMap { $0["path"] as? String }) == ["1001-camera.ivf", "1001-microphone.wav"])
-        print("SIGKILL: IVF kept \(layout.frames) of \(sent) frames sent (header declares \(layout.declared)); WAV \(audio.frames ?? 0) audio frames")
+        #expect(Set(entries.compactMap { $0["path"] as? String }) == ["1001-camera.ivf", "1001-microphone.wav", "1001.webm"])
+        print("SIGKILL: IVF kept \(layout.frames) of \(sent) frames sent (header declares \(layout.declared)); WAV \(audio.frames ?? 0) audio frames; "
+            + "WebM \(webmFrames) frames and \(muxedAudio.out.trimmingCharacters(in: .whitespacesAndNewlines)) Opus packets")
     }
 }

@@ -62,3 +62,19 @@ struct DownstreamCongestionTests {
         #expect(leg.estimateBps(nowUs: last + DownstreamCongestion.staleAfterUs) == nil)
     }
 }
+
+/// Sender reports passed on to a subscriber speak of its rewritten stream.
+@Suite("Sender reports through the SFU")
+struct ForwardedSenderReportTests {
+    @Test("the subscriber's SSRC, the RTP time on the rewritten clock, the publisher's NTP time, this leg's counts")
+    func rewritten() {
+        var rewriter = StreamRewriter(outputSSRC: 0xABCD)
+        var header = RTPHeader(marker: false, payloadType: 96, sequenceNumber: 1, timestamp: 90_000, ssrc: 0x1111)
+        rewriter.rewrite(&header)
+        let report = SenderReport(ssrc: 0x1111, ntpTimestamp: 0xE000_0000_8000_0000, rtpTimestamp: 93_000, packetCount: 500, octetCount: 90_000)
+        let out = rewriter.rewrite(report, packets: 42, octets: 4200)
+        #expect(out.ssrc == 0xABCD && out.ntpTimestamp == report.ntpTimestamp)
+        #expect(out.rtpTimestamp &- header.timestamp == 3000)
+        #expect(out.packetCount == 42 && out.octetCount == 4200)
+    }
+}

@@ -1,0 +1,115 @@
+@testable import RTCCore
+@testable import RTCRecording
+import Signaling
+import Testing
+
+/// The WebM timeline on its own: sender-report placement, the hold, interleaving and the rules
+/// that keep each track's time from going back.
+@Suite("Participant timeline")
+struct ParticipantTimelineTests {
+    /// Audio and video of one sender: both RTP clocks map to the same wall clock (1 000 s), the
+    /// video's RTP origin 9000 and the audio's 4800.
+    static let videoClock = SenderClock(wallUs: 1_000_000_000, rtpTimestamp: 9000, clockRate: 90000)
+    static let audioClock = SenderClock(wallUs: 1_000_000_000, rtpTimestamp: 4800, clockRate: 48000)
+
+    func video(_ ms: Int64, arrival: Int64, keyframe: Bool = false, clock: SenderClock? = videoClock) -> TimelineUnit {
+        TimelineUnit(kind: .video, sid: "V", source: .camera, data: [1], rtpTimestamp: 9000 &+ UInt32(ms * 90), keyframe: keyframe,
+                     size: keyframe ? VideoSize(width: 640, height: 360) : nil, clock: clock, arrivalWallUs: 5_000_000_000 + arrival * 1000,
+                     arrivalMonoUs: arrival * 1000)
+    }
+
+    func audio(_ ms: Int64, arrival: Int64, clock: SenderClock? = audioClock) -> TimelineUnit {
+        TimelineUnit(kind: .audio, sid: "A", source: .microphone, data: [2], rtpTimestamp: 4800 &+ UInt32(ms * 48), keyframe: true,
+                     size: nil, clock: clock, arrivalWallUs: 5_000_000_000 + arrival * 1000, arrivalMonoUs: arrival * 1000)
+    }
+
+    func written(_ timeline: ParticipantTimeline, now: Int64, everything: Bool = false) throws -> [String] {
+        var out: [String] = []
+        try timeline.drain(nowMonoUs: now * 1000, everything: everything) { unit, pts in out.append("\(unit.kind == .video ? "v" : "a")\(pts)") }
+        return out
+    }
+
+    @Test("units are placed by their sender reports, audio and video on one timeline, in time order")
+    func senderReportPlacement() throws {
+        let timeline = ParticipantTimeline(nowMonoUs: 0)
+        // Video arrives 80 ms after the audio of the same instant (a slower path): the file lines them up anyway.
+        #expect(timeline.add(audio(0, arrival: 10)))
+        #expect(timeline.add(audio(20, arrival: 30)))
+        #expect(!timeline.readyToOpen(expecting: [.audio, .video], nowMonoUs: 30_000))
+        #expect(timeline.add(video(10, arrival: 90, keyframe: true)))
+        #expect(timeline.readyToOpen(expecting: [.audio, .video], nowMonoUs: 90_000))
+        #expect(timeline.tracks == WebMWriter.Tracks(video: VideoSize(width: 640, height: 360), audio: true))
+        timeline.open()
+        #expect(timeline.syncedBySenderReports)
+        #expect(timeline.add(audio(40, arrival: 50)))
+        #expect(timeline.add(video(43, arrival: 120)))
+        #expect(try written(timeline, now: 120) == ["a0", "v10", "a20", "a40"])
+        // The video at 43 ms waits until the audio has reached it.
+        #expect(try written(timeline, now: 121).isEmpty)
+        #expect(timeline.add(audio(60, arrival: 122)))
+        #expect(try written(timeline, now: 122) == ["v43"])
+        // What is left goes out at the end.
+        #expect(try written(timeline, now: 123, everything: true) == ["a60"])
+    }
+
+    @Test("video frames before the stream's first keyframe are not taken; a silent kind does not hold the other back")
+    func keyframeAndIdle() throws {
+        let timeline = ParticipantTimeline(nowMonoUs: 0)
+        #expect(!timeline.add(video(0, arrival: 0)))
+        #expect(timeline.add(video(33, arrival: 33, keyframe: true)))
+        #expect(timeline.add(audio(33, arrival: 33)))
+        #expect(timeline.readyToOpen(expecting: [.video, .audio], nowMonoUs: 33_000))
+        timeline.open()
+        #expect(Set(try written(timeline, now: 33)) == ["v0", "a0"])
+        // Audio stops; video goes on: after the idle time the video is no longer held for audio.
+        for frame in 1...20 { _ = timeline.add(video(33 + Int64(frame) * 33, arrival: 33 + Int64(frame) * 33)) }
+        let late = try written(timeline, now: 33 + 20 * 33)
+        #expect(late.count == 20, "\(late)")
+    }
+
+    @Test("within a track time never goes back: late video keeps the last time, late or repeated audio is left out")
+    func monotonicPerTrack() throws {
+        let timeline = ParticipantTimeline(nowMonoUs: 0)
+        _ = timeline.add(video(0, arrival: 0, keyframe: true))
+        _ = timeline.add(audio(0, arrival: 0))
+        timeline.open()
+        #expect(Set(try written(timeline, now: 0, everything: true)) == ["v0", "a0"])
+        _ = timeline.add(video(100, arrival: 100))
+        _ = timeline.add(audio(100, arrival: 100))
+        #expect(Set(try written(timeline, now: 100, everything: true)) == ["v100", "a100"])
+        _ = timeline.add(video(66, arrival: 101))
+        _ = timeline.add(audio(80, arrival: 101))
+        _ = timeline.add(audio(100, arrival: 102))
+        #expect(try written(timeline, now: 102, everything: true) == ["v100"])
+    }
+
+    @Test("streams with no sender report by the end of the hold are placed by arrival, and stay so")
+    func arrivalFallback() throws {
+        let timeline = ParticipantTimeline(nowMonoUs: 0)
+        _ = timeline.add(video(0, arrival: 0, keyframe: true, clock: nil))
+        #expect(!timeline.readyToOpen(expecting: [.video], nowMonoUs: 1_000_000))
+        #expect(timeline.readyToOpen(expecting: [.video], nowMonoUs: ParticipantTimeline.holdUs))
+        timeline.open()
+        #expect(!timeline.syncedBySenderReports)
+        // A report arriving later does not move the stream.
+        let shifted = SenderClock(wallUs: 2_000_000_000, rtpTimestamp: 9000, clockRate: 90000)
+        _ = timeline.add(video(500, arrival: 520, clock: shifted))
+        #expect(try written(timeline, now: 600, everything: true) == ["v0", "v500"])
+    }
+
+    @Test("a sender clock maps RTP time across the 32-bit wrap")
+    func senderClockWraps() {
+        let clock = SenderClock(wallUs: 10_000_000, rtpTimestamp: UInt32.max - 899, clockRate: 90000)
+        #expect(clock.wallUs(of: 8100) == 10_100_000)
+        #expect(clock.wallUs(of: UInt32.max - 9899) == 9_900_000)
+    }
+
+    @Test("the tracks of one transport share a capture clock: one capture time, one local time, whichever came first")
+    func captureClockIsShared() async throws {
+        let clock = CaptureClock()
+        let first = clock.monotonicUs(ofCapture: 1_000)
+        try await Task.sleep(for: .milliseconds(30))
+        #expect(clock.monotonicUs(ofCapture: 1_000) == first)
+        #expect(clock.monotonicUs(ofCapture: 21_000) == first + 20_000)
+    }
+}
