@@ -6,39 +6,46 @@ import RTCCore
 /// unbuffered write as the muxer closes it (about once a second, and at video keyframes). A
 /// process killed mid-stream leaves a file that ends at a cluster boundary, readable up to there.
 /// Segment and clusters are of unknown size (live WebM), so nothing is rewritten later.
-final class WebMWriter {
-    struct Tracks: Equatable {
+public final class WebMWriter {
+    public struct Tracks: Equatable, Sendable {
         /// The VP8 track's first size (later keyframes may change it), nil for none.
-        var video: VideoSize?
+        public var video: VideoSize?
         /// Whether there is an Opus track (stereo, 48 kHz).
-        var audio: Bool
+        public var audio: Bool
+
+        public init(video: VideoSize?, audio: Bool) {
+            self.video = video
+            self.audio = audio
+        }
     }
 
     /// What the file holds: video frames and audio packets, and the audio's span in milliseconds.
-    struct Contents: Equatable {
-        var videoFrames = 0
-        var audioPackets = 0
-        var firstAudioMs: Int64?
-        var audioEndMs: Int64?
-        var audioDurationMs: Int { firstAudioMs.flatMap { first in audioEndMs.map { Int($0 - first) } } ?? 0 }
+    public struct Contents: Equatable, Sendable {
+        public var videoFrames = 0
+        public var audioPackets = 0
+        public var firstAudioMs: Int64?
+        public var audioEndMs: Int64?
+        public var audioDurationMs: Int { firstAudioMs.flatMap { first in audioEndMs.map { Int($0 - first) } } ?? 0 }
     }
 
-    let tracks: Tracks
+    public let tracks: Tracks
     private let output: DirectFileOutput
     private var muxer: OpaquePointer?
-    private(set) var bytesWritten = 0
+    public private(set) var bytesWritten = 0
     /// What was handed to the muxer, and what of it is in the file. A cluster reaches the file
     /// when the muxer ends it, as the next frame arrives: everything handed before that frame.
-    private(set) var handed = Contents()
-    private(set) var committed = Contents()
+    public private(set) var handed = Contents()
+    public private(set) var committed = Contents()
     /// A write to the file failed: nothing more is written (a later cluster after a lost one would
     /// leave a hole), `finish()` only closes.
     private var failed = false
 
     /// Opus pre-skip of libopus encoders (RFC 7845 §4.2: the encoder's lookahead at 48 kHz).
-    static let opusPreSkip = 312
+    public static let opusPreSkip = 312
 
-    init(output: DirectFileOutput, tracks: Tracks, clusterMs: Int = 500) throws(MediaFileError) {
+    /// Starts the file (its header is written at once). `clusterMs`: how long a cluster may grow
+    /// before the next frame starts another (what a killed process may lose at most).
+    public init(output: DirectFileOutput, tracks: Tracks, clusterMs: Int = 500) throws(MediaFileError) {
         self.output = output
         self.tracks = tracks
         var config = rtc_webm_config(has_video: tracks.video == nil ? 0 : 1, width: Int32(tracks.video?.width ?? 0),
@@ -56,14 +63,15 @@ final class WebMWriter {
         if let muxer { rtc_webm_free(muxer) }
     }
 
-    func writeVideo(_ data: [UInt8], ptsMs: Int64, keyframe: Bool) throws(MediaFileError) {
+    /// One whole VP8 frame at `ptsMs` on the file's timeline (never earlier than the last).
+    public func writeVideo(_ data: [UInt8], ptsMs: Int64, keyframe: Bool) throws(MediaFileError) {
         let before = handed
         handed.videoFrames += 1
         try write(track: Int32(RTC_WEBM_VIDEO), data, ptsMs: ptsMs, keyframe: keyframe, before: before)
     }
 
     /// One Opus packet of `durationMs` (20 from WebRTC senders).
-    func writeAudio(_ data: [UInt8], ptsMs: Int64, durationMs: Int64 = 20) throws(MediaFileError) {
+    public func writeAudio(_ data: [UInt8], ptsMs: Int64, durationMs: Int64 = 20) throws(MediaFileError) {
         let before = handed
         handed.audioPackets += 1
         if handed.firstAudioMs == nil { handed.firstAudioMs = ptsMs }
@@ -73,7 +81,7 @@ final class WebMWriter {
 
     /// Ends the last cluster and closes the file (after a failed write: only closes, the file
     /// ending at its last whole cluster). Safe to call again.
-    func finish() throws(MediaFileError) {
+    public func finish() throws(MediaFileError) {
         guard let muxer else { return }
         defer {
             rtc_webm_free(muxer)

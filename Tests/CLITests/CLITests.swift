@@ -159,7 +159,8 @@ struct BotCommandTests {
         #expect(result.out.contains("viewer 2001 receives"), "\(result.out)")
         #expect(result.out.contains("1001_sub/screen"))
         #expect(result.out.contains("packets the server forwarded to 1001 from its own share 1001_sub: 0"))
-        for (file, codec) in [("1001-camera.ivf", "vp8"), ("1001_sub-screen.ivf", "vp8"), ("1001-microphone.wav", "pcm_s16le")] {
+        for (file, codec) in [("1001-camera.ivf", "vp8"), ("1001_sub-screen.ivf", "vp8"), ("1001-microphone.wav", "pcm_s16le"),
+                              ("1001.webm", "vp8"), ("1001_sub-screen.webm", "vp8")] {
             let probe = try runTool(["ffprobe", "-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames",
                                      "-of", "default=noprint_wrappers=1", "\(out)/\(file)"])
             let text = probe.out
@@ -167,6 +168,7 @@ struct BotCommandTests {
             #expect(text.contains("codec_name=\(codec)"), "\(file): \(text)")
             let frames = text.split(separator: "\n").first { $0.hasPrefix("nb_read_frames=") }.flatMap { Int($0.dropFirst(15)) } ?? 0
             #expect(frames > 20, "\(file) has \(frames) frames")
+            if file == "1001.webm" { #expect(text.contains("codec_name=opus"), "the host's WebM has no audio: \(text)") }
         }
     }
 
@@ -176,6 +178,8 @@ struct BotCommandTests {
             (["join", "--channel", "c", "--uid", "u"], "--token"),
             (["join", "--channel", "c", "--uid", "u", "--secret", "s", "--role", "king"], "--role"),
             (["join", "--channel", "c", "--uid", "u", "--secret", "s", "--server", "http://x"], "ws://"),
+            (["join", "--channel", "c", "--uid", "u", "--secret", "s", "--record", "/tmp/r", "--record-format", "mkv"], "--record-format"),
+            (["join", "--channel", "c", "--uid", "u", "--secret", "s", "--record-format", "webm"], "--record DIR"),
             (["join", "--channel", "c", "--uid", "u", "--secret", "s", "--server", "ws://127.0.0.1:1/rtc", "--duration", "1"], "join failed"),
             (["join", "--channel", "c", "--uid", "u_sub", "--secret", "s", "--server", "ws://127.0.0.1:1/rtc", "--source", "pattern",
               "--duration", "1"], "join failed"),
