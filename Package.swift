@@ -162,6 +162,8 @@ let package = Package(
             ],
             exclude: ["Fixtures"]),
         .testTarget(name: "CLITests", dependencies: ["rtc-cli", "RTCTestSupport"]),
+        // Hosts in network namespaces the tests make (root): the product off loopback.
+        .testTarget(name: "NetworkTests", dependencies: ["rtc-cli", "RTCTestSupport"]),
         .testTarget(
             name: "NetSimTests",
             dependencies: ["NetSim", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),

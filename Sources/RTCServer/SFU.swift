@@ -49,7 +49,9 @@ public final class SFU: @unchecked Sendable {
     }
 
     public static func start(configuration: ServerConfiguration, group: EventLoopGroup) async throws -> SFU {
-        let port = try await SharedMediaPort.bind(.server(host: configuration.host, port: configuration.mediaPort), group: group)
+        var media = MediaTransportConfiguration.server(host: configuration.host, port: configuration.mediaPort)
+        media.announcedHosts = configuration.announceAddresses
+        let port = try await SharedMediaPort.bind(media, group: group)
         let sfu = SFU(configuration: configuration, port: port)
         sfu.startTimers()
         return sfu

@@ -5,7 +5,12 @@ import Signaling
 /// Where the server listens and how it treats sessions: one WebSocket port for signaling and one
 /// UDP port for media (DESIGN.md §1.5).
 public struct ServerConfiguration: Sendable, Hashable {
+    /// The address signaling and media listen on; `0.0.0.0` (or `::`) for every interface.
     public var host: String
+    /// Addresses offered to clients as the media port's candidates (`--announce-ip`): a cloud VM's
+    /// public address is not on its interfaces. Empty: the listening address, or every interface
+    /// address when listening on all.
+    public var announceAddresses: [String] = []
     /// WebSocket and HTTP port (`/rtc`, `/healthz`, `/metrics`); 0 picks one.
     public var signalingPort: Int
     /// The UDP media port; 0 picks one.

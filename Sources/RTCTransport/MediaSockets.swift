@@ -61,9 +61,12 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
 
     private init(configuration: MediaTransportConfiguration, channel: Channel, certificate: DTLSCertificate) {
         self.channel = channel
+        let candidates = LocalInterfaces.candidates(boundTo: configuration.host, port: channel.localAddress?.port ?? 0,
+                                                    announced: configuration.announcedHosts,
+                                                    includeLoopback: configuration.includeLoopbackCandidates)
         session = MediaSession(configuration: configuration, certificate: certificate,
-                               localCandidates: channel.localAddress.map { [$0] } ?? [], eventLoop: channel.eventLoop,
-                               writer: datagramWriter(channel))
+                               localCandidates: candidates.isEmpty ? channel.localAddress.map { [$0] } ?? [] : candidates,
+                               eventLoop: channel.eventLoop, writer: datagramWriter(channel))
     }
 
     func route(_ envelope: AddressedEnvelope<ByteBuffer>) { session.receive(envelope.data, from: envelope.remoteAddress) }
@@ -135,15 +138,22 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     /// Datagrams that matched no session.
     public var unroutableDatagrams: EventLoopFuture<Int> { channel.eventLoop.submit { self._unroutable } }
 
-    /// The address put in candidates instead of the socket's own (a NAT's public address, or an
-    /// impairment proxy in front of the port). Nil: the socket's address.
+    /// The address put in candidates instead of the configured ones (an impairment proxy in front
+    /// of the port, in tests). Nil: the configuration's (``MediaTransportConfiguration/announcedHosts``,
+    /// or the interfaces of a wildcard bind, or the socket's address).
     public var announcedAddress: SocketAddress? {
         get { announced.withLockedValue { $0 } }
         set { announced.withLockedValue { $0 = newValue } }
     }
     private let announced = NIOLockedValueBox<SocketAddress?>(nil)
 
-    private var candidateAddresses: [SocketAddress] { (announcedAddress ?? channel.localAddress).map { [$0] } ?? [] }
+    private var candidateAddresses: [SocketAddress] {
+        if let announcedAddress { return [announcedAddress] }
+        let configured = LocalInterfaces.candidates(boundTo: configuration.host, port: channel.localAddress?.port ?? 0,
+                                                    announced: configuration.announcedHosts,
+                                                    includeLoopback: configuration.includeLoopbackCandidates)
+        return configured.isEmpty ? channel.localAddress.map { [$0] } ?? [] : configured
+    }
 
     /// The parameters a session of this port will offer with `credentials` (before the peer's are known).
     public func localParameters(credentials: ICECredentials) -> TransportParameters {

@@ -24,9 +24,17 @@ public struct MediaTransportConfiguration: Sendable {
     /// Controlling (a client) or ICE-lite (the server).
     public var iceRole: ICEAgent.Role
     public var dtlsRole: DTLSEndpoint.Role
+    /// The address the socket binds to: one address, or `0.0.0.0`/`::` for every interface.
     public var host: String
     /// 0 picks a free port.
     public var port: Int
+    /// Addresses offered as candidates instead of the socket's own (`--announce-ip`: a cloud VM's
+    /// public address is not on its interfaces). Empty: the bound address, or every interface
+    /// address for a wildcard bind.
+    public var announcedHosts: [String] = []
+    /// Whether a wildcard bind offers loopback candidates too (a client does when its server is on
+    /// this machine, and only then).
+    public var includeLoopbackCandidates = true
     public var iceTimers: ICETimers
     /// Seconds for the DTLS handshake once ICE has connected.
     public var dtlsTimeout: Double

@@ -44,7 +44,12 @@ struct CaptureTimeline: Sendable {
 
     init(originUs: Int64 = MediaClock.monotonicUs()) { self.originUs = originUs }
 
-    func captureUs(index: Int, intervalUs: Int64) -> Int64 { originUs + Int64(index) * intervalUs }
+    /// The capture time of frame `index` at `rate`, to the nearest microsecond (15 fps: 0, 66667,
+    /// 133333, …, never drifting by a truncated interval per frame).
+    func captureUs(index: Int, rate: FrameRate) -> Int64 {
+        let numerator = Int64(max(rate.numerator, 1))
+        return originUs + (Int64(index) * 1_000_000 * Int64(rate.denominator) + numerator / 2) / numerator
+    }
 }
 
 /// Feeds an engine from a synthetic pattern or a Y4M file (looping) at the source's frame rate,
@@ -54,7 +59,7 @@ final class VideoPump: @unchecked Sendable {
     private let next: () throws -> VideoFrame?
     private let engine: RTCEngine
     private let timeline: CaptureTimeline
-    private var intervalUs: Int64 = 0
+    private var rate = FrameRate(15)
     private(set) var framesPushed = 0
 
     /// Checks the source now (a missing or bad file is an error here, not later).
@@ -79,27 +84,28 @@ final class VideoPump: @unchecked Sendable {
                 return try reader.readFrame()
             }
         }
-        let interval: Int64
         if case .file(let path) = source {
-            interval = try reporting { try Y4MReader(path: path) }.header.frameRate.frameDurationUs
+            rate = try reporting { try Y4MReader(path: path) }.header.frameRate
         } else {
-            interval = 1_000_000 / Int64(max(1, fps))
+            rate = FrameRate(max(1, fps))
         }
-        intervalUs = interval
         guard case .none = source else {
-            thread = MediaThread(name: "video-source", tickIntervalUs: interval) { [unowned self] in self.tick() }
+            thread = MediaThread(name: "video-source", tickIntervalUs: rate.frameDurationUs) { [unowned self] in self.tick() }
             return
         }
     }
 
     private func tick() {
         guard var frame = try? next() else { return }
-        frame.timestampUs = timeline.captureUs(index: framesPushed, intervalUs: intervalUs)
+        frame.timestampUs = timeline.captureUs(index: framesPushed, rate: rate)
         engine.pushVideoFrame(frame)
         framesPushed += 1
     }
 
     func stop() { thread?.stop() }
+
+    /// Whether the pump has a source (not `none`).
+    var isActive: Bool { thread != nil }
 }
 
 /// Feeds an engine a tone or a WAV file (looping) in 10 ms blocks, paced on a thread of its own.
@@ -142,10 +148,13 @@ final class AudioPump: @unchecked Sendable {
 
     private func tick() {
         guard var frame = try? next() else { return }
-        frame.timestampUs = timeline.captureUs(index: blocksPushed, intervalUs: 10_000)
+        frame.timestampUs = timeline.captureUs(index: blocksPushed, rate: FrameRate(100))
         engine.pushAudioFrame(frame)
         blocksPushed += 1
     }
 
     func stop() { thread?.stop() }
+
+    /// Whether the pump has a source (not `none`).
+    var isActive: Bool { thread != nil }
 }

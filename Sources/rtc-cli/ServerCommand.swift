@@ -6,6 +6,7 @@ import NIOCore
 import NIOPosix
 import RTCConventions
 import RTCServer
+import RTCTransport
 import Signaling
 
 #if canImport(Glibc)
@@ -17,7 +18,10 @@ struct ServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "server", abstract: "Run the signaling server (WebSocket /rtc, /healthz, /metrics) and the SFU (one UDP port).")
 
-    @Option(help: "Address to listen on.") var host: String = "127.0.0.1"
+    @Option(help: "Address to listen on; 0.0.0.0 for every interface.") var host: String = "127.0.0.1"
+    @Option(name: .customLong("announce-ip"),
+            help: "An address clients reach the media port at, offered instead of the interfaces' (repeatable; a NAT's or cloud VM's public address).")
+    var announceIP: [String] = []
     @Option(help: "TCP port for WebSocket signaling and HTTP.") var port: Int = 7880
     @Option(name: .customLong("udp-port"), help: "UDP port for all media.") var udpPort: Int = 7882
     @Option(help: "HS256 secret tokens are signed with.") var secret: String?
@@ -39,6 +43,12 @@ struct ServerCommand: AsyncParsableCommand {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level \(logLevel) is not a level") }
         guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard (0...100_000).contains(publisherLimitFloor) else { throw ValidationError("--publisher-limit-floor must be 0...100000 kbps") }
+        for address in announceIP where (try? SocketAddress(ipAddress: address, port: 0)) == nil {
+            throw ValidationError("--announce-ip \(address) is not an IPv4 or IPv6 address")
+        }
+        guard (try? SocketAddress(ipAddress: host, port: 0)) != nil || host == "localhost" else {
+            throw ValidationError("--host \(host) is not an IPv4 or IPv6 address")
+        }
         guard !screenShareSuffix.isEmpty, screenShareSuffix.utf8.count <= 32 else {
             throw ValidationError("--screen-share-suffix must be 1 to 32 bytes")
         }
@@ -49,13 +59,15 @@ struct ServerCommand: AsyncParsableCommand {
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         let secret = self.secret ?? Self.randomSecret()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
-        let app = try await RTCServerApp.start(
-            configuration: ServerConfiguration(host: host, signalingPort: port, mediaPort: udpPort, secret: secret,
-                                               publisherLimitFloorKbps: publisherLimitFloor == 0 ? nil : publisherLimitFloor,
-                                               screenShareSuffix: screenShareSuffix, tlsCertificatePath: tlsCertificate, tlsKeyPath: tlsKey),
-            group: group, logger: logger)
+        var configuration = ServerConfiguration(host: host, signalingPort: port, mediaPort: udpPort, secret: secret,
+                                                publisherLimitFloorKbps: publisherLimitFloor == 0 ? nil : publisherLimitFloor,
+                                                screenShareSuffix: screenShareSuffix, tlsCertificatePath: tlsCertificate, tlsKeyPath: tlsKey)
+        configuration.announceAddresses = announceIP
+        let app = try await RTCServerApp.start(configuration: configuration, group: group, logger: logger)
         let scheme = tlsCertificate == nil ? "ws" : "wss"
         print("signaling: \(scheme)://\(host):\(app.signalingAddress?.port ?? port)/rtc  media: udp \(host):\(app.mediaAddress?.port ?? udpPort)")
+        let offered = LocalInterfaces.candidates(boundTo: host, port: app.mediaAddress?.port ?? udpPort, announced: announceIP, includeLoopback: true)
+        print("media candidates: \(offered.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" }.joined(separator: " "))")
         if dev {
             let now = Int64(time(nil))
             print("dev secret: \(secret)")

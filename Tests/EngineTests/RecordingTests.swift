@@ -227,7 +227,7 @@ struct RecordingTests {
             let ivf = try ivfLayout(file.path)
             #expect(ivf.exact && ivf.frames == file.frames && ivf.declared == file.frames, "\(ivf) vs \(file.frames)")
         } else {
-            let decode = try runTool(["ffmpeg", "-hide_banner", "-nostats", "-v", "error", "-i", file.path, "-f", "null", "-"])
+            let decode = try runTool(["ffmpeg", "-hide_banner", "-nostats", "-v", "error", "-i", file.path, "-enc_time_base", "-1", "-f", "null", "-"])
             #expect(decode.err.isEmpty, "decoding the WebM: \(decode.err)")
         }
         let probe = try probeFrames(file.path)
@@ -283,7 +283,7 @@ struct RecordingTests {
         #expect(muxed.err.isEmpty && muxedAudio.err.isEmpty, "ffprobe on the WebM: \(muxed.err) \(muxedAudio.err)")
         let webmFrames = Int(muxed.out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         #expect(Double(webmFrames) >= 0.8 * Double(sent), "the WebM kept \(webmFrames) of \(sent) frames sent before the kill")
-        let decode = try runTool(["ffmpeg", "-hide_banner", "-nostats", "-v", "error", "-i", webm, "-f", "null", "-"])
+        let decode = try runTool(["ffmpeg", "-hide_banner", "-nostats", "-v", "error", "-i", webm, "-enc_time_base", "-1", "-f", "null", "-"])
         #expect(decode.err.isEmpty, "decoding the WebM: \(decode.err)")
         let entries = try manifest(dir)
         #expect(Set(entries.compactMap { $0["path"] as? String }) == ["1001-camera.ivf", "1001-microphone.wav", "1001.webm"])

@@ -91,6 +91,10 @@ public struct RTCEngineConfiguration: Sendable {
     /// RFC 7675) before the engine calls its path lost and restarts ICE, signaling staying up.
     /// Checks go out every `min(2.5, timeout / 2)` seconds; at least 0.5 s.
     public var mediaTimeoutSeconds: Double = 5
+    /// The address the media sockets bind to: `0.0.0.0` (the default) listens on every IPv4
+    /// interface and offers a host candidate per interface address (loopback only when the server
+    /// is on this machine); one address binds and offers just that one.
+    public var bindAddress: String = "0.0.0.0"
 
     public enum LogLevel: Int, Sendable, Hashable, Comparable, CaseIterable {
         case none = 0, error, warning, info, debug

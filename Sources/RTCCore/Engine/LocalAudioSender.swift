@@ -153,7 +153,7 @@ final class LocalAudioSender: @unchecked Sendable {
     private func encodeAndSend(_ pcm: [Int16], captureUs: Int64) throws(CodecError) {
         guard let encoder else { return }
         let payload = try encoder.encode(AudioFrame(samples: .int16(pcm), sampleRate: Self.sampleRate, channels: Self.channels))
-        var rtpTimestamp = rtpBase &+ UInt32(truncatingIfNeeded: (captureUs - firstCaptureUs!) * 48 / 1000)
+        var rtpTimestamp = rtpBase &+ UInt32(truncatingIfNeeded: ((captureUs - firstCaptureUs!) * 48 + 500) / 1000)
         // Timestamps never repeat or go back, even if the app's clock does.
         if let last = lastRTPTimestamp, Int32(bitPattern: rtpTimestamp &- last) < Int32(Self.samplesPerPacket) {
             rtpTimestamp = last &+ UInt32(Self.samplesPerPacket)

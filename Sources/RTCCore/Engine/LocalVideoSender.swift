@@ -194,7 +194,8 @@ final class LocalVideoSender: @unchecked Sendable {
             if kbps != encoder.configuration.bitrateKbps { try encoder.setBitrate(kbps: kbps) }
             if control.keyframeRequested { encoder.requestKeyframe() }
             let captureMono = monotonicCapture(of: pushed.timestampUs)
-            let rtpTimestamp = rtpBase &+ UInt32(truncatingIfNeeded: (pushed.timestampUs - firstCaptureUs!) * 90 / 1000)
+            // To the nearest 90 kHz tick: 66 667 µs is 6000, not 5999.
+            let rtpTimestamp = rtpBase &+ UInt32(truncatingIfNeeded: ((pushed.timestampUs - firstCaptureUs!) * 90 + 500) / 1000)
             for encoded in try encoder.encode(fitted) {
                 packetizeAndSend(encoded, rtpTimestamp: rtpTimestamp, rotation: rotation, captureMonoUs: captureMono)
             }

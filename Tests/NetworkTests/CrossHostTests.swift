@@ -1,0 +1,94 @@
+import Foundation
+import RTCTestSupport
+import Testing
+
+/// The product across hosts: the server, each client and the screen share in network namespaces of
+/// their own behind a router (`NetworkLab`), talking over veths instead of loopback.
+@Suite("Across hosts", .serialized)
+struct CrossHostTests {
+    static let secret = "lab-secret"
+
+    /// Average PSNR of a recording against the source clip (ffmpeg's psnr filter, timestamps aligned).
+    func psnr(_ recording: String, _ source: String) throws -> Double? {
+        let run = try runTool(["ffmpeg", "-hide_banner", "-nostats", "-i", recording, "-i", source,
+                               "-lavfi", "[0:v][1:v]psnr=shortest=1", "-f", "null", "-"])
+        return run.err.range(of: "average:").map { run.err[$0.upperBound...].prefix { $0 == "." || $0.isNumber } }.flatMap { Double($0) }
+    }
+
+    func frames(_ path: String) throws -> Int? {
+        let probe = try runTool(["ffprobe", "-v", "error", "-count_frames", "-show_entries", "stream=nb_read_frames",
+                                 "-of", "default=noprint_wrappers=1:nokey=1", path])
+        return Int(probe.out.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").first ?? "")
+    }
+
+    /// `rtc-cli server` listening on every interface of `host`, offering `host`'s address.
+    func startServer(_ lab: NetworkLab, on host: NetworkLab.Host) async throws -> LabProcess {
+        let server = try LabProcess(lab.command(in: host, [cliPath, "server", "--host", "0.0.0.0", "--port", "7880", "--udp-port", "7882",
+                                                           "--secret", Self.secret, "--announce-ip", host.address, "--log-level", "error"]))
+        #expect(await eventually(15) { server.output.contains { $0.hasPrefix("media candidates:") } }, "server: \(server.errorText)")
+        return server
+    }
+
+    func join(_ lab: NetworkLab, on host: NetworkLab.Host, server: NetworkLab.Host, uid: String, _ extra: [String]) throws -> LabProcess {
+        try LabProcess(lab.command(in: host, [cliPath, "join", "--server", "ws://\(server.address):7880/rtc", "--channel", "lab",
+                                              "--uid", uid, "--secret", Self.secret, "--quiet"] + extra))
+    }
+
+    @Test("a publisher behind a home NAT, a viewer and the _sub share each on another host: every frame arrives, PSNR >= 30 dB")
+    func natPublisherRemoteViewerAndShare() async throws {
+        if let reason = NetworkLab.unavailableReason {
+            withKnownIssue("no network namespaces here: \(reason)") { Issue.record("skipped") }
+            return
+        }
+        let lab = try NetworkLab()
+        defer { lab.close() }
+        let serverHost = try lab.addHost("s"), viewerHost = try lab.addHost("v"), shareHost = try lab.addHost("h")
+        let homeHost = try lab.addHost("n", behindNAT: true)
+        let dir = temporaryDirectory("lab"), clip = "\(dir)/clip.y4m", recording = "\(dir)/rec"
+        let made = try runTool([cliPath, "pattern", "--output", clip, "--size", "640x360", "--frames", "150", "--fps", "15", "--kind", "camera"])
+        #expect(made.status == 0, "\(made.err)")
+
+        let server = try await startServer(lab, on: serverHost)
+        defer { server.stop() }
+        let viewer = try join(lab, on: viewerHost, server: serverHost, uid: "2001",
+                              ["--role", "audience", "--record", recording, "--duration", "17"])
+        defer { viewer.stop() }
+        try await Task.sleep(for: .milliseconds(1500))
+        let publisher = try join(lab, on: homeHost, server: serverHost, uid: "1001",
+                                 ["--video", clip, "--audio", "tone", "--fps", "15", "--size", "640x360", "--bitrate", "2500",
+                                  "--duration", "9", "--no-subscribe"])
+        defer { publisher.stop() }
+        let share = try join(lab, on: shareHost, server: serverHost, uid: "1001_sub", ["--source", "pattern", "--duration", "8"])
+        defer { share.stop() }
+
+        #expect(await publisher.wait(40) == 0, "publisher: \(publisher.output) \(publisher.errorText)")
+        #expect(await share.wait(40) == 0, "share: \(share.output) \(share.errorText)")
+        #expect(await viewer.wait(40) == 0, "viewer: \(viewer.output) \(viewer.errorText)")
+
+        // "1001: pushed 135 video frames; sent video 135 frames, audio 450 packets"
+        let summary = try #require(publisher.output.first { $0.hasPrefix("1001: pushed") }, "\(publisher.output)")
+        let sent = summary.components(separatedBy: "sent video ").last.flatMap { Int($0.prefix { $0.isNumber }) } ?? 0
+        #expect(sent > 100, "\(summary)")
+        let camera = try #require(try frames("\(recording)/1001-camera.ivf"), "no camera recording: \(viewer.output)")
+        let screen = try frames("\(recording)/1001_sub-screen.ivf") ?? 0
+        let quality = try #require(try psnr("\(recording)/1001-camera.ivf", clip), "no PSNR")
+        print("across hosts: publisher behind NAT sent \(sent) frames, the viewer on another host recorded \(camera) "
+            + "(\(String(format: "%.1f", 100 * Double(camera) / Double(max(sent, 1)))) %), PSNR \(String(format: "%.1f", quality)) dB; "
+            + "the _sub share from a third host: \(screen) frames")
+        #expect(Double(camera) >= 0.99 * Double(sent), "\(camera) of \(sent) frames")
+        #expect(quality >= 30, "PSNR \(quality) dB")
+        #expect(screen > 50, "the share from a third host: \(screen) frames")
+    }
+
+    @Test("server flags for real networks: a bad --announce-ip or --host is one clear line")
+    func badAddresses() throws {
+        for (arguments, message) in [
+            (["server", "--secret", "s", "--announce-ip", "example.com"], "--announce-ip"),
+            (["server", "--secret", "s", "--host", "not-an-address"], "--host"),
+        ] {
+            let run = try runTool([cliPath] + arguments, timeout: 20)
+            #expect(run.status != 0)
+            #expect(run.err.contains(message), "\(arguments): \(run.err)")
+        }
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import RTCTestSupport
+
+/// Hosts on separate networks, made of Linux network namespaces for one test: a router namespace
+/// and, per host, a namespace joined to it by a veth pair with its own /24. A host may sit behind a
+/// home NAT (nftables masquerade on the router, and nothing from outside gets in unless it answers
+/// what the host sent). Needs root; everything is deleted by ``close()`` (and at deinit), and
+/// namespaces left by a test process that died are deleted when the next lab starts.
+final class NetworkLab: @unchecked Sendable {
+    struct Host: Sendable {
+        let namespace: String
+        let address: String
+    }
+
+    struct LabError: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    static let prefix = "rtclab"
+    let id: String
+    let router: String
+    private var namespaces: [String] = []
+    private var nextSubnet = 0
+
+    /// Why a lab cannot be made here (not root, no `ip netns`), or nil.
+    static var unavailableReason: String? {
+        if getuid() != 0 { return "network namespaces need root" }
+        guard let probe = try? runTool(["ip", "netns", "list"]), probe.status == 0 else { return "`ip netns` does not work here" }
+        guard let nft = try? runTool(["nft", "--version"]), nft.status == 0 else { return "nftables (nft) is not installed" }
+        return nil
+    }
+
+    init() throws {
+        Self.removeStale()
+        id = "\(Self.prefix)\(getpid())x\(Int.random(in: 100...999))"
+        router = "\(id)r"
+        try addNamespace(router)
+        try sh(["ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
+        try nft("""
+            table ip lab {
+                chain post { type nat hook postrouting priority 100; }
+                chain gate { type filter hook forward priority 0; }
+            }
+            """)
+    }
+
+    deinit { close() }
+
+    /// A host on a network of its own, routed to every other host; `behindNAT` puts it on a
+    /// private 192.168.x.0/24 that the router masquerades.
+    func addHost(_ label: String, behindNAT: Bool = false) throws -> Host {
+        let subnet = nextSubnet
+        nextSubnet += 1
+        let namespace = "\(id)\(label)"
+        try addNamespace(namespace)
+        // Interface names are at most 15 bytes.
+        let inside = "v\(getpid() % 100_000)h\(subnet)", outside = "v\(getpid() % 100_000)r\(subnet)"
+        let net = behindNAT ? "192.168.\(70 + subnet)" : "10.77.\(subnet)"
+        let hostAddress = behindNAT ? "\(net).2" : "\(net).1", routerAddress = behindNAT ? "\(net).1" : "\(net).254"
+        try sh(["ip", "link", "add", inside, "netns", namespace, "type", "veth", "peer", "name", outside, "netns", router])
+        try sh(["ip", "-n", namespace, "addr", "add", "\(hostAddress)/24", "dev", inside])
+        try sh(["ip", "-n", namespace, "link", "set", inside, "up"])
+        try sh(["ip", "-n", namespace, "route", "add", "default", "via", routerAddress])
+        try sh(["ip", "-n", router, "addr", "add", "\(routerAddress)/24", "dev", outside])
+        try sh(["ip", "-n", router, "link", "set", outside, "up"])
+        if behindNAT {
+            // Leaving: the router's address instead of the host's. Arriving: only answers.
+            try nft("""
+                add rule ip lab post ip saddr \(net).0/24 oifname != "\(outside)" masquerade
+                add rule ip lab gate ip daddr \(net).0/24 ct state != { established, related } drop
+                """)
+        }
+        return Host(namespace: namespace, address: hostAddress)
+    }
+
+    /// A command run inside `host`'s namespace (for `Process` or `runTool`).
+    func command(in host: Host, _ arguments: [String]) -> [String] { ["ip", "netns", "exec", host.namespace] + arguments }
+
+    /// Deletes every namespace (their veths go with them). Idempotent.
+    func close() {
+        for namespace in namespaces.reversed() { _ = try? runTool(["ip", "netns", "del", namespace]) }
+        namespaces = []
+    }
+
+    private func addNamespace(_ name: String) throws {
+        try sh(["ip", "netns", "add", name])
+        namespaces.append(name)
+        try sh(["ip", "-n", name, "link", "set", "lo", "up"])
+    }
+
+    /// Loads nftables rules into the router namespace (through a file: `nft -f`).
+    private func nft(_ rules: String) throws {
+        let file = NSTemporaryDirectory() + "\(id)-\(UUID().uuidString).nft"
+        try rules.write(toFile: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        try sh(["ip", "netns", "exec", router, "nft", "-f", file])
+    }
+
+    private func sh(_ arguments: [String]) throws {
+        let run = try runTool(arguments)
+        guard run.status == 0 else { throw LabError(description: "\(arguments.joined(separator: " ")): \(run.err)") }
+    }
+
+    /// Namespaces of labs whose test process is gone.
+    private static func removeStale() {
+        guard let list = try? runTool(["ip", "netns", "list"]) else { return }
+        for line in list.out.split(separator: "\n") {
+            let name = String(line.split(separator: " ").first ?? "")
+            guard name.hasPrefix(prefix), let pid = Int32(name.dropFirst(prefix.count).prefix { $0.isNumber }) else { continue }
+            if kill(pid, 0) != 0 { _ = try? runTool(["ip", "netns", "del", name]) }
+        }
+    }
+}
+
+/// A long-running program whose output goes to files (read back on demand); stopped (SIGTERM, then
+/// SIGKILL) by `stop()`.
+final class LabProcess: @unchecked Sendable {
+    private let process = Process()
+    private let outPath: String, errPath: String
+
+    init(_ arguments: [String]) throws {
+        let base = NSTemporaryDirectory() + "lab-process-" + UUID().uuidString
+        outPath = base + ".out"
+        errPath = base + ".err"
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        process.standardOutput = FileHandle(forWritingAtPath: outPath)
+        process.standardError = FileHandle(forWritingAtPath: errPath)
+        try process.run()
+    }
+
+    var output: [String] {
+        ((try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+    var errorText: String { (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "" }
+    var isRunning: Bool { process.isRunning }
+
+    /// Waits for the program to end by itself (up to `seconds`) and returns its status.
+    func wait(_ seconds: Double) async -> Int32? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning && Date() < deadline { try? await Task.sleep(for: .milliseconds(50)) }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        let deadline = Date().addingTimeInterval(3)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(atPath: outPath)
+        try? FileManager.default.removeItem(atPath: errPath)
+    }
+}
