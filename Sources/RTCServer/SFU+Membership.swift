@@ -39,9 +39,19 @@ extension SFU {
     private func joinResponse(for participant: Participant) -> JoinResponse {
         JoinResponse(participant: participant.info,
                      others: participant.room.participants.values.filter { participant.sees($0) }.map(\.info).sorted { $0.uid < $1.uid },
+                     iceServers: iceServers(for: participant.uid),
                      pingInterval: configuration.pingInterval, pingTimeout: configuration.pingTimeout,
                      resumeWindow: configuration.resumeWindow, serverVersion: configuration.protocolVersion,
                      screenShareSuffix: configuration.screenShareSuffix)
+    }
+
+    /// The configured TURN servers with credentials for `uid` that expire with `turnCredentialSeconds`.
+    func iceServers(for uid: String) -> [ICEServer] {
+        guard !configuration.turnURLs.isEmpty else { return [] }
+        guard let secret = configuration.turnSecret else { return [ICEServer(urls: configuration.turnURLs)] }
+        let now = clock()
+        let made = TURNCredentials.make(secret: secret, uid: uid, now: now, ttl: Int64(configuration.turnCredentialSeconds))
+        return [ICEServer(urls: configuration.turnURLs, username: made.username, credential: made.credential)]
     }
 
     func resume(_ request: ResumeRequest, peer: SignalingPeer, requestID: UInt32?, fail: Fail) {

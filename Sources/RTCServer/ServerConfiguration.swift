@@ -11,6 +11,12 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// public address is not on its interfaces. Empty: the listening address, or every interface
     /// address when listening on all.
     public var announceAddresses: [String] = []
+    /// TURN servers handed to every client in `joined` (`turn:host:port?transport=udp|tcp`,
+    /// `turns:` for TLS), with short-lived credentials made from `turnSecret` in the TURN REST API
+    /// form coturn checks (`use-auth-secret`/`static-auth-secret`), valid for `turnCredentialSeconds`.
+    public var turnURLs: [String] = []
+    public var turnSecret: String?
+    public var turnCredentialSeconds: Int = 24 * 3600
     /// WebSocket and HTTP port (`/rtc`, `/healthz`, `/metrics`); 0 picks one.
     public var signalingPort: Int
     /// The UDP media port; 0 picks one.

@@ -22,6 +22,12 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("announce-ip"),
             help: "An address clients reach the media port at, offered instead of the interfaces' (repeatable; a NAT's or cloud VM's public address).")
     var announceIP: [String] = []
+    @Option(name: .customLong("turn-url"),
+            help: "A TURN server clients get in joined: turn:HOST:PORT?transport=udp|tcp, or turns: for TLS (repeatable).")
+    var turnURL: [String] = []
+    @Option(name: .customLong("turn-secret"),
+            help: "The TURN server's static-auth-secret: each client gets credentials made from it (TURN REST API form), valid 24 h.")
+    var turnSecret: String?
     @Option(help: "TCP port for WebSocket signaling and HTTP.") var port: Int = 7880
     @Option(name: .customLong("udp-port"), help: "UDP port for all media.") var udpPort: Int = 7882
     @Option(help: "HS256 secret tokens are signed with.") var secret: String?
@@ -46,6 +52,15 @@ struct ServerCommand: AsyncParsableCommand {
         for address in announceIP where (try? SocketAddress(ipAddress: address, port: 0)) == nil {
             throw ValidationError("--announce-ip \(address) is not an IPv4 or IPv6 address")
         }
+        for url in turnURL {
+            do {
+                let parsed = try ICEServerURL(parsing: url)
+                guard parsed.scheme == .turn || parsed.scheme == .turns else { throw ValidationError("--turn-url \(url) is not a turn: or turns: URL") }
+            } catch let error as ICEServerURL.ParseError {
+                throw ValidationError("--turn-url \(error)")
+            }
+        }
+        if turnSecret != nil && turnURL.isEmpty { throw ValidationError("--turn-secret goes with --turn-url") }
         guard (try? SocketAddress(ipAddress: host, port: 0)) != nil || host == "localhost" else {
             throw ValidationError("--host \(host) is not an IPv4 or IPv6 address")
         }
@@ -63,6 +78,8 @@ struct ServerCommand: AsyncParsableCommand {
                                                 publisherLimitFloorKbps: publisherLimitFloor == 0 ? nil : publisherLimitFloor,
                                                 screenShareSuffix: screenShareSuffix, tlsCertificatePath: tlsCertificate, tlsKeyPath: tlsKey)
         configuration.announceAddresses = announceIP
+        configuration.turnURLs = turnURL
+        configuration.turnSecret = turnSecret
         let app = try await RTCServerApp.start(configuration: configuration, group: group, logger: logger)
         let scheme = tlsCertificate == nil ? "ws" : "wss"
         print("signaling: \(scheme)://\(host):\(app.signalingAddress?.port ?? port)/rtc  media: udp \(host):\(app.mediaAddress?.port ?? udpPort)")

@@ -111,8 +111,11 @@ extension STUNMessage {
     }
 
     /// XOR-MAPPED-ADDRESS, decoded with this message's transaction ID.
-    public var xorMappedAddress: STUNAddress? {
-        guard let value = attribute(STUNAttribute.xorMappedAddress)?.value, value.count >= 8 else { return nil }
+    public var xorMappedAddress: STUNAddress? { xorAddress(STUNAttribute.xorMappedAddress) }
+
+    /// An XOR-encoded address attribute of `type` (XOR-MAPPED-ADDRESS, XOR-RELAYED-ADDRESS, …).
+    func xorAddress(_ type: UInt16) -> STUNAddress? {
+        guard let value = attribute(type)?.value, value.count >= 8 else { return nil }
         let length = value[1] == 0x01 ? 4 : value[1] == 0x02 ? 16 : 0
         guard length > 0, value.count == 4 + length else { return nil }
         let mask = STUNAttribute.xorMask(transactionID: transactionID)
