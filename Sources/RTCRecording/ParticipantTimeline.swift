@@ -17,6 +17,32 @@ struct TimelineUnit {
     var arrivalMonoUs: Int64
     /// The capture time on the sender's wall clock, once the stream's mapping is known.
     var timeUs: Int64 = 0
+
+    /// A frame or packet from the engine, arriving now.
+    init(_ frame: RemoteEncodedVideoFrame) {
+        let size = frame.width.flatMap { width in frame.height.map { VideoSize(width: width, height: $0) } }
+        self.init(kind: .video, sid: frame.trackSid, source: frame.source, data: frame.data, rtpTimestamp: frame.rtpTimestamp,
+                  keyframe: frame.isKeyframe, size: size, clock: frame.senderClock)
+    }
+
+    init(_ frame: RemoteEncodedAudioFrame) {
+        self.init(kind: .audio, sid: frame.trackSid, source: frame.source, data: frame.data, rtpTimestamp: frame.rtpTimestamp,
+                  keyframe: true, size: nil, clock: frame.senderClock)
+    }
+
+    init(kind: TrackKind, sid: String, source: TrackSource, data: [UInt8], rtpTimestamp: UInt32, keyframe: Bool, size: VideoSize?,
+         clock: SenderClock?, arrivalWallUs: Int64 = MediaClock.wallUs(), arrivalMonoUs: Int64 = MediaClock.monotonicUs()) {
+        self.kind = kind
+        self.sid = sid
+        self.source = source
+        self.data = data
+        self.rtpTimestamp = rtpTimestamp
+        self.keyframe = keyframe
+        self.size = size
+        self.clock = clock
+        self.arrivalWallUs = arrivalWallUs
+        self.arrivalMonoUs = arrivalMonoUs
+    }
 }
 
 /// Places one participant's audio and video on one timeline and hands them to the muxer in time

@@ -163,18 +163,11 @@ final class RecorderState: @unchecked Sendable {
     }
 
     func recordWebM(_ frame: RemoteEncodedVideoFrame) {
-        guard !stopped, wants(frame.uid) else { return }
-        let size = frame.width.flatMap { width in frame.height.map { VideoSize(width: width, height: $0) } }
-        feed(TimelineUnit(kind: .video, sid: frame.trackSid, source: frame.source, data: frame.data, rtpTimestamp: frame.rtpTimestamp,
-                          keyframe: frame.isKeyframe, size: size, clock: frame.senderClock, arrivalWallUs: MediaClock.wallUs(),
-                          arrivalMonoUs: MediaClock.monotonicUs()), uid: frame.uid)
+        if !stopped && wants(frame.uid) { feed(TimelineUnit(frame), uid: frame.uid) }
     }
 
     func recordWebM(_ frame: RemoteEncodedAudioFrame) {
-        guard !stopped, wants(frame.uid) else { return }
-        feed(TimelineUnit(kind: .audio, sid: frame.trackSid, source: frame.source, data: frame.data, rtpTimestamp: frame.rtpTimestamp,
-                          keyframe: true, size: nil, clock: frame.senderClock, arrivalWallUs: MediaClock.wallUs(),
-                          arrivalMonoUs: MediaClock.monotonicUs()), uid: frame.uid)
+        if !stopped && wants(frame.uid) { feed(TimelineUnit(frame), uid: frame.uid) }
     }
 
     /// Streams whose WebM could not be started or ended on an error: their units are dropped

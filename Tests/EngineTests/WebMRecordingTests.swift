@@ -46,6 +46,22 @@ struct WebMRecordingTests {
         try runTool(["ffmpeg", "-hide_banner", "-nostats", "-v", "error", "-i", path, "-enc_time_base", "-1", "-f", "null", "-"]).err
     }
 
+    /// A publisher (video and unprocessed audio) and an audience viewer whose media `recorder`
+    /// records, both joined to `channel`.
+    func joinPair(_ server: TestServer, recorder: ChannelRecorder, channel: String,
+                  video: VideoEncoderConfiguration? = nil) async throws -> (host: RTCEngine, viewer: RTCEngine, viewerEvents: EventLog) {
+        let host = server.engine(), viewer = server.engine(role: .audience)
+        let viewerEvents = EventLog(viewer)
+        if let video { try host.setVideoEncoderConfiguration(video) }
+        recorder.attach(to: viewer)
+        try await host.enableVideo()
+        try await host.enableAudio()
+        host.setAudioProcessing(enabled: false)
+        try await viewer.join(token: testToken(uid: "2001", channel: channel), channel: channel, uid: "2001")
+        try await host.join(token: testToken(uid: "1001", channel: channel), channel: channel, uid: "1001")
+        return (host, viewer, viewerEvents)
+    }
+
     func manifest(_ dir: String) throws -> [[String: Any]] {
         let data = try Data(contentsOf: URL(fileURLWithPath: "\(dir)/manifest.json"))
         let root = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
@@ -96,17 +112,11 @@ struct WebMRecordingTests {
     func resolutionChange() async throws {
         let dir = temporaryDirectory("resize")
         let server = try await TestServer()
-        let host = server.engine(), viewer = server.engine(role: .audience)
-        let viewerEvents = EventLog(viewer)
-        try host.setVideoEncoderConfiguration(VideoEncoderConfiguration(dimensions: VideoSize(width: 640, height: 360), frameRate: 15,
-                                                                        bitrateKbps: 1500, degradationPreference: .maintainResolution))
         let recorder = ChannelRecorder(directory: dir, options: ChannelRecorder.Options(layout: .webm))
-        recorder.attach(to: viewer)
-        try await host.enableVideo()
-        try await host.enableAudio()
-        host.setAudioProcessing(enabled: false)
-        try await viewer.join(token: testToken(uid: "2001", channel: "resize"), channel: "resize", uid: "2001")
-        try await host.join(token: testToken(uid: "1001", channel: "resize"), channel: "resize", uid: "1001")
+        let (host, viewer, viewerEvents) = try await joinPair(
+            server, recorder: recorder, channel: "resize",
+            video: VideoEncoderConfiguration(dimensions: VideoSize(width: 640, height: 360), frameRate: 15, bitrateKbps: 1500,
+                                             degradationPreference: .maintainResolution))
         #expect(await viewerEvents.wait { if case .remoteTrackPublished(let info) = $0, info.kind == .video { true } else { nil } } == true)
         let tone = pushTone(host)
         var video = pushPattern(host, size: VideoSize(width: 640, height: 360))
@@ -150,17 +160,10 @@ struct WebMRecordingTests {
         }
         defer { _ = try? runTool(["umount", dir]) }
         let server = try await TestServer()
-        let host = server.engine(), viewer = server.engine(role: .audience)
-        let viewerEvents = EventLog(viewer)
         let recorder = ChannelRecorder(directory: dir, options: ChannelRecorder.Options(layout: .both))
         let reported = NIOLockedValueBox<[ChannelRecorder.Failure]>([])
         recorder.onError = { failure in reported.withLockedValue { $0.append(failure) } }
-        recorder.attach(to: viewer)
-        try await host.enableVideo()
-        try await host.enableAudio()
-        host.setAudioProcessing(enabled: false)
-        try await viewer.join(token: testToken(uid: "2001", channel: "ro"), channel: "ro", uid: "2001")
-        try await host.join(token: testToken(uid: "1001", channel: "ro"), channel: "ro", uid: "1001")
+        let (host, viewer, viewerEvents) = try await joinPair(server, recorder: recorder, channel: "ro")
         let tone = pushTone(host), video = pushPattern(host)
         #expect(await eventually(15) { reported.withLockedValue { $0 }.count >= 3 }, "\(reported.withLockedValue { $0.map(\.message) })")
         let before = try await server.forwarded(to: "2001", from: "1001", in: "ro")

@@ -35,7 +35,9 @@ struct ProcessMemoryTests {
     @Test("a page that is not all zero is kept")
     func keepsWrittenPages() throws {
         ProcessMemory.mapBigBuffers()
-        let size = 4 * 1024 * 1024 + 123
+        // Larger than any heap chunk an earlier test in this process could have freed (a freed 4 MB
+        // chunk from the recording or encoder tests was reused here once, mapping nothing new).
+        let size = 37 * 1024 * 1024 + 123
         var starts = [UInt](repeating: 0, count: 65_536), ends = [UInt](repeating: 0, count: 65_536)
         let mapped = rtc_snapshot_mappings(&starts, &ends, 65_536)
         let buffer = try #require(malloc(size))
