@@ -234,7 +234,9 @@ final class RecorderState: @unchecked Sendable {
                 last = unit.arrivalWallUs / 1000
             }
         } catch {
-            failParticipant(key, error, while: "writing frame \(writer.handed.videoFrames) / audio at \(writer.handed.audioEndMs ?? 0) ms")
+            let at = [writer.tracks.video != nil ? "frame \(writer.handed.videoFrames)" : nil,
+                      writer.tracks.audio ? "audio at \(writer.handed.audioEndMs ?? 0) ms" : nil].compactMap { $0 }
+            failParticipant(key, error, while: "writing \(at.joined(separator: ", "))")
         }
         let timeline = participant.timeline
         // What is in the file (whole clusters), not what the muxer holds.
@@ -255,8 +257,9 @@ final class RecorderState: @unchecked Sendable {
         failedStreams.formUnion(participant.timeline.sids)
         endParticipant(key, reason, drain: false)
         let entry = files[index]
+        let kept = [entry.kind == .video ? "\(entry.frames) frames" : nil, entry.holdsAudio ? "\(entry.durationMs) ms of audio" : nil]
         report(ChannelRecorder.Failure(file: entry, message: "recording \(entry.path) ended (\(reason.rawValue)) \(doing): "
-                                           + "\(error.message); the \(entry.frames) frames and \(entry.durationMs) ms of audio before it are kept and readable"))
+                                           + "\(error.message); the \(kept.compactMap { $0 }.joined(separator: " and ")) before it are kept and readable"))
     }
 
     /// Ends a participant's WebM: what is held is written (a file still holding its first units

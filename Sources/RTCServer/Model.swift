@@ -16,7 +16,11 @@ final class Participant: @unchecked Sendable {
     let sid: String
     var role: ParticipantRole
     let kind: ParticipantKind
-    unowned let room: Room
+    /// Strong: a participant removed from its room (and the room dropped when that left it empty)
+    /// may still be looked at later in the same loop turn (`SFU.shutdown`'s list, a callback), and
+    /// an unowned room was read after it was freed there. Room → participants → room is a cycle only
+    /// while the participant is listed; `RoomDirectory.remove` unlists it.
+    let room: Room
     var peer: SignalingPeer?
     var grants: TokenGrants
     var tokenExpiresAt: Int64

@@ -132,6 +132,8 @@ public final class SFU: @unchecked Sendable {
             for timer in self.timers { timer.cancel() }
             self.timers = []
             for participant in self.directory.allParticipants {
+                // A screen share leaves with its owner: it may be gone by its turn in this list.
+                guard self.directory.contains(participant) else { continue }
                 participant.send(.leave(reason: .serverShutdown))
                 let peer = participant.peer
                 self.remove(participant, reason: .serverShutdown)

@@ -76,4 +76,24 @@ struct ScreenShareSuffixTests {
         for client in [host, viewer, share, other] { await client.close() }
         await sfu.shutdown()
     }
+
+    @Test("shutting down a room of a host and its share, in either listing order, leaves both once and frees the room safely")
+    func shutdownWithShare() async throws {
+        // The share leaves with its owner; whichever of the two the shutdown visits second is gone
+        // by then (and, with the room empty, so is the room). Several uids vary the listing order.
+        for index in 0..<8 {
+            let sfu = try await SFU.start(configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret"),
+                                          group: Self.group)
+            let host = TestClient(uid: "host\(index)", sfu: sfu, group: Self.group)
+            let share = TestClient(uid: "host\(index)_sub", sfu: sfu, group: Self.group)
+            _ = try await host.join(channel: "room\(index)", token: testToken(uid: "host\(index)", channel: "room\(index)"))
+            _ = try await share.join(channel: "room\(index)", token: testToken(uid: "host\(index)_sub", channel: "room\(index)"),
+                                     autoSubscribe: false)
+            await sfu.shutdown()
+            let counters = try await sfu.counterSnapshot.get()
+            #expect(counters.rooms == 0 && counters.participants == 0)
+            await host.close()
+            await share.close()
+        }
+    }
 }
