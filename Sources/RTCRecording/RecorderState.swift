@@ -157,6 +157,12 @@ final class RecorderState: @unchecked Sendable {
 
     // MARK: participant WebMs
 
+    /// A WebM's sources for the manifest, video first: `camera+microphone`, `screen+screenAudio`.
+    static func sourceList(_ sources: [TrackSource]) -> String {
+        let order: [TrackSource] = [.camera, .microphone, .screen, .screenAudio]
+        return order.filter(sources.contains).map(\.rawValue).joined(separator: "+")
+    }
+
     /// Camera and microphone of a uid share one WebM; its screen and screen audio another.
     static func groupKey(_ uid: String, _ source: TrackSource) -> String {
         source == .screen || source == .screenAudio ? "\(uid) screen" : uid
@@ -196,7 +202,7 @@ final class RecorderState: @unchecked Sendable {
     /// Starts the participant's WebM with the tracks its held units have.
     private func openParticipant(_ key: String, _ participant: ParticipantFile) -> Bool {
         let timeline = participant.timeline, tracks = timeline.tracks
-        var entry = ChannelRecorder.File(path: "", uid: participant.uid, source: timeline.sources.map(\.rawValue).joined(separator: "+"),
+        var entry = ChannelRecorder.File(path: "", uid: participant.uid, source: Self.sourceList(timeline.sources),
                                          units: 0)
         entry.format = .webm
         entry.kind = tracks.video != nil ? .video : .audio
@@ -243,7 +249,7 @@ final class RecorderState: @unchecked Sendable {
         files[index].units = writer.committed.videoFrames
         files[index].durationMs = writer.committed.audioDurationMs
         files[index].trackSid = timeline.sids.joined(separator: ",")
-        files[index].source = timeline.sources.map(\.rawValue).joined(separator: "+")
+        files[index].source = Self.sourceList(timeline.sources)
         if files[index].firstArrivalMs == nil { files[index].firstArrivalMs = first }
         if let last { files[index].lastArrivalMs = last }
         if timeline.syncedBySenderReports == false { files[index].synchronization = .arrival }

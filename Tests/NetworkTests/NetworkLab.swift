@@ -4,8 +4,9 @@ import RTCTestSupport
 /// Hosts on separate networks, made of Linux network namespaces for one test: a router namespace
 /// and, per host, a namespace joined to it by a veth pair with its own /24. A host may sit behind a
 /// home NAT (nftables masquerade on the router, and nothing from outside gets in unless it answers
-/// what the host sent). Needs root; everything is deleted by ``close()`` (and at deinit), and
-/// namespaces left by a test process that died are deleted when the next lab starts.
+/// what the host sent). Needs root; everything is deleted by ``close()`` (and at deinit), processes
+/// still running in them killed, and namespaces left by a test process that died (with whatever
+/// runs in them) are deleted when the next lab starts.
 final class NetworkLab: @unchecked Sendable {
     struct Host: Sendable {
         let namespace: String
@@ -76,10 +77,19 @@ final class NetworkLab: @unchecked Sendable {
     /// A command run inside `host`'s namespace (for `Process` or `runTool`).
     func command(in host: Host, _ arguments: [String]) -> [String] { ["ip", "netns", "exec", host.namespace] + arguments }
 
-    /// Deletes every namespace (their veths go with them). Idempotent.
+    /// Ends every process still running in the namespaces and deletes them (their veths go with
+    /// them). Idempotent.
     func close() {
-        for namespace in namespaces.reversed() { _ = try? runTool(["ip", "netns", "del", namespace]) }
+        for namespace in namespaces.reversed() { Self.delete(namespace) }
         namespaces = []
+    }
+
+    /// A process left in a namespace outlives `ip netns del`: it is killed first.
+    private static func delete(_ namespace: String) {
+        if let pids = try? runTool(["ip", "netns", "pids", namespace]) {
+            for pid in pids.out.split(separator: "\n").compactMap({ Int32($0) }) { kill(pid, SIGKILL) }
+        }
+        _ = try? runTool(["ip", "netns", "del", namespace])
     }
 
     private func addNamespace(_ name: String) throws {
@@ -107,7 +117,7 @@ final class NetworkLab: @unchecked Sendable {
         for line in list.out.split(separator: "\n") {
             let name = String(line.split(separator: " ").first ?? "")
             guard name.hasPrefix(prefix), let pid = Int32(name.dropFirst(prefix.count).prefix { $0.isNumber }) else { continue }
-            if kill(pid, 0) != 0 { _ = try? runTool(["ip", "netns", "del", name]) }
+            if kill(pid, 0) != 0 { delete(name) }
         }
     }
 }
