@@ -29,23 +29,26 @@ struct ResilienceTests {
         let session = ScreenShareSession(configuration: ScreenShareConfiguration(
             serverURL: server.url, channel: "lossy", hostUID: "1001", token: testToken(uid: "1001_sub", channel: "lossy")))
         try await session.start()
-        let pushing = Task.detached {
-            let generator = try? PatternGenerator(kind: .screen, size: VideoSize(width: 1280, height: 720))
-            var index = 0
-            while !Task.isCancelled, let generator {
-                var frame = generator.frame(at: index)
-                frame.timestampUs = MediaClock.monotonicUs()
-                session.pushVideoFrame(frame)
-                index += 1
-                try? await Task.sleep(for: .milliseconds(66))
+        // The source ticks on a thread of its own at 15 fps: a Task sleeping 66 ms at a time on the
+        // shared cooperative pool drifts and stalls with the machine's load, and its own gaps
+        // would count as freezes of the path.
+        let generator = try PatternGenerator(kind: .screen, size: VideoSize(width: 1280, height: 720))
+        let index = NIOLockedValueBox(0)
+        let pushing = MediaThread(name: "lossy-source", tickIntervalUs: 66_667) {
+            let next = index.withLockedValue { value -> Int in
+                defer { value += 1 }
+                return value
             }
+            var frame = generator.frame(at: next)
+            frame.timestampUs = MediaClock.monotonicUs()
+            session.pushVideoFrame(frame)
         }
         #expect(await eventually(15) { decoded.withLockedValue { $0.count } >= 1 })
         try await Task.sleep(for: .seconds(2))  // warm-up: the start's backlog is played out
         let start = MediaClock.monotonicUs()
         let sentBefore = session.engine.localVideoFramesEncoded
         try await Task.sleep(for: .seconds(Self.seconds))
-        pushing.cancel()
+        pushing.stop()
         try await Task.sleep(for: .milliseconds(300))  // the encoder's last frame
         try await session.pause()  // no idle re-sends after the count
         let sentAfter = session.engine.localVideoFramesEncoded
