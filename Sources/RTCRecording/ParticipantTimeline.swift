@@ -136,10 +136,17 @@ final class ParticipantTimeline {
     /// Writes every unit that is due (all of them with `everything`) through `write`, in time order.
     func drain(nowMonoUs: Int64, everything: Bool = false, write: (TimelineUnit, Int64) throws(MediaFileError) -> Void) throws(MediaFileError) {
         guard let origin = originUs else { return }
-        let flowing = latestArrivalUs.filter { nowMonoUs - $0.value < Self.idleUs }.keys
-        let watermark = flowing.compactMap { latestTimeUs[$0] }.min() ?? .max
-        while let unit = pending.first, everything || unit.timeUs <= watermark || nowMonoUs - unit.arrivalMonoUs >= Self.maxDelayUs {
-            pending.removeFirst()
+        // The earliest latest-time among the kinds still flowing (at most two: no collections made).
+        var watermark = Int64.max
+        for (kind, arrival) in latestArrivalUs where nowMonoUs - arrival < Self.idleUs {
+            if let latest = latestTimeUs[kind] { watermark = min(watermark, latest) }
+        }
+        var taken = 0
+        defer { pending.removeFirst(taken) }
+        while taken < pending.count {
+            let unit = pending[taken]
+            guard everything || unit.timeUs <= watermark || nowMonoUs - unit.arrivalMonoUs >= Self.maxDelayUs else { break }
+            taken += 1
             var pts = (unit.timeUs - origin) / 1000
             if unit.kind == .audio {
                 // A packet already covered (late, or repeated by the network) is left out.

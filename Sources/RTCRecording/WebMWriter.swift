@@ -39,6 +39,8 @@ public final class WebMWriter {
     /// A write to the file failed: nothing more is written (a later cluster after a lost one would
     /// leave a hole), `finish()` only closes.
     private var failed = false
+    /// Where the shim writes an error message (one buffer, not one per frame).
+    private var error = [CChar](repeating: 0, count: 256)
 
     /// Opus pre-skip of libopus encoders (RFC 7845 §4.2: the encoder's lookahead at 48 kHz).
     public static let opusPreSkip = 312
@@ -51,9 +53,9 @@ public final class WebMWriter {
         var config = rtc_webm_config(has_video: tracks.video == nil ? 0 : 1, width: Int32(tracks.video?.width ?? 0),
                                      height: Int32(tracks.video?.height ?? 0), has_audio: tracks.audio ? 1 : 0, audio_channels: 2,
                                      opus_pre_skip: Int32(Self.opusPreSkip), cluster_ms: Int32(clusterMs))
-        var error = [CChar](repeating: 0, count: 256)
-        guard let made = rtc_webm_create(&config, &error, error.count) else {
-            throw MediaFileError(.invalidArgument, "\(output.path): \(Self.text(error))")
+        var message = [CChar](repeating: 0, count: 256)
+        guard let made = rtc_webm_create(&config, &message, message.count) else {
+            throw MediaFileError(.invalidArgument, "\(output.path): \(Self.text(message))")
         }
         muxer = made
         try flush()
@@ -91,8 +93,8 @@ public final class WebMWriter {
             try? output.close()
             return
         }
-        var error = [CChar](repeating: 0, count: 256)
-        if rtc_webm_finish(muxer, &error, error.count) != 0 {
+        let capacity = error.count
+        if rtc_webm_finish(muxer, &error, capacity) != 0 {
             try? output.close()
             throw MediaFileError(.io, "\(output.path): \(Self.text(error))")
         }
@@ -107,9 +109,9 @@ public final class WebMWriter {
 
     private func write(track: Int32, _ data: [UInt8], ptsMs: Int64, keyframe: Bool, before: Contents) throws(MediaFileError) {
         guard let muxer, !failed else { throw MediaFileError(.io, "cannot write \(output.path): already finished or failed") }
-        var error = [CChar](repeating: 0, count: 256)
+        let capacity = error.count
         let status = data.withUnsafeBufferPointer { bytes in
-            rtc_webm_write(muxer, track, bytes.baseAddress, bytes.count, ptsMs, keyframe ? 1 : 0, &error, error.count)
+            rtc_webm_write(muxer, track, bytes.baseAddress, bytes.count, ptsMs, keyframe ? 1 : 0, &error, capacity)
         }
         guard status == 0 else { throw MediaFileError(.invalidArgument, "\(output.path): \(Self.text(error))") }
         if try flush() { committed = before }

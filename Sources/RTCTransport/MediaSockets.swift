@@ -34,6 +34,15 @@ func bindMediaSocket(host: String, port: Int, group: EventLoopGroup, handler: In
         .bind(host: host, port: port).get()
 }
 
+/// The host candidates of a socket bound as `configuration` says (``LocalInterfaces/candidates(boundTo:port:announced:includeLoopback:)``),
+/// or the socket's own address when that gives none.
+func configuredCandidates(_ configuration: MediaTransportConfiguration, channel: Channel) -> [SocketAddress] {
+    let candidates = LocalInterfaces.candidates(boundTo: configuration.host, port: channel.localAddress?.port ?? 0,
+                                                announced: configuration.announcedHosts,
+                                                includeLoopback: configuration.includeLoopbackCandidates)
+    return candidates.isEmpty ? channel.localAddress.map { [$0] } ?? [] : candidates
+}
+
 /// Writes datagrams on `channel`; unflushed writes go out together at the next flush (NIO uses
 /// sendmmsg for a batch of pending datagrams).
 func datagramWriter(_ channel: Channel) -> (ByteBuffer, SocketAddress, Bool) -> Void {
@@ -61,11 +70,8 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
 
     private init(configuration: MediaTransportConfiguration, channel: Channel, certificate: DTLSCertificate) {
         self.channel = channel
-        let candidates = LocalInterfaces.candidates(boundTo: configuration.host, port: channel.localAddress?.port ?? 0,
-                                                    announced: configuration.announcedHosts,
-                                                    includeLoopback: configuration.includeLoopbackCandidates)
         session = MediaSession(configuration: configuration, certificate: certificate,
-                               localCandidates: candidates.isEmpty ? channel.localAddress.map { [$0] } ?? [] : candidates,
+                               localCandidates: configuredCandidates(configuration, channel: channel),
                                eventLoop: channel.eventLoop, writer: datagramWriter(channel))
     }
 
@@ -128,7 +134,11 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
         self.configuration = configuration
         self.channel = channel
         self.certificate = certificate
+        configured = configuredCandidates(configuration, channel: channel)
     }
+
+    /// The candidates the configuration gives, listed once at bind (not per session).
+    private let configured: [SocketAddress]
 
     public var localAddress: SocketAddress? { channel.localAddress }
 
@@ -147,13 +157,7 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     }
     private let announced = NIOLockedValueBox<SocketAddress?>(nil)
 
-    private var candidateAddresses: [SocketAddress] {
-        if let announcedAddress { return [announcedAddress] }
-        let configured = LocalInterfaces.candidates(boundTo: configuration.host, port: channel.localAddress?.port ?? 0,
-                                                    announced: configuration.announcedHosts,
-                                                    includeLoopback: configuration.includeLoopbackCandidates)
-        return configured.isEmpty ? channel.localAddress.map { [$0] } ?? [] : configured
-    }
+    private var candidateAddresses: [SocketAddress] { announcedAddress.map { [$0] } ?? configured }
 
     /// The parameters a session of this port will offer with `credentials` (before the peer's are known).
     public func localParameters(credentials: ICECredentials) -> TransportParameters {

@@ -27,7 +27,7 @@ public enum SignalingConnectionEvent: Sendable, Hashable {
 }
 
 public actor SignalingClient {
-    public let host: String
+    nonisolated public let host: String
     public let port: Int
     public let path: String
     private let group: EventLoopGroup

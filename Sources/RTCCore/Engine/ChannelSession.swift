@@ -254,20 +254,11 @@ final class ChannelSession: @unchecked Sendable {
     private var clientTransport: MediaTransportConfiguration {
         let configuration = context.configuration
         var transport = MediaTransportConfiguration.client(host: configuration.bindAddress)
-        transport.includeLoopbackCandidates = LocalInterfaces.isLoopback(Self.serverHost(of: configuration.serverURL))
+        transport.includeLoopbackCandidates = LocalInterfaces.isLoopback(signaling.host)
         let timeout = max(0.5, context.configuration.mediaTimeoutSeconds)
         transport.iceTimers.consentInterval = min(2.5, timeout / 2)
         transport.iceTimers.disconnectAfter = timeout
         return transport
-    }
-
-    /// The host of a `ws://host:port/path` URL (brackets kept off an IPv6 address).
-    static func serverHost(of url: String) -> String {
-        var rest = Substring(url)
-        if let colon = rest.firstIndex(of: ":"), rest[colon...].hasPrefix("://") { rest = rest[rest.index(colon, offsetBy: 3)...] }
-        rest = rest.prefix { $0 != "/" }
-        if rest.hasPrefix("["), let close = rest.firstIndex(of: "]") { return String(rest[rest.index(after: rest.startIndex)..<close]) }
-        return String(rest.prefix { $0 != ":" })
     }
 
     /// On a transport's event loop. A connected transport that stops answering (consent checks

@@ -105,11 +105,14 @@ final class ReceiverState: Sendable {
 
     var senderClock: SenderClock? { counters.withLock { $0.senderClock } }
 
-    func record(_ packet: RTPPacket, bytes: Int, arrivalUs: Int64) {
+    /// Counts a packet; returns the stream's sender-report mapping, read under the same lock.
+    @discardableResult
+    func record(_ packet: RTPPacket, bytes: Int, arrivalUs: Int64) -> SenderClock? {
         counters.withLock { counters in
             counters.statistics.record(sequenceNumber: packet.header.sequenceNumber, rtpTimestamp: packet.header.timestamp,
                                        arrivalUs: arrivalUs)
             counters.bytesReceived += bytes
+            return counters.senderClock
         }
     }
 
@@ -239,10 +242,10 @@ final class RemoteAudioReceiver: @unchecked Sendable {
 
     /// On the network loop.
     func receive(_ packet: RTPPacket, bytes: Int, arrivalUs: Int64) {
-        state.record(packet, bytes: bytes, arrivalUs: arrivalUs)
+        let clock = state.record(packet, bytes: bytes, arrivalUs: arrivalUs)
         let payload = Array(packet.payload.readableBytesView)
         encodedOutput(RemoteEncodedAudioFrame(uid: info.uid, trackSid: info.trackSid, source: info.source, data: payload,
-                                              rtpTimestamp: packet.header.timestamp, senderClock: state.senderClock))
+                                              rtpTimestamp: packet.header.timestamp, senderClock: clock))
         jitter.withLock { $0.insert(sequenceNumber: packet.header.sequenceNumber, payload: payload, arrivalUs: arrivalUs) }
     }
 
