@@ -60,6 +60,7 @@ final class Consumer: @unchecked Sendable {
                 continue
             }
             var rewriter = subscription.rewriter
+            _ = Producer.renumber(&packet.header, for: subscriber, sequenceAt: nil)
             rewriter.rewrite(&packet.header)
             if let payloadType = subscription.rtxPayloadType {
                 packet = RTXPacket.wrap(packet, ssrc: subscription.rtxSSRC, payloadType: payloadType, sequenceNumber: subscription.rtxSequence)
@@ -67,7 +68,7 @@ final class Consumer: @unchecked Sendable {
             }
             context.counters.retransmissions += 1
             var out = packet.serialized
-            let at = DownstreamCongestion.sequenceOffset(in: packet.header, sourceID: subscription.track.owner.transportWideSequenceID)
+            let at = DownstreamCongestion.sequenceOffset(in: packet.header, sourceID: subscriber.downstream.extensionID)
             subscriber.downstream.stamp(&out, at: at, nowUs: nowUs)
             session.sendRTP(out)
         }

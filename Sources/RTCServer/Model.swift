@@ -47,6 +47,14 @@ final class Participant: @unchecked Sendable {
     /// What every packet the publisher sends goes through first: the transport-wide number's
     /// arrival (its id from the publisher's offer) and the RFC 4588 streams of its tracks.
     var inbound = InboundStreamMap()
+    /// The publisher's header extension ids (from its offer) → the SFU's own numbering
+    /// (``SDPCodecs/extensionIDs``), keeping only what is forwarded: packets are renumbered once on
+    /// arrival, so the cache and every leg see one numbering.
+    var upstreamExtensions = ExtensionIDMap.identity
+    /// The publisher's ids for the mid and the RFC 8852 stream id: a track offered without SSRCs
+    /// (a simulcast offer) is found by them.
+    var midExtensionID: UInt8?
+    var ridExtensionID: UInt8?
     var tracks: [PublishedTrack] = []
     /// Our ICE credentials on the subscriber transport (new ones when it restarts ICE).
     var subscriberCredentials = ICECredentials.random()
@@ -55,6 +63,9 @@ final class Participant: @unchecked Sendable {
     var subscriber: MediaSession?
     /// Transport-wide CC on the subscriber transport (the leg from us to this participant).
     var downstream = DownstreamCongestion()
+    /// The SFU's extension numbering → the one this subscriber's answer kept (extensions it did not
+    /// keep are left out of what it is sent).
+    var downstreamExtensions = ExtensionIDMap.identity
     var subscriptions: [Subscription] = []
     /// Subscriber m-sections in offer order; removed subscriptions stay as inactive sections (JSEP).
     var subscriberSections: [MediaSectionDescription] = []
@@ -82,9 +93,6 @@ final class Participant: @unchecked Sendable {
         guard let owner = screenShare.host(of: uid) else { return .normal }
         return .screenShare(owner: owner)
     }
-
-    /// The publisher's transport-wide sequence number extension id (from its offer).
-    var transportWideSequenceID: UInt8? { inbound.transportWideSequenceID }
 
     /// Tells ``inbound`` the RFC 4588 streams of the tracks as they are now (after an offer, a
     /// track's first packet or its end): the first track naming a stream has it.
@@ -132,6 +140,8 @@ final class PublishedTrack: @unchecked Sendable {
     /// The publisher's RFC 4588 retransmission stream (from its offer), video only.
     var rtxPayloadType: UInt8?
     var rtxSSRC: UInt32?
+    /// The RFC 8851 stream id of the one simulcast layer forwarded, when the offer sends several.
+    var simulcastLayer: String?
     /// The last 512 packets, to answer subscribers' NACKs without asking the publisher.
     var cache = PacketHistory<RTPPacket>(capacity: 512)
     var keyframeThrottle: Throttle
@@ -153,10 +163,11 @@ final class PublishedTrack: @unchecked Sendable {
 
     /// Takes the formats a publisher's offer gives the track's section: its payload type and its
     /// RFC 4588 stream.
-    func adoptFormats(of section: MediaSectionDescription) {
+    func adoptFormats(of section: MediaSectionDescription, simulcastLayer: String?) {
         payloadType = section.payloadType
         rtxPayloadType = section.rtxPayloadType
         rtxSSRC = section.rtxSSRC
+        self.simulcastLayer = simulcastLayer
     }
 }
 

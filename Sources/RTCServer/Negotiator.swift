@@ -11,25 +11,53 @@ import Signaling
 struct Negotiator {
     let context: SFUContext
 
-    /// A publisher's offer, parsed.
+    /// A publisher's offer, parsed and negotiated (``SessionDescription/negotiate(_:)``).
     struct PublisherOffer {
         let description: SessionDescription
+        let negotiated: NegotiatedOffer
         let remote: TransportParameters
         /// The id the offer maps the transport-wide sequence number to.
-        var transportWideSequenceID: UInt8? { description.extensionID(for: RTPExtensionURI.transportWideSequence) }
-        /// The sections the client sends media on.
-        var sending: [MediaSectionDescription] { description.sections.filter { $0.direction == .sendonly || $0.direction == .sendrecv } }
+        var transportWideSequenceID: UInt8? { negotiated.extensionID(for: RTPExtensionURI.transportWideSequence) }
+        /// The accepted sections the client sends media on, with the simulcast layer received of each.
+        var sending: [(section: MediaSectionDescription, simulcastLayer: String?)] {
+            negotiated.sections.compactMap { entry in
+                guard let section = entry.section, section.direction == .sendonly || section.direction == .sendrecv else { return nil }
+                return (section, entry.simulcastLayer)
+            }
+        }
+        /// The publisher's extension ids → the SFU's numbering, for what is forwarded.
+        var upstreamExtensions: ExtensionIDMap {
+            ExtensionIDMap(source: negotiated.extensionURIs, target: SDPCodecs.extensionIDs, carried: SDPCodecs.forwardedExtensionURIs)
+        }
     }
 
-    /// Parses an offer for the publisher transport; the error is the reason to tell the client.
-    func parsePublisherOffer(_ message: SessionDescriptionMessage) -> Result<PublisherOffer, NegotiationFailure> {
+    /// Parses and negotiates an offer for the publisher transport; the error is the reason to tell
+    /// the client. Sections the server cannot receive are rejected in the answer (port 0) and logged.
+    func parsePublisherOffer(_ message: SessionDescriptionMessage, uid: String) -> Result<PublisherOffer, NegotiationFailure> {
         guard message.transport == .publisher else {
-            return .failure(NegotiationFailure("the client offers only for its publisher transport"))
+            return refuse("the client offers only for its publisher transport", uid: uid)
         }
+        let description: SessionDescription
+        let remote: TransportParameters
+        let negotiated: NegotiatedOffer
         do {
-            let description = try SessionDescription(parsing: message.sdp)
-            return .success(PublisherOffer(description: description, remote: try description.transportParameters(offererRole: .client)))
-        } catch { return .failure(NegotiationFailure("bad offer: \(error)")) }
+            description = try SessionDescription(parsing: message.sdp)
+            remote = try description.transportParameters(offererRole: .client)
+        } catch { return refuse("bad offer: \(error)", uid: uid) }
+        do {
+            negotiated = try description.negotiate(.sfu)
+        } catch { return refuse("offer refused: \(error.reason)", uid: uid) }
+        for section in negotiated.sections where !section.isAccepted {
+            context.logger.info("offer section rejected", metadata: [
+                "uid": "\(uid)", "mid": "\(section.mid ?? "-")", "media": "\(section.media)", "reason": "\(section.rejection ?? "")",
+            ])
+        }
+        return .success(PublisherOffer(description: description, negotiated: negotiated, remote: remote))
+    }
+
+    private func refuse(_ reason: String, uid: String) -> Result<PublisherOffer, NegotiationFailure> {
+        context.logger.info("offer refused", metadata: ["uid": "\(uid)", "reason": "\(reason)"])
+        return .failure(NegotiationFailure(reason))
     }
 
     /// Takes `offer`'s transport: returns a new publisher session (for the caller to wire up and
@@ -50,17 +78,15 @@ struct Negotiator {
         return nil
     }
 
-    /// The answer to a publisher's offer: every section mirrored, with RFC 4588 accepted for a
-    /// sending section with its FID SSRC (repairs and probes on their own stream).
+    /// The answer to a publisher's offer, in the offer's numbering (payload types, extension ids,
+    /// mids): the server receives on every accepted section (RFC 4588 where the section names its
+    /// FID SSRC, one layer of a simulcast section) and sends nothing on this transport.
     func publisherAnswer(to offer: PublisherOffer, for participant: Participant, session: MediaSession) -> SessionDescriptionMessage {
-        let answer = SessionDescription.make(
-            sessionID: UInt64(truncatingIfNeeded: participant.sid.hashValue),
+        let answer = SessionDescription.answer(
+            to: offer.negotiated, sessionID: UInt64(truncatingIfNeeded: participant.sid.hashValue),
             transport: context.port.localParameters(credentials: participant.publisherICE?.local ?? session.localParameters.ice),
             iceLite: true, setup: "passive",
-            sections: offer.description.sections.map {
-                MediaSectionDescription(mid: $0.mid, kind: $0.kind, direction: $0.reversed, payloadType: $0.payloadType,
-                                        rtxPayloadType: $0.rtxSSRC == nil ? nil : $0.rtxPayloadType)
-            })
+            direction: { offered in offered == .sendrecv || offered == .sendonly ? .recvonly : .inactive })
         return SessionDescriptionMessage(transport: .publisher, sdp: answer.serialized)
     }
 
@@ -80,6 +106,10 @@ struct Negotiator {
             sections: participant.subscriberSections)
         return SessionDescriptionMessage(transport: .subscriber, sdp: offer.serialized)
     }
+
+    /// The SFU's ids of what it forwards, id → URI.
+    static let forwardedIDs: [UInt8: String] = Dictionary(
+        uniqueKeysWithValues: SDPCodecs.extensionIDs.filter { SDPCodecs.forwardedExtensionURIs.contains($0.key) }.map { ($1, $0) })
 
     /// What a subscriber's answer did to its transport.
     enum SubscriberAnswerOutcome {
@@ -107,6 +137,11 @@ struct Negotiator {
         } catch { parseError = error }
         if let answer {
             participant.downstream.extensionID = answer.extensionID(for: RTPExtensionURI.transportWideSequence)
+            // What the SFU sends in its own numbering, as the answer kept it (an answer should keep
+            // the offer's ids; one that renumbers or drops an extension gets packets to match).
+            var kept: [String: UInt8] = [:]
+            for ext in answer.media.flatMap(\.extensionMaps) where kept[ext.uri] == nil { kept[ext.uri] = ext.id }
+            participant.downstreamExtensions = ExtensionIDMap(source: Self.forwardedIDs, target: kept, carried: SDPCodecs.forwardedExtensionURIs)
             let answered = answer.sections
             for subscription in participant.subscriptions {
                 let section = answered.first { $0.mid == subscription.mid }

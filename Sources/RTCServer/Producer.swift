@@ -34,12 +34,13 @@ final class Producer: @unchecked Sendable {
             context.counters.rtxDropped += 1
             return
         }
-        guard let track = publisher.tracks.first(where: { $0.info.ssrc == packet.header.ssrc })
-            ?? publisher.tracks.first(where: { $0.info.ssrc == nil && $0.payloadType == packet.header.payloadType })
+        guard let track = publisher.tracks.first(where: { $0.info.ssrc == packet.header.ssrc }) ?? unboundTrack(for: packet.header, of: publisher)
         else {
             context.counters.packetsDropped += 1
             return
         }
+        // From here on the packet is in the SFU's extension numbering (cache, legs, repairs).
+        if !publisher.upstreamExtensions.isIdentity { publisher.upstreamExtensions.apply(to: &packet.header) }
         if repair {
             // RFC 4588: the original, unless it is already here (a probe's copy).
             guard track.cache.packet(packet.header.sequenceNumber) == nil else {
@@ -63,20 +64,43 @@ final class Producer: @unchecked Sendable {
         onForwardLatency?(elapsed)
     }
 
+    /// The track a packet from an SSRC no track has yet belongs to: one of its payload type without
+    /// an SSRC, of the section its mid extension names and, for a simulcast section, of the layer
+    /// forwarded (its RFC 8852 stream id). A section offered without SSRCs is found this way.
+    private func unboundTrack(for header: RTPHeader, of publisher: Participant) -> PublishedTrack? {
+        let candidates = publisher.tracks.filter { $0.info.ssrc == nil && $0.payloadType == header.payloadType }
+        guard !candidates.isEmpty else { return nil }
+        let mid = publisher.midExtensionID.flatMap { header.extensionData(id: $0) }.map { String(buffer: $0) }
+        let rid = publisher.ridExtensionID.flatMap { header.extensionData(id: $0) }.map { String(buffer: $0) }
+        return candidates.first { track in
+            (mid == nil || track.info.mid == mid) && (track.simulcastLayer == nil || track.simulcastLayer == rid)
+        }
+    }
+
+    /// A packet's header in the SFU's numbering as `subscriber`'s leg numbers it (renumbered only
+    /// when its answer renumbered or dropped extensions), and where the leg's transport-wide
+    /// number goes: `sequenceAt` when nothing changed.
+    static func renumber(_ header: inout RTPHeader, for subscriber: Participant,
+                         sequenceAt: (id: UInt8, offset: Int)?) -> (id: UInt8, offset: Int)? {
+        guard !subscriber.downstreamExtensions.isIdentity, subscriber.downstreamExtensions.apply(to: &header) else { return sequenceAt }
+        return DownstreamCongestion.sequenceOffset(in: header, sourceID: subscriber.downstream.extensionID)
+    }
+
     /// Sends `packet` on every live subscription of `track`.
     private func send(_ packet: inout RTPPacket, of track: PublishedTrack, arrivalUs: Int64) {
         let original = packet.header
         // The rewrite leaves the extension block alone: one lookup for every leg.
-        let sequenceAt = DownstreamCongestion.sequenceOffset(in: original, sourceID: track.owner.transportWideSequenceID)
+        let sequenceAt = DownstreamCongestion.sequenceOffset(in: original, sourceID: RTPExtensionID.transportWideSequence)
         var wrote = false
         for subscription in track.subscriptions {
             guard let session = subscription.subscriber.subscriber else { continue }
             packet.header = original
+            let legSequenceAt = Self.renumber(&packet.header, for: subscription.subscriber, sequenceAt: sequenceAt)
             subscription.rewriter.rewrite(&packet.header)
             subscription.packetsForwarded += 1
             subscription.payloadBytesForwarded += packet.payload.readableBytes
             var out = packet.serialized
-            subscription.subscriber.downstream.stamp(&out, at: sequenceAt, nowUs: arrivalUs)
+            subscription.subscriber.downstream.stamp(&out, at: legSequenceAt, nowUs: arrivalUs)
             context.counters.packetsOut += 1
             context.counters.bytesOut += out.readableBytes
             session.sendRTPOnLoop(out, flush: false)

@@ -23,11 +23,13 @@ public final class RTCServerApp: Sendable {
             let key = try NIOSSLPrivateKey(file: keyPath, format: .pem)
             tls = try NIOSSLContext(configuration: .makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key)))
         }
-        let sfu = try await SFU.start(configuration: configuration, group: group)
+        let sfu = try await SFU.start(configuration: configuration, group: group, logger: logger)
         let metrics = ServerMetrics()
         sfu.onForwardLatency = { metrics.forwardLatency.recordNanoseconds($0) }
         let channel = try await bindSignaling(
             host: configuration.host, port: configuration.signalingPort, group: group, sfu: sfu, logger: logger, tls: tls,
+            web: configuration.webRoot.map(WebRoot.init(directory:)),
+            devTokens: configuration.mintsDevTokens ? DevTokenMinter(secret: configuration.secret) : nil,
             metrics: { sfu.counterSnapshot.map { metrics.scrape($0) } })
         logger.info("server listening", metadata: [
             "signaling": "\(channel.localAddress.map { "\($0)" } ?? "?")", "media": "\(sfu.mediaAddress.map { "\($0)" } ?? "?")",

@@ -49,12 +49,15 @@ extension SFU {
     /// mid, else the first announced track of the kind without one, else a new one), the answer.
     func publisherOffer(_ description: SessionDescriptionMessage, participant: Participant, requestID: UInt32?, fail: Fail) {
         let offer: Negotiator.PublisherOffer
-        switch negotiator.parsePublisherOffer(description) {
+        switch negotiator.parsePublisherOffer(description, uid: participant.uid) {
         case .success(let parsed): offer = parsed
         case .failure(let failure): return fail(.negotiationFailed, failure.reason)
         }
         let sending = offer.sending
         participant.inbound.transportWideSequenceID = offer.transportWideSequenceID
+        participant.upstreamExtensions = offer.upstreamExtensions
+        participant.midExtensionID = offer.negotiated.extensionID(for: RTPExtensionURI.mid)
+        participant.ridExtensionID = offer.negotiated.extensionID(for: RTPExtensionURI.rtpStreamID)
         if !sending.isEmpty, let reason = mayPublish(participant, kind: .video, source: .camera), participant.role == .audience {
             return fail(.permissionDenied, reason)
         }
@@ -71,19 +74,19 @@ extension SFU {
         }
         guard let session = participant.publisher else { return }
         defer { participant.refreshRepairStreams() }
-        for section in sending {
+        for (section, layer) in sending {
             let kind: TrackKind = section.kind == .video ? .video : .audio
             if let track = participant.tracks.first(where: { $0.info.mid == section.mid })
                 ?? participant.tracks.first(where: { $0.info.mid == nil && $0.info.kind == kind }) {
                 track.info.mid = section.mid
                 if track.info.ssrc == nil { track.info.ssrc = section.ssrc }
-                track.adoptFormats(of: section)
+                track.adoptFormats(of: section, simulcastLayer: layer)
             } else {
                 let screen: Bool = if case .screenShare = participant.kind { true } else { false }
                 let source: TrackSource = kind == .video ? (screen ? .screen : .camera) : (screen ? .screenAudio : .microphone)
                 if let reason = mayPublish(participant, kind: kind, source: source) { return fail(.permissionDenied, reason) }
                 let track = addTrack(to: participant, kind: kind, source: source, mid: section.mid, ssrc: section.ssrc)
-                track.adoptFormats(of: section)
+                track.adoptFormats(of: section, simulcastLayer: layer)
                 participant.send(.trackPublished(track.info))
             }
         }

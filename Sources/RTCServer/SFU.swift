@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOPosix
 import RTCTransport
@@ -48,11 +49,13 @@ public final class SFU: @unchecked Sendable {
         set { producer.onForwardLatency = newValue }
     }
 
-    public static func start(configuration: ServerConfiguration, group: EventLoopGroup) async throws -> SFU {
+    public static func start(configuration: ServerConfiguration, group: EventLoopGroup,
+                             logger: Logger = Logger(label: "rtc.sfu")) async throws -> SFU {
         var media = MediaTransportConfiguration.server(host: configuration.host, port: configuration.mediaPort)
         media.announcedHosts = configuration.announceAddresses
         let port = try await SharedMediaPort.bind(media, group: group)
         let sfu = SFU(configuration: configuration, port: port)
+        sfu.context.logger = logger
         sfu.startTimers()
         return sfu
     }

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import RTCConventions
 import RTCTransport
@@ -22,6 +23,8 @@ final class SFUContext: @unchecked Sendable {
     /// The screen-share uid rule under the configured suffix.
     let screenShare: ScreenShareUID
     var counters = ServerCounters()
+    /// The server's log (negotiation outcomes at info level).
+    var logger = Logger(label: "rtc.sfu")
     /// Seconds since 1970.
     var wallClock: @Sendable () -> Int64 = { Int64(time(nil)) }
     /// Monotonic nanoseconds (any origin).

@@ -46,6 +46,10 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// PEM certificate chain and private key files: when set, signaling is `wss://` and `https://`.
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?
+    /// The web client's directory, served at `/` (nil: no web client).
+    public var webRoot: String?
+    /// `GET /dev-token?channel=C&uid=U` hands anyone a token with every grant (`--dev` only).
+    public var mintsDevTokens = false
 
     public init(host: String = "127.0.0.1", signalingPort: Int = 7880, mediaPort: Int = 7882, secret: String,
                 protocolVersion: ProtocolVersion = .current, pingInterval: Int = 5, pingTimeout: Int = 15, resumeWindow: Int = 20,

@@ -74,15 +74,22 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
     }
 }
 
-/// Plain HTTP: `GET /healthz` and `GET /metrics`; anything else is 404.
+/// Plain HTTP: `GET /healthz`, `GET /metrics`, in `--dev` mode `GET /dev-token`, and the web
+/// client's files (``WebRoot``) for any other `GET`; anything else is 404.
 final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
     private let metrics: @Sendable () -> EventLoopFuture<String>
+    private let web: WebRoot?
+    private let devTokens: DevTokenMinter?
     private var head: HTTPRequestHead?
 
-    init(metrics: @escaping @Sendable () -> EventLoopFuture<String>) { self.metrics = metrics }
+    init(metrics: @escaping @Sendable () -> EventLoopFuture<String>, web: WebRoot?, devTokens: DevTokenMinter?) {
+        self.metrics = metrics
+        self.web = web
+        self.devTokens = devTokens
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
@@ -91,7 +98,16 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
         case .end:
             guard let head else { return }
             self.head = nil
-            switch (head.method, head.uri.split(separator: "?").first.map(String.init) ?? head.uri) {
+            let parts = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            switch (head.method, parts.first ?? head.uri) {
+            case (.GET, "/dev-token"):
+                guard let devTokens else {
+                    return respond(context, head, status: .notFound, type: "text/plain", body: "tokens are minted here only in --dev mode\n")
+                }
+                switch devTokens.token(query: parts.count > 1 ? parts[1] : "") {
+                case .success(let token): respond(context, head, status: .ok, type: "text/plain", body: token)
+                case .failure(let error): respond(context, head, status: .badRequest, type: "text/plain", body: error.reason + "\n")
+                }
             case (.GET, "/healthz"):
                 respond(context, head, status: .ok, type: "text/plain", body: "ok\n")
             case (.GET, "/metrics"):
@@ -105,6 +121,14 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
                         handler.respond(context, head, status: .internalServerError, type: "text/plain", body: "metrics unavailable\n")
                     }
                 }
+            case (.GET, let path):
+                guard let web else {
+                    return respond(context, head, status: .notFound, type: "text/plain", body: "not found (no web root: --web-root DIR)\n")
+                }
+                guard let file = web.file(forPath: path) else {
+                    return respond(context, head, status: .notFound, type: "text/plain", body: "not found\n")
+                }
+                respond(context, head, status: .ok, type: file.contentType, body: context.channel.allocator.buffer(bytes: file.bytes))
             default:
                 respond(context, head, status: .notFound, type: "text/plain", body: "not found\n")
             }
@@ -113,12 +137,18 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
 
     private func respond(_ context: ChannelHandlerContext, _ request: HTTPRequestHead, status: HTTPResponseStatus, type: String,
                          body: String) {
+        respond(context, request, status: status, type: type, body: context.channel.allocator.buffer(string: body))
+    }
+
+    private func respond(_ context: ChannelHandlerContext, _ request: HTTPRequestHead, status: HTTPResponseStatus, type: String,
+                         body: ByteBuffer) {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: type)
-        headers.add(name: "Content-Length", value: String(body.utf8.count))
+        headers.add(name: "Content-Length", value: String(body.readableBytes))
+        headers.add(name: "Cache-Control", value: "no-cache")
         if !request.isKeepAlive { headers.add(name: "Connection", value: "close") }
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: status, headers: headers))), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: body)))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         if request.isKeepAlive {
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         } else {
@@ -134,11 +164,12 @@ let maxWebSocketFrame = 1 << 20
 
 /// Binds the signaling port: `/rtc` upgrades to a WebSocket, the rest is plain HTTP.
 func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: SFU, logger: Logger, tls: NIOSSLContext?,
+                   web: WebRoot?, devTokens: DevTokenMinter?,
                    metrics: @escaping @Sendable () -> EventLoopFuture<String>) async throws -> Channel {
     try await ServerBootstrap(group: group)
         .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
         .childChannelInitializer { channel in
-            let endpoints = HTTPEndpoints(metrics: metrics)
+            let endpoints = HTTPEndpoints(metrics: metrics, web: web, devTokens: devTokens)
             let upgrader = NIOWebSocketServerUpgrader(
                 maxFrameSize: maxWebSocketFrame,
                 shouldUpgrade: { channel, head in

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Dispatch
+import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -31,7 +32,10 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(help: "TCP port for WebSocket signaling and HTTP.") var port: Int = 7880
     @Option(name: .customLong("udp-port"), help: "UDP port for all media.") var udpPort: Int = 7882
     @Option(help: "HS256 secret tokens are signed with.") var secret: String?
-    @Flag(help: "Development mode: make up a secret and print it with a sample token.") var dev = false
+    @Flag(help: "Development mode: make up a secret (unless --secret is given), print it with a sample token and the web page's URL, and hand out tokens at /dev-token.")
+    var dev = false
+    @Option(name: .customLong("web-root"), help: "Directory of the web client served at / (default: the repository's Web/).")
+    var webRoot: String?
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: serve wss:// and https://.") var tlsCertificate: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert.") var tlsKey: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
@@ -67,6 +71,18 @@ struct ServerCommand: AsyncParsableCommand {
         guard !screenShareSuffix.isEmpty, screenShareSuffix.utf8.count <= 32 else {
             throw ValidationError("--screen-share-suffix must be 1 to 32 bytes")
         }
+        if let webRoot, WebRoot.existing(webRoot) == nil {
+            throw ValidationError("--web-root \(webRoot) is not a directory with an index.html")
+        }
+    }
+
+    /// `--web-root`, else the repository's `Web/` (next to the working directory, or where this
+    /// source file was built from), else none.
+    var resolvedWebRoot: WebRoot? {
+        if let webRoot { return WebRoot.existing(webRoot) }
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let candidates = [FileManager.default.currentDirectoryPath + "/Web", source.appendingPathComponent("Web").path]
+        return candidates.lazy.compactMap(WebRoot.existing).first
     }
 
     func run() async throws {
@@ -80,6 +96,9 @@ struct ServerCommand: AsyncParsableCommand {
         configuration.announceAddresses = announceIP
         configuration.turnURLs = turnURL
         configuration.turnSecret = turnSecret
+        let web = resolvedWebRoot
+        configuration.webRoot = web?.directory
+        configuration.mintsDevTokens = dev
         let app = try await RTCServerApp.start(configuration: configuration, group: group, logger: logger)
         let scheme = tlsCertificate == nil ? "ws" : "wss"
         print("signaling: \(scheme)://\(host):\(app.signalingAddress?.port ?? port)/rtc  media: udp \(host):\(app.mediaAddress?.port ?? udpPort)")
@@ -90,7 +109,13 @@ struct ServerCommand: AsyncParsableCommand {
             print("dev secret: \(secret)")
             print("sample token (channel demo, uid 1001, 24 h):")
             print(AccessToken(uid: "1001", channel: "demo", now: now, ttl: 86400).signed(secret: secret))
+            if web != nil {
+                let httpScheme = tlsCertificate == nil ? "http" : "https"
+                let pageHost = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host
+                print("web page: \(httpScheme)://\(pageHost):\(app.signalingAddress?.port ?? port)/?channel=demo&uid=web1&mode=watch")
+            }
         }
+        if let web { print("web client: \(web.directory)") }
         fflush(nil)  // operators and scripts read these lines while the server runs
         await Self.waitForTermination()
         await app.shutdown()

@@ -35,6 +35,8 @@ final class TestClient: @unchecked Sendable {
     let subscriber = NIOLockedValueBox<MediaTransport?>(nil)
     /// RTP received on the subscriber transport, per SSRC, in arrival order.
     let received = NIOLockedValueBox<[UInt32: [UInt16]]>([:])
+    /// Their headers (extensions as they arrived).
+    let receivedHeaders = NIOLockedValueBox<[UInt32: [RTPHeader]]>([:])
     /// The SSRC each subscribed track arrives with (from the subscriber offers: trackID → SSRC).
     let subscribedSSRCs = NIOLockedValueBox<[String: UInt32]>([:])
     /// RFC 4588 streams in the subscriber offers (RTX SSRC → media SSRC), and the original
@@ -92,6 +94,44 @@ final class TestClient: @unchecked Sendable {
         return .answer(answer)
     }
 
+    /// Opens the publisher transport with an offer written by another peer (a browser's, from a
+    /// fixture): its ICE credentials and fingerprint become this transport's, its candidates go.
+    /// Returns the server's reply (an answer or an error).
+    func publish(offerText: String) async throws -> ServerMessage? {
+        let transport = try await MediaTransport.bind(.client(), group: group)
+        transport.onRTCP = { [weak self] datagram in
+            guard let self, let packets = try? RTCPPacket.parseCompound(datagram) else { return }
+            self.publisherRTCP.withLockedValue { $0 += packets }
+        }
+        publisher = transport
+        let parameters = transport.localParameters
+        var offer = try SessionDescription(parsing: offerText)
+        func rewrite(_ lines: [SDPLine]) -> [SDPLine] {
+            lines.compactMap { line in
+                switch line.attribute?.name {
+                case "ice-ufrag": .attribute("ice-ufrag", parameters.ice.ufrag)
+                case "ice-pwd": .attribute("ice-pwd", parameters.ice.pwd)
+                case "fingerprint": .attribute("fingerprint", parameters.fingerprint.value)
+                case "candidate", "end-of-candidates": nil
+                default: line
+                }
+            }
+        }
+        offer.sessionLines = rewrite(offer.sessionLines)
+        for index in offer.media.indices { offer.media[index].lines = rewrite(offer.media[index].lines) }
+        let id = send(.offer(SessionDescriptionMessage(transport: .publisher, sdp: offer.serialized)))
+        let reply = try await reply(to: id)
+        guard case .answer(let answer)? = reply else { return reply }
+        transport.start(remote: try SessionDescription(parsing: answer.sdp).transportParameters(offererRole: .client))
+        _ = await eventually { try await transport.state.get() == .connected }
+        return reply
+    }
+
+    /// Sends packets exactly as given (their extensions untouched, no transport-wide number added).
+    func sendUnchanged(_ packets: [RTPPacket]) {
+        publisher?.sendRTP(batch: packets.map(\.serialized))
+    }
+
     private func answerSubscriber(_ sdp: String) async throws {
         let offer = try SessionDescription(parsing: sdp)
         for section in offer.sections {
@@ -111,6 +151,7 @@ final class TestClient: @unchecked Sendable {
                     return
                 }
                 self.received.withLockedValue { $0[packet.header.ssrc, default: []].append(packet.header.sequenceNumber) }
+                self.receivedHeaders.withLockedValue { $0[packet.header.ssrc, default: []].append(packet.header) }
             }
             subscriber.withLockedValue { $0 = made }
             transport = made

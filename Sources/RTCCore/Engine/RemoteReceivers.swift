@@ -149,8 +149,12 @@ final class RemoteVideoReceiver: @unchecked Sendable {
     private var rotation: VideoRotation = .none
     private var decodedAny = false
 
-    init(info: RemoteTrackInfo, ssrc: UInt32, outputs: ReceiverOutputs) {
+    /// The id the subscriber offer gives the video-orientation extension (nil: not negotiated).
+    private let orientationExtensionID: UInt8?
+
+    init(info: RemoteTrackInfo, ssrc: UInt32, outputs: ReceiverOutputs, orientationExtensionID: UInt8?) {
         self.info = info
+        self.orientationExtensionID = orientationExtensionID
         state = ReceiverState(ssrc: ssrc, clockRate: 90000)
         self.outputs = outputs
         thread = MediaThread(name: "video-recv-\(ssrc)", tickIntervalUs: 10_000) { [unowned self] in
@@ -165,7 +169,7 @@ final class RemoteVideoReceiver: @unchecked Sendable {
     func receive(_ packet: RTPPacket, bytes: Int, arrivalUs: Int64) {
         state.record(packet, bytes: bytes, arrivalUs: arrivalUs)
         thread.execute { [self] in
-            if let data = packet.header.extensionData(id: RTPExtensionID.videoOrientation),
+            if let id = orientationExtensionID, let data = packet.header.extensionData(id: id),
                let orientation = try? VideoOrientation(parsing: data) {
                 rotation = VideoRotation(rawValue: orientation.rotation) ?? .none
             }

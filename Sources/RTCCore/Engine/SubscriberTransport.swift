@@ -86,7 +86,8 @@ final class SubscriberTransport: @unchecked Sendable {
                 let kind: TrackKind = section.kind == .video ? .video : .audio
                 let info = track(section, kind)
                 if kind == .video {
-                    self.videoReceivers[ssrc] = RemoteVideoReceiver(info: info, ssrc: ssrc, outputs: outputs)
+                    self.videoReceivers[ssrc] = RemoteVideoReceiver(
+                        info: info, ssrc: ssrc, outputs: outputs, orientationExtensionID: offer.extensionID(for: RTPExtensionURI.videoOrientation))
                 } else {
                     self.audioReceivers[ssrc] = RemoteAudioReceiver(info: info, ssrc: ssrc, outputs: outputs)
                 }

@@ -7,6 +7,9 @@ public enum RTPExtensionURI {
     public static let mid = "urn:ietf:params:rtp-hdrext:sdes:mid"
     public static let videoOrientation = "urn:3gpp:video-orientation"
     public static let audioLevel = "urn:ietf:params:rtp-hdrext:ssrc-audio-level"
+    /// RFC 8852 stream ids: which simulcast layer a packet belongs to (and which one an RTX packet repairs).
+    public static let rtpStreamID = "urn:ietf:params:rtp-hdrext:sdes:rtp-stream-id"
+    public static let repairedRTPStreamID = "urn:ietf:params:rtp-hdrext:sdes:repaired-rtp-stream-id"
 }
 
 /// abs-send-time: send time as 6.18 fixed-point seconds in 24 bits (wraps every 64 s).

@@ -3,7 +3,18 @@ import NIOCore
 /// One media section as negotiation sees it: a track (or a receive slot) with its codec.
 public struct MediaSectionDescription: Sendable, Hashable {
     public enum Kind: String, Sendable, Hashable { case audio, video }
-    public enum Direction: String, Sendable, Hashable { case sendrecv, sendonly, recvonly, inactive }
+    public enum Direction: String, Sendable, Hashable {
+        case sendrecv, sendonly, recvonly, inactive
+
+        /// The direction as the other side sees it.
+        public var reversed: Direction {
+            switch self {
+            case .sendonly: .recvonly
+            case .recvonly: .sendonly
+            default: self
+            }
+        }
+    }
 
     public var mid: String
     public var kind: Kind
@@ -34,13 +45,7 @@ public struct MediaSectionDescription: Sendable, Hashable {
     }
 
     /// The direction as the other side sees it.
-    public var reversed: Direction {
-        switch direction {
-        case .sendonly: .recvonly
-        case .recvonly: .sendonly
-        default: direction
-        }
-    }
+    public var reversed: Direction { direction.reversed }
 }
 
 /// The codecs and header extensions this SDK offers (DESIGN.md §3).
@@ -57,71 +62,105 @@ public enum SDPCodecs {
         (RTPExtensionID.mid, RTPExtensionURI.mid, [.audio, .video]),
         (RTPExtensionID.videoOrientation, RTPExtensionURI.videoOrientation, [.video]),
     ]
+    /// ``extensions`` by URI.
+    public static let extensionIDs: [String: UInt8] = Dictionary(uniqueKeysWithValues: extensions.map { ($0.uri, $0.id) })
+    /// The extensions a forwarder carries from a publisher to its subscribers: what describes the
+    /// media or the send time. A mid or a simulcast stream id names the publisher's own sections and
+    /// means nothing on a subscriber's transport, so those stay behind.
+    public static let forwardedExtensionURIs: Set<String> = [
+        RTPExtensionURI.audioLevel, RTPExtensionURI.absSendTime, RTPExtensionURI.transportWideSequence, RTPExtensionURI.videoOrientation,
+    ]
 }
 
 extension SessionDescription {
-    /// An offer or answer for one BUNDLEd transport with the given sections. `iceLite` marks the
-    /// server; `setup` is `actpass` in offers, `active` or `passive` in answers.
+    /// An offer or answer for one BUNDLEd transport with the given sections, in the SDK's own
+    /// numbering (``SDPCodecs``). `iceLite` marks the server; `setup` is `actpass` in offers,
+    /// `active` or `passive` in answers. Answers to offers from other peers come from
+    /// ``answer(to:sessionID:version:transport:iceLite:setup:direction:cname:)`` instead, which keeps the offer's numbering.
     public static func make(sessionID: UInt64, version: Int = 1, transport: TransportParameters, iceLite: Bool, setup: String,
                             sections: [MediaSectionDescription], cname: String = "swift-rtc") -> SessionDescription {
+        let session = sessionLines(sessionID: sessionID, version: version, bundle: sections.map(\.mid), iceLite: iceLite)
+        let media = sections.enumerated().map { index, section in
+            let extensions = SDPCodecs.extensions.filter { $0.kinds.contains(section.kind) }
+                .map { ExtensionMap(id: $0.id, uri: $0.uri) }
+            let feedback = section.kind == .video ? ["goog-remb", "transport-cc", "ccm fir", "nack", "nack pli"] : ["transport-cc"]
+            return mediaDescription(for: section, transport: transport, setup: setup, extensions: extensions, feedback: feedback,
+                                    candidate: index == 0, cname: cname)
+        }
+        return SessionDescription(sessionLines: session, media: media)
+    }
+
+    /// `v=`, `o=`, `s=`, `t=` and the session attributes: BUNDLE of `bundle` (none when empty),
+    /// `ice-lite`, `msid-semantic`.
+    static func sessionLines(sessionID: UInt64, version: Int, bundle: [String], iceLite: Bool) -> [SDPLine] {
         var session: [SDPLine] = [
             SDPLine(type: "v", value: "0"),
             SDPLine(type: "o", value: "- \(sessionID) \(version) IN IP4 127.0.0.1"),
             SDPLine(type: "s", value: "-"),
             SDPLine(type: "t", value: "0 0"),
         ]
-        if !sections.isEmpty { session.append(.attribute("group", "BUNDLE " + sections.map(\.mid).joined(separator: " "))) }
+        if !bundle.isEmpty { session.append(.attribute("group", "BUNDLE " + bundle.joined(separator: " "))) }
         if iceLite { session.append(.attribute("ice-lite")) }
         session.append(.attribute("msid-semantic", " WMS *"))
-        let candidate = transport.candidates.first
-        let port = candidate?.port ?? 9
-        let media = sections.enumerated().map { index, section -> MediaDescription in
-            var lines: [SDPLine] = [SDPLine(type: "c", value: "IN IP4 \(candidate?.ipAddress ?? "0.0.0.0")")]
-            lines.append(.attribute("mid", section.mid))
-            lines.append(.attribute("ice-ufrag", transport.ice.ufrag))
-            lines.append(.attribute("ice-pwd", transport.ice.pwd))
-            lines.append(.attribute("fingerprint", transport.fingerprint.value))
-            lines.append(.attribute("setup", setup))
-            lines.append(.attribute(section.direction.rawValue))
-            lines.append(.attribute("rtcp-mux"))
-            lines.append(.attribute("rtcp-rsize"))
-            for ext in SDPCodecs.extensions where ext.kinds.contains(section.kind) {
-                lines.append(.attribute("extmap", "\(ext.id) \(ext.uri)"))
-            }
-            let pt = section.payloadType
-            var formats = [String(pt)]
-            if section.kind == .video {
-                lines.append(.attribute("rtpmap", "\(pt) VP8/90000"))
-                for feedback in ["goog-remb", "transport-cc", "ccm fir", "nack", "nack pli"] {
-                    lines.append(.attribute("rtcp-fb", "\(pt) \(feedback)"))
-                }
-                if let rtx = section.rtxPayloadType {
-                    formats.append(String(rtx))
-                    lines.append(.attribute("rtpmap", "\(rtx) rtx/90000"))
-                    lines.append(.attribute("fmtp", "\(rtx) apt=\(pt)"))
-                }
-            } else {
-                lines.append(.attribute("rtpmap", "\(pt) opus/48000/2"))
-                lines.append(.attribute("rtcp-fb", "\(pt) transport-cc"))
-                lines.append(.attribute("fmtp", "\(pt) minptime=10;useinbandfec=1"))
-            }
-            if let ssrc = section.ssrc, section.direction == .sendonly || section.direction == .sendrecv {
-                let stream = section.streamID ?? "-", track = section.trackID ?? "track-\(ssrc)"
-                lines.append(.attribute("msid", "\(stream) \(track)"))
-                if let rtx = section.rtxSSRC { lines.append(.attribute("ssrc-group", "FID \(ssrc) \(rtx)")) }
-                lines.append(.attribute("ssrc", "\(ssrc) cname:\(cname)"))
-                if let rtx = section.rtxSSRC { lines.append(.attribute("ssrc", "\(rtx) cname:\(cname)")) }
-            }
-            if index == 0, let candidate {
-                let entry = ICECandidate(foundation: "1", priority: ICEPriority.candidate(), address: candidate.ipAddress ?? "127.0.0.1",
-                                         port: UInt16(candidate.port ?? 9))
-                lines.append(.attribute("candidate", entry.value))
-                lines.append(.attribute("end-of-candidates"))
-            }
-            return MediaDescription(mediaLine: MediaLine(kind: section.kind.rawValue, port: String(port), proto: "UDP/TLS/RTP/SAVPF",
-                                                         formats: formats), lines: lines)
+        return session
+    }
+
+    /// One m-section: transport lines (the candidates when `candidate`, on the BUNDLE's first
+    /// section), direction, `extensions`, the codec with `feedback`, RTX, and for a sending
+    /// section its msid and SSRCs.
+    static func mediaDescription(for section: MediaSectionDescription, transport: TransportParameters, setup: String,
+                                 extensions: [ExtensionMap], feedback: [String], candidate: Bool, cname: String) -> MediaDescription {
+        let first = transport.candidates.first
+        let address = first?.ipAddress ?? "0.0.0.0"
+        var lines: [SDPLine] = [SDPLine(type: "c", value: "IN \(address.contains(":") ? "IP6" : "IP4") \(address)")]
+        lines.append(.attribute("mid", section.mid))
+        lines.append(.attribute("ice-ufrag", transport.ice.ufrag))
+        lines.append(.attribute("ice-pwd", transport.ice.pwd))
+        lines.append(.attribute("fingerprint", transport.fingerprint.value))
+        lines.append(.attribute("setup", setup))
+        lines.append(.attribute(section.direction.rawValue))
+        lines.append(.attribute("rtcp-mux"))
+        lines.append(.attribute("rtcp-rsize"))
+        for var ext in extensions {
+            ext.attributes = nil
+            ext.direction = ext.direction.flatMap { MediaSectionDescription.Direction(rawValue: $0)?.reversed.rawValue }
+            lines.append(.attribute("extmap", ext.value))
         }
-        return SessionDescription(sessionLines: session, media: media)
+        let pt = section.payloadType
+        var formats = [String(pt)]
+        if section.kind == .video {
+            lines.append(.attribute("rtpmap", "\(pt) VP8/90000"))
+            for value in feedback { lines.append(.attribute("rtcp-fb", "\(pt) \(value)")) }
+            if let rtx = section.rtxPayloadType {
+                formats.append(String(rtx))
+                lines.append(.attribute("rtpmap", "\(rtx) rtx/90000"))
+                lines.append(.attribute("fmtp", "\(rtx) apt=\(pt)"))
+            }
+        } else {
+            lines.append(.attribute("rtpmap", "\(pt) opus/48000/2"))
+            for value in feedback { lines.append(.attribute("rtcp-fb", "\(pt) \(value)")) }
+            lines.append(.attribute("fmtp", "\(pt) minptime=10;useinbandfec=1"))
+        }
+        if let ssrc = section.ssrc, section.direction == .sendonly || section.direction == .sendrecv {
+            let stream = section.streamID ?? "-", track = section.trackID ?? "track-\(ssrc)"
+            lines.append(.attribute("msid", "\(stream) \(track)"))
+            if let rtx = section.rtxSSRC { lines.append(.attribute("ssrc-group", "FID \(ssrc) \(rtx)")) }
+            lines.append(.attribute("ssrc", "\(ssrc) cname:\(cname)"))
+            if let rtx = section.rtxSSRC { lines.append(.attribute("ssrc", "\(rtx) cname:\(cname)")) }
+        }
+        if candidate, !transport.candidates.isEmpty {
+            // Host candidates, in the order given (the first preferred), each its own foundation.
+            for (index, address) in transport.candidates.enumerated() {
+                let entry = ICECandidate(foundation: String(index + 1),
+                                         priority: ICEPriority.candidate(localPreference: UInt32(max(0, 65535 - index))),
+                                         address: address.ipAddress ?? "127.0.0.1", port: UInt16(address.port ?? 9))
+                lines.append(.attribute("candidate", entry.value))
+            }
+            lines.append(.attribute("end-of-candidates"))
+        }
+        let port = first?.port ?? 9
+        return MediaDescription(mediaLine: MediaLine(kind: section.kind.rawValue, port: String(port), proto: "UDP/TLS/RTP/SAVPF",
+                                                     formats: formats), lines: lines)
     }
 
     /// The sections of this description: each m-section's mid, kind, direction, first codec of

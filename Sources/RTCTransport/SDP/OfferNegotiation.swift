@@ -1,0 +1,188 @@
+/// What an answerer of this SDK accepts in an offer (JSEP, [RFC 8829 §5.3](https://www.rfc-editor.org/rfc/rfc8829#section-5.3)):
+/// VP8 and Opus, the header extensions it reads or writes, the feedback it acts on. Everything the
+/// answer keeps takes the offer's values (payload types, extension ids, mids): an answer never
+/// renumbers what the offerer chose (RFC 8285 §6, RFC 3264 §6.1).
+public struct AnswerCapabilities: Sendable, Hashable {
+    /// Header extension URIs accepted per kind.
+    public var extensions: [MediaSectionDescription.Kind: Set<String>]
+    /// `a=rtcp-fb` values accepted per kind.
+    public var feedback: [MediaSectionDescription.Kind: [String]]
+
+    public init(extensions: [MediaSectionDescription.Kind: Set<String>], feedback: [MediaSectionDescription.Kind: [String]]) {
+        self.extensions = extensions
+        self.feedback = feedback
+    }
+
+    /// What the SFU takes from publishers: the SDK's own extensions, and for video also the RFC 8852
+    /// stream ids a simulcast offer needs.
+    public static let sfu = AnswerCapabilities(
+        extensions: [
+            .audio: [RTPExtensionURI.audioLevel, RTPExtensionURI.absSendTime, RTPExtensionURI.transportWideSequence, RTPExtensionURI.mid],
+            .video: [RTPExtensionURI.absSendTime, RTPExtensionURI.transportWideSequence, RTPExtensionURI.mid,
+                     RTPExtensionURI.videoOrientation, RTPExtensionURI.rtpStreamID, RTPExtensionURI.repairedRTPStreamID],
+        ],
+        feedback: [.video: ["goog-remb", "transport-cc", "ccm fir", "nack", "nack pli"], .audio: ["transport-cc"]])
+}
+
+/// One m-section of an offer after negotiation: accepted with its codec, extensions, feedback and
+/// simulcast layer, or rejected (port 0 in the answer) with the reason.
+public struct NegotiatedSection: Sendable, Hashable {
+    /// The offer's media type (`audio`, `video`, `application`, ...), mid and transport protocol.
+    public var media: String
+    public var mid: String?
+    public var proto: String
+    /// The offer's formats (a rejected section's answer repeats them).
+    public var formats: [String]
+    /// The accepted section as the offer describes it (its direction is the offerer's); nil when rejected.
+    public var section: MediaSectionDescription?
+    /// Accepted `a=extmap` entries, with the offer's ids.
+    public var extensions: [ExtensionMap]
+    /// Accepted `a=rtcp-fb` values for the codec.
+    public var feedback: [String]
+    /// The RFC 8851 stream id of the one simulcast layer received (the offer's last), nil without simulcast.
+    public var simulcastLayer: String?
+    /// Why the section is rejected; nil when accepted.
+    public var rejection: String?
+
+    public var isAccepted: Bool { section != nil }
+}
+
+/// An offer negotiated against ``AnswerCapabilities``: what the answer says and what the answerer
+/// must then use (the offer's extension ids, payload types, simulcast layer).
+public struct NegotiatedOffer: Sendable, Hashable {
+    public var sections: [NegotiatedSection]
+    /// The offer allowed one-byte and two-byte extension elements in one stream (RFC 8285 §6).
+    public var extmapAllowMixed: Bool
+
+    /// The accepted sections, in offer order.
+    public var accepted: [MediaSectionDescription] { sections.compactMap(\.section) }
+
+    /// The id the accepted sections give extension `uri` (one id per URI on a BUNDLE transport).
+    public func extensionID(for uri: String) -> UInt8? {
+        sections.lazy.filter(\.isAccepted).flatMap(\.extensions).first { $0.uri == uri }?.id
+    }
+
+    /// Publisher extension id → URI, for every accepted extension.
+    public var extensionURIs: [UInt8: String] {
+        var map: [UInt8: String] = [:]
+        for section in sections where section.isAccepted {
+            for ext in section.extensions where map[ext.id] == nil { map[ext.id] = ext.uri }
+        }
+        return map
+    }
+}
+
+/// Why an offer cannot be answered at all (every section rejected, or no media).
+public struct NegotiationError: Error, Sendable, Hashable, CustomStringConvertible {
+    public let reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { reason }
+}
+
+extension SessionDescription {
+    /// Negotiates this offer: each m-section is accepted with its first VP8 (video) or Opus (audio)
+    /// format, or rejected with a reason (other media such as data channels, no supported codec,
+    /// port 0, no mid, a non-SRTP profile). Throws when no section is accepted.
+    public func negotiate(_ capabilities: AnswerCapabilities = .sfu) throws(NegotiationError) -> NegotiatedOffer {
+        guard !media.isEmpty else { throw NegotiationError("the offer has no media sections") }
+        let parsed = sections
+        var result: [NegotiatedSection] = []
+        for description in media {
+            result.append(Self.negotiate(description, parsed: parsed, capabilities: capabilities))
+        }
+        guard result.contains(where: \.isAccepted) else {
+            let reasons = result.map { "\($0.media) \($0.mid.map { "mid \($0)" } ?? "without mid"): \($0.rejection ?? "")" }
+            throw NegotiationError("no section of the offer can be received (the server takes VP8 video and Opus audio over "
+                                   + "UDP/TLS/RTP/SAVPF): " + reasons.joined(separator: "; "))
+        }
+        let allowMixed = !sessionAttributes("extmap-allow-mixed").isEmpty || media.contains { $0.hasAttribute("extmap-allow-mixed") }
+        return NegotiatedOffer(sections: result, extmapAllowMixed: allowMixed)
+    }
+
+    private static func negotiate(_ description: MediaDescription, parsed: [MediaSectionDescription],
+                                  capabilities: AnswerCapabilities) -> NegotiatedSection {
+        let line = description.mediaLine
+        var negotiated = NegotiatedSection(media: line.kind, mid: description.mid, proto: line.proto, formats: line.formats,
+                                           section: nil, extensions: [], feedback: [], simulcastLayer: nil, rejection: nil)
+        func reject(_ reason: String) -> NegotiatedSection {
+            negotiated.rejection = reason
+            return negotiated
+        }
+        guard let kind = MediaSectionDescription.Kind(rawValue: line.kind) else {
+            return reject(line.kind == "application" ? "data channels are not supported" : "\(line.kind) media is not supported")
+        }
+        guard line.port.split(separator: "/").first != "0" else { return reject("the offer disabled it (port 0)") }
+        guard line.proto.uppercased().contains("RTP/SAVPF") else { return reject("profile \(line.proto) (wanted UDP/TLS/RTP/SAVPF)") }
+        guard let mid = description.mid else { return reject("no a=mid (BUNDLE needs one)") }
+        let wanted = kind == .video ? "VP8" : "opus"
+        let maps = description.rtpMaps
+        guard let codec = maps.first(where: { $0.encoding.lowercased() == wanted.lowercased() }) else {
+            let offered = Set(maps.map(\.encoding)).sorted()
+            return reject("no \(wanted) (offered: \(offered.isEmpty ? "nothing" : offered.joined(separator: ", ")))")
+        }
+        guard var section = parsed.first(where: { $0.mid == mid }), section.payloadType == codec.payloadType else {
+            return reject("unreadable section")
+        }
+        // RFC 4588 only with the FID SSRC that says which stream repairs which.
+        if section.rtxSSRC == nil { section.rtxPayloadType = nil }
+        let supported = capabilities.extensions[kind] ?? []
+        negotiated.extensions = description.extensionMaps.filter { supported.contains($0.uri) }
+        let offeredFeedback = description.rtcpFeedback.filter { $0.payloadType == "*" || UInt8($0.payloadType) == codec.payloadType }
+            .map(\.feedback)
+        negotiated.feedback = (capabilities.feedback[kind] ?? []).filter(offeredFeedback.contains)
+        if kind == .video, negotiated.extensions.contains(where: { $0.uri == RTPExtensionURI.rtpStreamID }) {
+            negotiated.simulcastLayer = Self.receivedLayer(of: description)
+        }
+        negotiated.section = section
+        return negotiated
+    }
+
+    /// The simulcast layer received from an offer that sends several (`a=simulcast:send q;h;f`):
+    /// the last one listed (apps list them smallest first), the first of its alternatives, without
+    /// a paused marker. Nil without simulcast.
+    static func receivedLayer(of description: MediaDescription) -> String? {
+        guard let value = description.simulcast else { return nil }
+        let parts = value.split(separator: " ")
+        guard let sendAt = parts.firstIndex(of: "send"), sendAt + 1 < parts.count else { return nil }
+        let layers = parts[sendAt + 1].split(separator: ";")
+        guard let last = layers.last?.split(separator: ",").first else { return nil }
+        let id = last.hasPrefix("~") ? last.dropFirst() : last
+        return id.isEmpty ? nil : String(id)
+    }
+
+    /// The answer to `offer` as `negotiated`: accepted sections with the offer's payload types and
+    /// extension ids, `direction` mapping the offer's direction to ours, one BUNDLE group of them;
+    /// rejected sections with port 0 and their mid. `iceLite` marks the server.
+    public static func answer(to negotiated: NegotiatedOffer, sessionID: UInt64, version: Int = 1, transport: TransportParameters,
+                              iceLite: Bool, setup: String,
+                              direction: (MediaSectionDescription.Direction) -> MediaSectionDescription.Direction,
+                              cname: String = "swift-rtc") -> SessionDescription {
+        let acceptedMids = negotiated.sections.compactMap { $0.isAccepted ? $0.mid : nil }
+        var session = sessionLines(sessionID: sessionID, version: version, bundle: acceptedMids, iceLite: iceLite)
+        if negotiated.extmapAllowMixed { session.append(.attribute("extmap-allow-mixed")) }
+        var media: [MediaDescription] = []
+        var wroteCandidate = false
+        for entry in negotiated.sections {
+            guard var section = entry.section else {
+                var lines: [SDPLine] = [SDPLine(type: "c", value: "IN IP4 0.0.0.0")]
+                if let mid = entry.mid { lines.append(.attribute("mid", mid)) }
+                let formats = entry.formats.isEmpty ? ["0"] : entry.formats
+                media.append(MediaDescription(mediaLine: MediaLine(kind: entry.media, port: "0", proto: entry.proto, formats: formats),
+                                              lines: lines))
+                continue
+            }
+            section.direction = direction(section.direction)
+            section.ssrc = nil
+            section.rtxSSRC = nil
+            var description = mediaDescription(for: section, transport: transport, setup: setup, extensions: entry.extensions,
+                                               feedback: entry.feedback, candidate: !wroteCandidate, cname: cname)
+            wroteCandidate = true
+            if let layer = entry.simulcastLayer {
+                description.lines.append(.attribute("rid", "\(layer) recv"))
+                description.lines.append(.attribute("simulcast", "recv \(layer)"))
+            }
+            media.append(description)
+        }
+        return SessionDescription(sessionLines: session, media: media)
+    }
+}

@@ -1,0 +1,175 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import RTCServer
+import RTCTransport
+import Signaling
+import TestKit
+import Testing
+
+/// Publishers whose offers the SDK did not write (browser offers from `Fixtures/offers`): the SFU
+/// answers in their numbering, reads their extension ids, and forwards in each subscriber's.
+@Suite("SFU with browsers' offers", .serialized)
+struct BrowserOfferTests {
+    static let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+    static let offers = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../RTCTransportTests/Fixtures/offers").standardizedFileURL
+
+    static func offer(_ name: String) throws -> String {
+        try String(contentsOf: offers.appendingPathComponent(name), encoding: .utf8)
+    }
+
+    func makeSFU() async throws -> SFU {
+        try await SFU.start(configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret"), group: Self.group)
+    }
+
+    /// A publisher with `offer` and a subscriber (the SDK's own answer) in one room, both joined;
+    /// the publisher's answer.
+    func pair(_ sfu: SFU, offer: String) async throws -> (publisher: TestClient, viewer: TestClient, answer: SessionDescription) {
+        let publisher = TestClient(uid: "browser", sfu: sfu, group: Self.group)
+        let viewer = TestClient(uid: "viewer", sfu: sfu, group: Self.group)
+        guard case .joined? = try await publisher.join(channel: "web", token: testToken(uid: "browser", channel: "web")),
+              case .joined? = try await viewer.join(channel: "web", token: testToken(uid: "viewer", channel: "web"))
+        else { throw TestFailure("join failed: \(publisher.messages) \(viewer.messages)") }
+        guard case .answer(let answer)? = try await publisher.publish(offerText: offer) else {
+            throw TestFailure("no answer: \(publisher.messages.last.map { "\($0.message)" } ?? "nothing")")
+        }
+        return (publisher, viewer, try SessionDescription(parsing: answer.sdp))
+    }
+
+    struct TestFailure: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    @Test("Firefox's numbering: transport-cc 7, mid 3, toffset 5 come out as the viewer's ids, stamped per leg; mid and toffset stay behind")
+    func firefoxExtensionsRenumbered() async throws {
+        let sfu = try await makeSFU()
+        let (publisher, viewer, answer) = try await pair(sfu, offer: try Self.offer("firefox-esr-camera.sdp"))
+        // The answer keeps Firefox's ids and payload types.
+        let video = try #require(answer.media.first { $0.mediaLine.kind == "video" })
+        #expect(video.mediaLine.payloadTypes.first == 120)
+        #expect(video.extensionMaps.contains { $0.id == 7 && $0.uri == RTPExtensionURI.transportWideSequence })
+        #expect(video.extensionMaps.contains { $0.id == 3 && $0.uri == RTPExtensionURI.mid })
+        let ssrc: UInt32 = 2_936_481_057
+        #expect(await eventually { viewer.subscribedSSRCs.withLockedValue { $0.count } == 2 })
+        #expect(await eventually { try await viewer.subscriber.withLockedValue { $0 }?.state.get() == .connected })
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let packets = (0..<40).map { index -> RTPPacket in
+            var packet = TestClient.packet(ssrc: ssrc, payloadType: 120, sequence: UInt16(index))
+            packet.header.extensions = [
+                RTPHeaderExtension(id: 3, bytes: Array("1".utf8)),  // mid
+                RTPHeaderExtension(id: 7, data: TransportSequenceNumber(UInt16(1000 + index)).data),
+                RTPHeaderExtension(id: 5, bytes: [0, 0, 9]),  // toffset: not forwarded
+            ]
+            return packet
+        }
+        publisher.sendUnchanged(packets)
+        let infos = try await sfu.participants(in: "web").get()
+        let trackSid = try #require(infos.first { $0.uid == "browser" }?.tracks.first { $0.kind == .video }?.sid)
+        let viewerSSRC = try #require(viewer.subscribedSSRCs.withLockedValue { $0[trackSid] })
+        #expect(await eventually { viewer.receivedCount(ssrc: viewerSSRC) == 40 })
+        let headers = viewer.receivedHeaders.withLockedValue { $0[viewerSSRC] ?? [] }
+        // Only the transport-wide number, under the viewer's id (3), numbered by the viewer's leg.
+        #expect(headers.allSatisfy { $0.extensions.map(\.id) == [RTPExtensionID.transportWideSequence] })
+        let legNumbers = headers.compactMap { header in
+            header.extensionData(id: RTPExtensionID.transportWideSequence).flatMap { try? TransportSequenceNumber(parsing: $0).value }
+        }
+        #expect(legNumbers.count == 40 && !legNumbers.contains(1000))
+        #expect(zip(legNumbers, legNumbers.dropFirst()).allSatisfy { $1 == $0 &+ 1 })
+        // Firefox hears transport-wide feedback for its own numbers (read under its id 7).
+        #expect(await eventually {
+            publisher.publisherRTCP.withLockedValue { $0 }.contains { packet in
+                guard case .transportFeedback(let feedback) = packet else { return false }
+                return feedback.baseSequenceNumber >= 1000 && feedback.baseSequenceNumber < 1040
+            }
+        })
+        await publisher.close()
+        await viewer.close()
+        await sfu.shutdown()
+    }
+
+    @Test("a simulcast offer without SSRCs: one layer (the last rid) is answered, found by mid and rid, and forwarded alone")
+    func simulcastOneLayer() async throws {
+        let sfu = try await makeSFU()
+        let (publisher, viewer, answer) = try await pair(sfu, offer: try Self.offer("chromium-simulcast.sdp"))
+        let video = try #require(answer.media.first { $0.mediaLine.kind == "video" })
+        #expect(video.rids.map(\.id) == ["f"] && video.simulcast == "recv f")
+        #expect(await eventually { viewer.subscribedSSRCs.withLockedValue { $0.count } == 2 })
+        #expect(await eventually { try await viewer.subscriber.withLockedValue { $0 }?.state.get() == .connected })
+        try await Task.sleep(nanoseconds: 200_000_000)
+        // Three layers arrive (as a browser that ignored the answer would send them): q, h and f.
+        var packets: [RTPPacket] = []
+        for (layer, ssrc) in [("q", UInt32(0x51)), ("h", 0x52), ("f", 0x53)] {
+            for index in 0..<20 {
+                var packet = TestClient.packet(ssrc: ssrc, payloadType: 96, sequence: UInt16(index))
+                packet.header.extensions = [
+                    RTPHeaderExtension(id: 4, bytes: Array("1".utf8)), RTPHeaderExtension(id: 10, bytes: Array(layer.utf8)),
+                ]
+                packets.append(packet)
+            }
+        }
+        publisher.sendUnchanged(packets)
+        let infos = try await sfu.participants(in: "web").get()
+        let track = try #require(infos.first { $0.uid == "browser" }?.tracks.first { $0.kind == .video })
+        let viewerSSRC = try #require(viewer.subscribedSSRCs.withLockedValue { $0[track.sid] })
+        #expect(await eventually { viewer.receivedCount(ssrc: viewerSSRC) == 20 })
+        try await Task.sleep(nanoseconds: 200_000_000)
+        #expect(viewer.receivedCount(ssrc: viewerSSRC) == 20)
+        #expect(try await sfu.participants(in: "web").get().first { $0.uid == "browser" }?.tracks.first { $0.kind == .video }?.ssrc == 0x53)
+        // Neither the mid nor the stream id reaches the viewer.
+        #expect(viewer.receivedHeaders.withLockedValue { $0[viewerSSRC] ?? [] }.allSatisfy { $0.extensions.isEmpty })
+        await publisher.close()
+        await viewer.close()
+        await sfu.shutdown()
+    }
+
+    @Test("a data channel section is rejected with port 0 and the media sections are answered")
+    func dataChannelRejected() async throws {
+        let sfu = try await makeSFU()
+        let (publisher, viewer, answer) = try await pair(sfu, offer: try Self.offer("chromium-datachannel.sdp"))
+        #expect(answer.media.map(\.mediaLine.kind) == ["audio", "video", "application"])
+        #expect(answer.media.map { $0.mediaLine.port == "0" } == [false, false, true])
+        #expect(answer.bundleGroups.first?.count == 2)
+        let infos = try await sfu.participants(in: "web").get()
+        #expect(infos.first { $0.uid == "browser" }?.tracks.map(\.kind).sorted { $0.rawValue < $1.rawValue } == [.audio, .video])
+        await publisher.close()
+        await viewer.close()
+        await sfu.shutdown()
+    }
+
+    @Test("an offer with no codec the server takes gets 4002 with the reason, and the connection stays usable")
+    func noSupportedCodec() async throws {
+        let sfu = try await makeSFU()
+        let client = TestClient(uid: "h264", sfu: sfu, group: Self.group)
+        guard case .joined? = try await client.join(channel: "web", token: testToken(uid: "h264", channel: "web")) else {
+            Issue.record("no join: \(client.messages)")
+            return
+        }
+        // Chromium's camera offer with VP8 and Opus taken out.
+        var offer = try SessionDescription(parsing: try Self.offer("chromium-camera.sdp"))
+        for index in offer.media.indices {
+            let drop = Set(offer.media[index].rtpMaps.filter { ["vp8", "opus"].contains($0.encoding.lowercased()) }.map(\.payloadType))
+            offer.media[index].mediaLine.formats.removeAll { UInt8($0).map(drop.contains) ?? false }
+            offer.media[index].lines.removeAll { line in
+                guard let value = line.attribute?.value, ["rtpmap", "fmtp", "rtcp-fb"].contains(line.attribute?.name ?? "") else { return false }
+                return value.split(separator: " ").first.flatMap { UInt8($0) }.map(drop.contains) ?? false
+            }
+        }
+        let refused = try await client.publish(offerText: offer.serialized)
+        guard case .error(let error)? = refused else {
+            Issue.record("expected 4002, got \(String(describing: refused))")
+            return
+        }
+        #expect(error.code == .negotiationFailed)
+        #expect(error.reason.contains("no VP8") && error.reason.contains("no opus") && error.reason.contains("H264"), "\(error.reason)")
+        // Still joined: a good offer on the same connection is answered.
+        let answered = try await client.publish(offerText: try Self.offer("chromium-camera.sdp"))
+        guard case .answer? = answered else {
+            Issue.record("the connection did not stay usable: \(String(describing: answered))")
+            return
+        }
+        await client.close()
+        await sfu.shutdown()
+    }
+}
