@@ -18,8 +18,18 @@ public final class TestServer: @unchecked Sendable {
     public let url: String
     private let configuration: ServerConfiguration
 
-    public init(pingInterval: Int = 5, pingTimeout: Int = 15, resumeWindow: Int = 20, publisherLimitFloorKbps: Int?? = nil) async throws {
+    /// The repository's web client (`Web/`).
+    public static let webRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Web").path
+
+    /// `http://127.0.0.1:<port>`: the web client (with `webRoot`), `/healthz`, `/metrics`.
+    public var httpURL: String { "http://127.0.0.1:\(app.signalingAddress!.port!)" }
+
+    public init(pingInterval: Int = 5, pingTimeout: Int = 15, resumeWindow: Int = 20, publisherLimitFloorKbps: Int?? = nil,
+                webRoot: String? = nil, devTokens: Bool = false) async throws {
         var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: Self.secret)
+        configuration.webRoot = webRoot
+        configuration.mintsDevTokens = devTokens
         if let publisherLimitFloorKbps { configuration.publisherLimitFloorKbps = publisherLimitFloorKbps }
         configuration.pingInterval = pingInterval
         configuration.pingTimeout = pingTimeout

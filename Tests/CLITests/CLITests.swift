@@ -89,7 +89,7 @@ struct CLITests {
 
 @Suite("rtc-cli server", .serialized)
 struct ServerCommandTests {
-    @Test("server --dev prints its addresses, a secret and a token, serves /healthz, and stops cleanly on SIGTERM")
+    @Test("server --dev prints its addresses, a secret, a token and the web page's URL, serves /healthz, the web client and dev tokens, and stops cleanly on SIGTERM")
     func devServer() async throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: cliPath)
@@ -101,7 +101,7 @@ struct ServerCommandTests {
         defer { if process.isRunning { process.terminate() } }
         var text = ""
         let deadline = Date().addingTimeInterval(15)
-        while !(text.contains("sample token") && text.hasSuffix("\n") && text.split(separator: "\n").count >= 4), Date() < deadline {
+        while !(text.contains("web client:") && text.hasSuffix("\n")), Date() < deadline {
             let chunk = out.fileHandleForReading.availableData
             if chunk.isEmpty { break }
             text += String(decoding: chunk, as: UTF8.self)
@@ -110,9 +110,17 @@ struct ServerCommandTests {
         let ws = try #require(lines.first { $0.hasPrefix("signaling: ws://127.0.0.1:") })
         let port = try #require(Int(ws.split(separator: "/")[1].split(separator: ":")[1]))
         #expect(lines.contains { $0.hasPrefix("dev secret: ") })
-        #expect(lines.last?.split(separator: ".").count == 3)  // the token
+        let tokenLine = lines.firstIndex { $0.hasPrefix("sample token") }.map { $0 + 1 }
+        #expect(tokenLine.map { lines[$0].split(separator: ".").count == 3 } == true, "\(lines)")  // the token
+        #expect(lines.contains("web page: http://127.0.0.1:\(port)/?channel=demo&uid=web1&mode=watch"), "\(lines)")
         let response = try rawGet(port: port, path: "/healthz")
         #expect(response.contains("200 OK") && response.hasSuffix("ok\n"))
+        // The web client, and tokens for its page (dev mode only).
+        let page = try rawGet(port: port, path: "/")
+        #expect(page.contains("200 OK") && page.contains("text/html") && page.contains("<script"), "\(page.prefix(300))")
+        let token = try rawGet(port: port, path: "/dev-token?channel=c&uid=u")
+        #expect(token.contains("200 OK") && token.components(separatedBy: "\r\n\r\n").last?.split(separator: ".").count == 3, "\(token)")
+        #expect(try rawGet(port: port, path: "/../Package.swift").contains("404"))
         process.terminate()  // SIGTERM
         let stop = Date().addingTimeInterval(10)
         while process.isRunning && Date() < stop { try await Task.sleep(nanoseconds: 20_000_000) }

@@ -1,0 +1,164 @@
+import Foundation
+import RTCTestSupport
+import Testing
+
+/// Headless Chromium as a peer (Debian's chromium, chromium-driver and python3-selenium, driven by
+/// `Tests/Tools/browser_peer.py`): the web client (`Web/`, served by the server) watching, publishing
+/// and sharing with Swift bots (`rtc-cli join`) on the other side, and a plain-JS peer that is not our
+/// SDK publishing with Chrome's default offer.
+@Suite("Browsers as peers (headless Chromium)", .serialized)
+struct BrowserTests {
+    static let driver = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Tools/browser_peer.py").path
+    let dir = temporaryDirectory("browser")
+
+    /// One run of the driver: its exit status, its JSON, and its error output.
+    struct Run {
+        var status: Int32
+        var json: [String: Any]
+        var err: String
+
+        var ok: Bool { status == 0 && json["ok"] as? Bool == true }
+        var videos: [[String: Any]] { json["videos"] as? [[String: Any]] ?? [] }
+        func video(source: String) -> [String: Any]? { videos.first { $0["source"] as? String == source } }
+        var summary: String {
+            let fields = ["ok", "reason", "error", "status", "videos", "outbound", "captureMethod", "setRemoteDescriptionError", "serverErrors"]
+            return fields.compactMap { key in json[key].map { "\(key)=\($0)" } }.joined(separator: " ") + (status == 2 ? " \(err)" : "")
+        }
+    }
+
+    func browser(_ arguments: [String], timeout: Double = 90) throws -> Run {
+        let run = try runTool(["python3", Self.driver] + arguments, timeout: timeout)
+        let line = run.out.split(separator: "\n").last.map(String.init) ?? ""
+        let json = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] ?? [:]
+        return Run(status: run.status, json: json, err: String(run.err.suffix(2000)))
+    }
+
+    /// `rtc-cli join` as a background bot; its output goes to a file in `dir`.
+    func bot(_ server: TestServer, channel: String, uid: String, _ extra: [String]) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: cliPath)
+        process.arguments = ["join", "--server", server.url, "--channel", channel, "--uid", uid, "--secret", TestServer.secret, "--quiet"] + extra
+        let log = "\(dir)/\(channel)-\(uid).log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        return process
+    }
+
+    /// Stops a bot as an operator would (SIGTERM: it leaves and closes its recordings) and waits.
+    func stop(_ process: Process) {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+    }
+
+    /// ffprobe's decoded frames, size and codecs of a file's streams.
+    func probe(_ path: String) throws -> (videoFrames: Int, size: String, codecs: [String]) {
+        let run = try runTool(["ffprobe", "-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames,width,height",
+                               "-of", "default=noprint_wrappers=1", path])
+        let fields = run.out.split(separator: "\n").map { $0.split(separator: "=", maxSplits: 1).map(String.init) }
+        let codecs = fields.filter { $0.first == "codec_name" }.compactMap { $0.last }
+        let frames = fields.first { $0.first == "nb_read_frames" }.flatMap { Int($0.last ?? "") } ?? 0
+        let width = fields.first { $0.first == "width" }?.last ?? "?", height = fields.first { $0.first == "height" }?.last ?? "?"
+        return (frames, "\(width)x\(height)", codecs)
+    }
+
+    func page(_ server: TestServer, _ query: String) -> String { "\(server.httpURL)/?\(query)" }
+
+    @Test("the page watches a Swift bot's camera and its _sub screen share; a Swift bot and the page watch the same share side by side")
+    func watch() async throws {
+        let server = try await TestServer(webRoot: TestServer.webRoot, devTokens: true)
+        let host = try bot(server, channel: "web-watch", uid: "1001", ["--size", "640x360", "--audio", "tone", "--no-subscribe", "--duration", "60"])
+        let share = try bot(server, channel: "web-watch", uid: "1001_sub", ["--source", "pattern", "--duration", "60"])
+        defer { stop(host); stop(share) }
+        #expect(await eventually(15) { (try? await server.app.sfu.participants(in: "web-watch").get().flatMap(\.tracks).count) ?? 0 >= 3 })
+        // The Swift side of the comparison: a bot watching only the share, started with the page.
+        let swiftViewer = try bot(server, channel: "web-watch", uid: "swift-viewer",
+                                  ["--video", "none", "--audio", "none", "--record", "\(dir)/watch-swift", "--record-uid", "1001_sub",
+                                   "--duration", "12"])
+        defer { stop(swiftViewer) }
+        let run = try browser([page(server, "channel=web-watch&uid=web1&mode=watch"), "--expect-videos", "2", "--min-frames", "60",
+                               "--seconds", "45"])
+        #expect(run.ok, "\(run.summary)")
+        let camera = try #require(run.video(source: "camera"), "\(run.summary)")
+        let screen = try #require(run.video(source: "screen"), "\(run.summary)")
+        #expect(camera["uid"] as? String == "1001" && screen["uid"] as? String == "1001_sub")
+        #expect((camera["frames"] as? Int ?? 0) >= 60 && (screen["frames"] as? Int ?? 0) >= 60, "\(run.summary)")
+        #expect(screen["width"] as? Int == 1280 && screen["height"] as? Int == 720, "\(run.summary)")
+        print("browser watch: camera \(camera["frames"] ?? "?") frames \(camera["width"] ?? "?")x\(camera["height"] ?? "?"), "
+              + "screen \(screen["frames"] ?? "?") frames 1280x720, first frames at \(camera["firstFrameMs"] ?? "?")/\(screen["firstFrameMs"] ?? "?") ms")
+        stop(swiftViewer)
+        let recorded = try probe("\(dir)/watch-swift/1001_sub-screen.ivf")
+        #expect(recorded.videoFrames >= 60 && recorded.size == "1280x720", "the Swift viewer's share: \(recorded)")
+        await server.shutdown()
+    }
+
+    @Test("the page publishes camera and mic, a Swift bot records them; the page never shows its own _sub share")
+    func publish() async throws {
+        let server = try await TestServer(webRoot: TestServer.webRoot, devTokens: true)
+        // A Swift share for the browser's uid: the owner filter must hide it from the browser owner.
+        let share = try bot(server, channel: "web-pub", uid: "3001_sub", ["--source", "pattern", "--duration", "60"])
+        let recorder = try bot(server, channel: "web-pub", uid: "rec", ["--video", "none", "--audio", "none", "--record", "\(dir)/pub",
+                                                                         "--record-format", "both", "--record-uid", "3001", "--duration", "60"])
+        defer { stop(share); stop(recorder) }
+        #expect(await eventually(15) { (try? await server.app.sfu.participants(in: "web-pub").get().count) ?? 0 >= 2 })
+        let run = try browser([page(server, "channel=web-pub&uid=3001&mode=publish"), "--expect-sent", "60", "--hold", "4", "--seconds", "45"])
+        #expect(run.ok, "\(run.summary)")
+        #expect(!run.videos.contains { $0["uid"] as? String == "3001_sub" }, "the owner's own share reached the page: \(run.summary)")
+        #expect(try await server.forwarded(to: "3001", from: "3001_sub", in: "web-pub") == 0)
+        stop(recorder)
+        let video = try probe("\(dir)/pub/3001-camera.ivf")
+        #expect(video.videoFrames >= 60 && video.codecs == ["vp8"], "the browser's camera as recorded: \(video)")
+        let webm = try probe("\(dir)/pub/3001.webm")
+        #expect(webm.codecs.contains("vp8") && webm.codecs.contains("opus"), "the browser's WebM: \(webm)")
+        let audio = try probe("\(dir)/pub/3001-microphone.wav")
+        #expect(audio.codecs == ["pcm_s16le"], "the browser's microphone: \(audio)")
+        print("browser publish: recorded \(video.videoFrames) frames at \(video.size), WebM streams \(webm.codecs)")
+        await server.shutdown()
+    }
+
+    @Test("the page shares its screen as <uid>_sub and a Swift viewer records it at 1280x720")
+    func share() async throws {
+        let server = try await TestServer(webRoot: TestServer.webRoot, devTokens: true)
+        let recorder = try bot(server, channel: "web-share", uid: "rec", ["--video", "none", "--audio", "none", "--record", "\(dir)/share",
+                                                                           "--duration", "60"])
+        defer { stop(recorder) }
+        let run = try browser([page(server, "channel=web-share&uid=4001&mode=share"), "--expect-sent", "60", "--hold", "4", "--seconds", "45"])
+        #expect(run.ok, "\(run.summary)")
+        stop(recorder)
+        let recorded = try probe("\(dir)/share/4001_sub-screen.ivf")
+        #expect(recorded.videoFrames >= 60 && recorded.size == "1280x720", "the browser's share as recorded: \(recorded)")
+        print("browser share (\(run.json["captureMethod"] ?? "?")): recorded \(recorded.videoFrames) frames at \(recorded.size)")
+        await server.shutdown()
+    }
+
+    @Test("a plain-JS peer (not our SDK) publishes with Chrome's default offer, and a Swift bot records it")
+    func rawPublisher() async throws {
+        let server = try await TestServer(webRoot: TestServer.webRoot)
+        let recorder = try bot(server, channel: "web-raw", uid: "rec", ["--video", "none", "--audio", "none", "--record", "\(dir)/raw",
+                                                                         "--duration", "60"])
+        defer { stop(recorder) }
+        let run = try browser(["\(server.httpURL)/healthz", "--raw-publish", server.url, "--channel", "web-raw", "--uid", "5001",
+                               "--token", testToken(uid: "5001", channel: "web-raw"), "--seconds", "10"])
+        #expect(run.ok, "\(run.summary)")
+        #expect(run.json["setRemoteDescriptionError"] is NSNull || run.json["setRemoteDescriptionError"] == nil, "\(run.summary)")
+        stop(recorder)
+        let recorded = try probe("\(dir)/raw/5001-camera.ivf")
+        #expect(recorded.videoFrames >= 60, "the plain-JS peer's camera as recorded: \(recorded)")
+        print("raw-JS publisher: recorded \(recorded.videoFrames) frames at \(recorded.size)")
+        await server.shutdown()
+    }
+
+    @Test("a page opened with a bad token shows the server's error text")
+    func badToken() async throws {
+        let server = try await TestServer(webRoot: TestServer.webRoot)
+        let run = try browser([page(server, "channel=web-bad&uid=6001&mode=watch&token=not-a-token"), "--expect-error", "JWT",
+                               "--seconds", "20"])
+        #expect(run.ok, "\(run.summary)")
+        let error = run.json["error"] as? String ?? ""
+        #expect(error.contains("not a JWT") && run.json["errorCode"] as? Int == 2002, "\(run.summary)")
+        await server.shutdown()
+    }
+}
