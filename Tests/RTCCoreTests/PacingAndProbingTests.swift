@@ -235,4 +235,19 @@ struct PacingAndProbingTests {
         let parsed = try RTPPacket(parsing: inPlace)
         #expect(try TransportSequenceNumber(parsing: #require(parsed.header.extensionData(id: RTPExtensionID.transportWideSequence))).value == 0xBEEF)
     }
+
+    @Test("an answer that dropped audio level and moved transport-cc: packets go out in its ids, without what it dropped")
+    func negotiatedExtensions() throws {
+        var extensions = RTPHeader.pacedExtensions
+        extensions.insert(RTPHeaderExtension(id: RTPExtensionID.audioLevel, bytes: [0x7f]), at: 0)
+        let packet = RTPPacket(header: RTPHeader(payloadType: 111, sequenceNumber: 1, timestamp: 2, ssrc: 3, extensions: extensions),
+                               payload: ByteBuffer(bytes: [1]))
+        let offered = Dictionary(uniqueKeysWithValues: SDPCodecs.extensions.map { ($0.id, $0.uri) })
+        let kept: [String: UInt8] = [RTPExtensionURI.transportWideSequence: 7, RTPExtensionURI.absSendTime: RTPExtensionID.absSendTime]
+        let map = ExtensionIDMap(source: offered, target: kept, carried: Set(offered.values))
+        let parsed = try RTPPacket(parsing: Pacer.serialize(packet, transportSequence: 42, absSendTime: AbsSendTime(microseconds: 5).data,
+                                                           extensions: map))
+        #expect(parsed.header.extensions.map(\.id).sorted() == [RTPExtensionID.absSendTime, 7])
+        #expect(try TransportSequenceNumber(parsing: #require(parsed.header.extensionData(id: 7))).value == 42)
+    }
 }

@@ -18,6 +18,9 @@ final class Pacer: Sendable {
         var stopped = false
         /// Packets to probe with when no media is waiting (RTX copies of recent video).
         var padding: (@Sendable () -> RTPPacket?)?
+        /// The SDK's extension ids → the ones the answer kept (identity unless it dropped or
+        /// renumbered some).
+        var extensions = ExtensionIDMap.identity
 
         /// Marks a drain as due; true when the caller must start one.
         mutating func schedule() -> Bool {
@@ -64,6 +67,10 @@ final class Pacer: Sendable {
     /// Whether a probe can be sent: there is something to pad with.
     var canProbe: Bool { state.withLock { $0.padding != nil } }
 
+    /// What the answer did to the header extensions this SDK offered: packets go out in its ids,
+    /// without the ones it did not keep (RFC 8285: only negotiated extensions are sent).
+    func setNegotiatedExtensions(_ map: ExtensionIDMap) { state.withLock { $0.extensions = map } }
+
     func setPaddingSource(_ source: (@Sendable () -> RTPPacket?)?) { state.withLock { $0.padding = source } }
 
     /// A new estimate (bits per second).
@@ -81,15 +88,15 @@ final class Pacer: Sendable {
 
     private func drain() {
         let now = MediaClock.monotonicUs()
-        let (released, next) = state.withLock { state -> ([PacingQueue.Released], Int64?) in
+        let (released, next, extensions) = state.withLock { state -> ([PacingQueue.Released], Int64?, ExtensionIDMap) in
             guard !state.stopped else {
                 state.scheduled = false
-                return ([], nil)
+                return ([], nil, state.extensions)
             }
             let padding = state.padding
             let result = state.queue.release(nowUs: now) { padding?() }
             if result.nextUs == nil { state.scheduled = false }
-            return result
+            return (result.0, result.1, state.extensions)
         }
         if !released.isEmpty {
             let sendTime = AbsSendTime(microseconds: UInt64(MediaClock.wallUs())).data
@@ -99,7 +106,7 @@ final class Pacer: Sendable {
             logged.reserveCapacity(released.count)
             for item in released {
                 let sequence = sequencer.take()
-                let buffer = Self.serialize(item.packet, transportSequence: sequence, absSendTime: sendTime)
+                let buffer = Self.serialize(item.packet, transportSequence: sequence, absSendTime: sendTime, extensions: extensions)
                 logged.append((sequence, buffer.readableBytes, item.probeCluster))
                 buffers.append(buffer)
             }
@@ -115,8 +122,15 @@ final class Pacer: Sendable {
 extension Pacer {
     /// The packet on the wire with its transport-wide sequence number and abs-send-time written
     /// over the placeholders in place (no rebuilt extension block per packet).
-    static func serialize(_ packet: RTPPacket, transportSequence: UInt16, absSendTime: ByteBuffer) -> ByteBuffer {
+    static func serialize(_ packet: RTPPacket, transportSequence: UInt16, absSendTime: ByteBuffer,
+                          extensions: ExtensionIDMap = .identity) -> ByteBuffer {
         let header = packet.header
+        guard extensions.isIdentity else {
+            var stamped = packet
+            stamped.header.stamp(transportSequence: transportSequence, absSendTime: absSendTime)
+            extensions.apply(to: &stamped.header)
+            return stamped.serialized
+        }
         guard let sequenceAt = header.extensionDataOffset(id: RTPExtensionID.transportWideSequence), sequenceAt.length == 2,
               let timeAt = header.extensionDataOffset(id: RTPExtensionID.absSendTime), timeAt.length == absSendTime.readableBytes
         else {

@@ -154,9 +154,16 @@ final class PublisherTransport: Sendable {
         guard case .answer(let answer) = reply else {
             throw RTCEngineError(.unexpectedReply, "the server answered the publisher offer with \(reply.type)")
         }
+        let parsed = try? SessionDescription(parsing: answer.sdp)
+        if let parsed {
+            // Header extensions as the answer kept them (a standard answer keeps the offer's ids).
+            var kept: [String: UInt8] = [:]
+            for ext in parsed.media.flatMap(\.extensionMaps) where kept[ext.uri] == nil { kept[ext.uri] = ext.id }
+            let offered = Dictionary(uniqueKeysWithValues: SDPCodecs.extensions.map { ($0.id, $0.uri) })
+            pacer.setNegotiatedExtensions(ExtensionIDMap(source: offered, target: kept, carried: Set(offered.values)))
+        }
         // RFC 4588 retransmissions (and probes made of them) once the server's answer accepts them.
-        if let video = videoSender,
-           let rtx = (try? SessionDescription(parsing: answer.sdp))?.sections.first(where: { $0.mid == video.mid })?.rtxPayloadType {
+        if let video = videoSender, let rtx = parsed?.sections.first(where: { $0.mid == video.mid })?.rtxPayloadType {
             video.enableRTX(payloadType: rtx)
             pacer.setPaddingSource { [weak video] in video?.paddingPacket() }
         }
