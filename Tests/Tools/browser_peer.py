@@ -1,0 +1,340 @@
+#!/usr/bin/python3
+"""Drives headless Chromium as a peer of the RTC server and prints one line of JSON about it.
+
+Usage:
+  browser_peer.py URL [--seconds S] [--expect-videos N] [--min-frames F] [--expect-sent F] [--expect-error TEXT] [--hold H]
+  browser_peer.py [URL] --raw-publish WSURL --channel C --uid U --token T [--seconds S]
+
+Page mode opens URL (the web client, Web/index.html: /?channel=C&uid=U&token=T&mode=watch|publish|share)
+and polls its `window.rtcTest` until the goal is met or S seconds passed. The goal: joined, no error, and
+at least N remote videos with F decoded frames each (--expect-videos, --min-frames); with --expect-sent,
+also a published video that sent F frames; with --expect-error, an error whose text contains TEXT (the
+goal is then that error, not media); with --hold H, the page stays open H seconds after the goal is met
+(a publisher others watch) and the goal must still hold then. Prints the final rtcTest state plus "ok" (and "reason" when not).
+
+Raw mode (--raw-publish) does not use Web/rtc.js: on a page of the server's origin (URL, default
+http://<WSURL's host>/healthz) it runs a few lines of plain JS with a WebSocket and one RTCPeerConnection
+that joins, takes getUserMedia (audio + video), offers Chrome's default offer unchanged as the publisher
+transport, applies the answer and reports the outbound-rtp stats after S seconds. "ok" when
+setRemoteDescription took the answer and video frames were sent; its error text, if any, is in
+"setRemoteDescriptionError".
+
+Exits 0 when ok, 1 when not, 2 when Chromium or chromedriver could not start.
+Needs Debian's python3-selenium, chromium and chromium-driver.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from urllib.parse import urlsplit
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+except ImportError:
+    # A pyenv/venv python3 does not see Debian's python3-selenium: rerun under the system interpreter once.
+    if os.path.exists("/usr/bin/python3") and sys.executable != "/usr/bin/python3" and "BROWSER_PEER_REEXEC" not in os.environ:
+        os.environ["BROWSER_PEER_REEXEC"] = "1"
+        os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
+    print("browser_peer: selenium is not installed (apt-get install python3-selenium)", file=sys.stderr)
+    sys.exit(2)
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+FLAGS = (
+    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--mute-audio",
+    "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
+    "--auto-select-desktop-capture-source=Entire screen", "--autoplay-policy=no-user-gesture-required",
+    # The headless screen (what "Entire screen" captures) and the window: 1280x720.
+    "--screen-info={1280x720}", "--window-size=1280,720",
+    "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
+    "--disable-background-timer-throttling", "--disable-renderer-backgrounding", "--disable-backgrounding-occluded-windows",
+)
+
+# The raw peer: plain JS, no SDK, Chrome's default offer. Reports into window.rawPeer.
+RAW_PEER = r"""
+const [wsURL, channel, uid, token, direction, bundlePolicy] = arguments;
+const s = window.rawPeer = {joined: false, offered: false, answerAccepted: false, setRemoteDescriptionError: null, error: null,
+  serverErrors: [], received: [], connectionState: "new", outbound: {}, offerExtmaps: [], answerExtmaps: [], answerSdp: null};
+const extmaps = (sdp) => sdp.split(/\r?\n/).filter((l) => l.startsWith("a=extmap:")).map((l) => l.slice(9))
+  .filter((l, i, all) => all.indexOf(l) === i);
+(async () => {
+  const ws = new WebSocket(wsURL);
+  let nextID = 1;
+  const pending = new Map();
+  const request = (type, payload) => new Promise((resolve, reject) => {
+    const id = nextID++;
+    pending.set(id, {resolve, reject});
+    ws.send(JSON.stringify({v: "1.3", id, type, payload}));
+  });
+  ws.onmessage = (event) => {
+    const m = JSON.parse(event.data);
+    s.received.push(m.type);
+    if (m.type === "error") s.serverErrors.push(m.payload.code + ": " + m.payload.reason);
+    const p = m.id != null && pending.get(m.id);
+    if (!p) return;
+    pending.delete(m.id);
+    if (m.type === "error") p.reject(new Error("server error " + m.payload.code + ": " + m.payload.reason)); else p.resolve(m.payload);
+  };
+  await new Promise((resolve, reject) => { ws.onopen = resolve; ws.onerror = () => reject(new Error("cannot connect to " + wsURL)); });
+  ws.onclose = (e) => { s.closed = e.code; };
+  const joined = await request("join", {token, channel, uid, role: "broadcaster", autoSubscribe: false,
+                                        sdk: {name: "raw-js", version: "0", protocolVersion: {major: 1, minor: 3}}});
+  s.joined = true;
+  s.leave = () => ws.readyState === 1 && ws.send(JSON.stringify({v: "1.3", type: "leave", payload: {reason: "clientRequest"}}));
+  setInterval(() => ws.readyState === 1 && ws.send(JSON.stringify({v: "1.3", type: "ping", payload: {timestamp: Date.now()}})),
+              (joined.pingInterval || 5) * 1000);
+  const stream = await navigator.mediaDevices.getUserMedia({audio: true, video: {width: 640, height: 480}});
+  const pc = window.rawPC = new RTCPeerConnection({bundlePolicy, iceServers: (joined.iceServers || []).map((x) => ({urls: x.urls,
+    username: x.username ?? undefined, credential: x.credential ?? undefined}))});
+  pc.onconnectionstatechange = () => { s.connectionState = pc.connectionState; };
+  // addTrack (sendrecv) is what most apps do; --raw-direction sendonly adds sendonly transceivers instead.
+  for (const track of stream.getTracks()) {
+    if (direction === "sendonly") pc.addTransceiver(track, {direction: "sendonly", streams: [stream]}); else pc.addTrack(track, stream);
+  }
+  const offer = await pc.createOffer();
+  await pc.setLocalDescription(offer);
+  s.offerExtmaps = extmaps(pc.localDescription.sdp);
+  const answer = await request("offer", {transport: "publisher", sdp: pc.localDescription.sdp});
+  s.offered = true;
+  s.answerSdp = answer.sdp;
+  s.answerExtmaps = extmaps(answer.sdp);
+  try {
+    await pc.setRemoteDescription({type: "answer", sdp: answer.sdp});
+    s.answerAccepted = true;
+  } catch (error) {
+    s.setRemoteDescriptionError = error.name + ": " + error.message;
+    return;
+  }
+  setInterval(async () => {
+    const report = await pc.getStats();
+    const out = {};
+    report.forEach((r) => {
+      if (r.type !== "outbound-rtp") return;
+      out[r.kind] = {packetsSent: r.packetsSent || 0, bytesSent: r.bytesSent || 0, framesEncoded: r.framesEncoded,
+                     framesSent: r.framesSent, frameWidth: r.frameWidth, frameHeight: r.frameHeight, encoderImplementation: r.encoderImplementation};
+      if (r.kind === "audio") { delete out.audio.framesEncoded; delete out.audio.framesSent; }
+    });
+    s.outbound = out;
+  }, 500);
+})().catch((error) => { s.error = error.message || String(error); });
+"""
+
+
+def brief(error):
+    """A selenium error's message on one line, without chromedriver's stack trace."""
+    text = getattr(error, "msg", None) or str(error) or type(error).__name__
+    return " ".join(text.split("Stacktrace")[0].split())[:300]
+
+
+# The newest state polled, for the report when SIGTERM cuts a run short.
+LAST = {}
+
+
+class Terminated(Exception):
+    """SIGTERM (a test's timeout), raised so the driver and Chromium still quit."""
+
+
+def terminate(*_):
+    raise Terminated()
+
+
+def kill_profile_processes(profile):
+    """SIGKILLs whatever still runs with our temporary profile on its command line (Chromium and its children)."""
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as handle:
+                cmdline = handle.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        if profile in cmdline:
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def page_goal(state, args):
+    """(done, ok, reason) for the page's rtcTest state."""
+    if state is None:
+        return False, False, "window.rtcTest is not there (not the web client?)"
+    error = state.get("error")
+    if args.expect_error is not None:
+        if error and args.expect_error.lower() in error.lower():
+            return True, True, None
+        return bool(error), False, "error %r does not contain %r" % (error, args.expect_error) if error else "no error yet"
+    if error:
+        return True, False, "page error: " + error
+    if state.get("left"):
+        return True, False, "left the channel: " + str(state["left"])
+    if not state.get("joined"):
+        return False, False, "not joined"
+    videos = [v for v in state.get("videos", []) if (v.get("frames") or 0) >= args.min_frames]
+    if len(videos) < args.expect_videos:
+        return False, False, "%d of %d videos with %d frames" % (len(videos), args.expect_videos, args.min_frames)
+    if args.expect_sent is not None:
+        sent = max([o.get("framesSent") or 0 for o in state.get("outbound", []) if o.get("kind") == "video"] or [0])
+        if sent < args.expect_sent:
+            return False, False, "%d of %d video frames sent" % (sent, args.expect_sent)
+    return True, True, None
+
+
+def run_page(driver, args):
+    started = time.monotonic()
+    driver.get(args.url)
+    deadline = started + args.seconds
+    state, ok, reason = None, False, "timeout"
+    read = "return window.rtcTest ? JSON.parse(JSON.stringify(window.rtcTest)) : null"
+    while True:
+        state = driver.execute_script(read)
+        LAST["state"] = state
+        done, ok, reason = page_goal(state, args)
+        if done or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    if ok and args.hold > 0:
+        # Stay on the page (e.g. a publisher others watch), then check that the goal still holds.
+        hold_until = time.monotonic() + args.hold
+        while time.monotonic() < hold_until:
+            time.sleep(0.5)
+            state = driver.execute_script(read)
+            LAST["state"] = state
+            if state and (state.get("error") or state.get("left")) and args.expect_error is None:
+                break
+        _, ok, reason = page_goal(state, args)
+        done = True
+        if not ok:
+            reason = "after holding %gs: %s" % (args.hold, reason)
+    result = dict(state or {})
+    result["ok"] = ok
+    if not ok:
+        result["reason"] = reason if done else "timeout after %gs: %s" % (args.seconds, reason)
+    result["elapsedMs"] = round((time.monotonic() - started) * 1000)
+    return result
+
+
+def run_raw(driver, args):
+    started = time.monotonic()
+    origin = urlsplit(args.raw_publish)
+    page = args.url or "%s://%s/healthz" % ("https" if origin.scheme == "wss" else "http", origin.netloc)
+    driver.get(page)
+    driver.execute_script(RAW_PEER, args.raw_publish, args.channel, args.uid, args.token, args.raw_direction, args.raw_bundle_policy)
+    deadline = started + args.seconds
+    state = None
+    while True:
+        state = driver.execute_script("return window.rawPeer ? JSON.parse(JSON.stringify(window.rawPeer)) : null")
+        LAST["state"] = state
+        if state is None or state.get("error") or state.get("setRemoteDescriptionError") or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    result = {"mode": "raw-publish", "direction": args.raw_direction, "bundlePolicy": args.raw_bundle_policy}
+    result.update(state or {"error": "the raw peer did not start"})
+    video = (result.get("outbound") or {}).get("video") or {}
+    result["ok"] = bool(result.get("answerAccepted") and not result.get("error") and (video.get("framesSent") or 0) > 0
+                        and (video.get("packetsSent") or 0) > 0)
+    if not args.keep_sdp:
+        result.pop("answerSdp", None)
+    if not result["ok"]:
+        result["reason"] = (result.get("error") or result.get("setRemoteDescriptionError")
+                            or ("no video frames sent" if result.get("answerAccepted") else "no answer accepted"))
+    result["elapsedMs"] = round((time.monotonic() - started) * 1000)
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Drive headless Chromium as a peer of the RTC server.")
+    parser.add_argument("url", nargs="?", help="the web client's URL (raw mode: a page of the server's origin)")
+    parser.add_argument("--seconds", type=float, default=30, help="seconds to wait for the goal (raw mode: to publish) (default 30)")
+    parser.add_argument("--expect-videos", type=int, default=0, help="remote videos the page must show (default 0)")
+    parser.add_argument("--min-frames", type=int, default=10, help="decoded frames each expected video needs (default 10)")
+    parser.add_argument("--expect-sent", type=int, default=None, help="video frames the page must have sent (publish/share)")
+    parser.add_argument("--hold", type=float, default=0,
+                        help="after the goal is met, stay this many seconds more (a publisher others watch); ok if it still holds")
+    parser.add_argument("--expect-error", default=None, help="the goal is a page error containing this text")
+    parser.add_argument("--raw-publish", metavar="WSURL", help="publish from plain JS (no SDK) to this signaling URL")
+    parser.add_argument("--channel")
+    parser.add_argument("--uid")
+    parser.add_argument("--token")
+    parser.add_argument("--raw-direction", choices=("sendrecv", "sendonly"), default="sendrecv",
+                        help="raw mode: pc.addTrack (sendrecv, the default) or sendonly transceivers")
+    parser.add_argument("--raw-bundle-policy", choices=("max-bundle", "balanced", "max-compat"), default="max-bundle",
+                        help="raw mode: the RTCPeerConnection's bundlePolicy (default max-bundle, as Web/rtc.js and most SDKs;"
+                             " Chromium checks the answer's extension ids against the offer's only then)")
+    parser.add_argument("--keep-sdp", action="store_true", help="raw mode: include the server's answer SDP in the JSON")
+    parser.add_argument("--chromium", default=CHROMIUM)
+    parser.add_argument("--chromedriver", default=CHROMEDRIVER)
+    args = parser.parse_args()
+    if args.raw_publish:
+        missing = [name for name in ("channel", "uid", "token") if not getattr(args, name)]
+        if missing:
+            parser.error("--raw-publish needs " + ", ".join("--" + name for name in missing))
+    elif not args.url:
+        parser.error("a URL is needed (or --raw-publish)")
+    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGINT, terminate)
+
+    profile = tempfile.mkdtemp(prefix="browser-peer-")
+    driver = None
+    result = None
+    try:
+        options = webdriver.ChromeOptions()
+        options.binary_location = args.chromium
+        for flag in FLAGS:
+            options.add_argument(flag)
+        options.add_argument("--user-data-dir=" + profile)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        try:
+            driver = webdriver.Chrome(service=Service(executable_path=args.chromedriver), options=options)
+        except Terminated:
+            raise
+        except Exception as error:  # selenium raises several types here; all mean "could not start"
+            print("browser_peer: cannot start Chromium: " + brief(error), file=sys.stderr)
+            print(json.dumps({"ok": False, "error": "cannot start Chromium: " + brief(error)}))
+            return 2
+        driver.set_script_timeout(30)
+        try:
+            result = run_raw(driver, args) if args.raw_publish else run_page(driver, args)
+        except Terminated:
+            result = dict(LAST.get("state") or {}, ok=False, reason="terminated")
+        except Exception as error:
+            result = dict(LAST.get("state") or {}, ok=False, reason="webdriver: " + brief(error))
+        try:
+            result["browser"] = driver.capabilities.get("browserVersion")
+            logs = [entry.get("message", "") for entry in driver.get_log("browser") if entry.get("level") in ("SEVERE", "WARNING")]
+            if logs:
+                result["console"] = [line[:300] for line in logs[-10:]]
+        except Exception:
+            pass
+    except Terminated:
+        result = dict(LAST.get("state") or {}, ok=False, reason="terminated")
+    finally:
+        for number in (signal.SIGTERM, signal.SIGINT):  # a second signal must not interrupt the clean-up
+            signal.signal(number, signal.SIG_IGN)
+        if driver is not None:
+            try:
+                # Leave the channel first, so that the server does not keep us for its resume window.
+                driver.set_script_timeout(2)
+                driver.execute_script("if (window.rtcClient) window.rtcClient.leave();"
+                                      " if (window.rawPeer && window.rawPeer.leave) window.rawPeer.leave();")
+                time.sleep(0.1)
+            except Exception:
+                pass
+            try:
+                driver.quit()
+            except Exception:
+                pass
+        kill_profile_processes(profile)
+        shutil.rmtree(profile, ignore_errors=True)
+    print(json.dumps(result))
+    return 0 if result.get("ok") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
