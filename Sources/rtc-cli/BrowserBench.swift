@@ -97,7 +97,7 @@ struct BrowserBench: AsyncParsableCommand {
     private func watchWithChromium(driver: String, page: String) throws -> (first: Double, fromOpen: Double, frames: Int) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", driver, page, "--expect-videos", "1", "--min-frames", "1000000", "--seconds", "\(seconds)"]
+        process.arguments = ["python3", driver, page, "--expect-videos", "1", "--min-frames", "1000000", "--seconds", "\(seconds + 3)"]
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
