@@ -44,6 +44,8 @@ final class Participant: @unchecked Sendable {
     var publisher: MediaSession?
     /// The publisher session's ICE credentials now, ours and the client's (an ICE restart changes both).
     var publisherICE: (local: ICECredentials, remoteUfrag: String)?
+    /// The mid the publisher transport's BUNDLE group was tagged with in the last offer.
+    var publisherBundleTag: String?
     /// What every packet the publisher sends goes through first: the transport-wide number's
     /// arrival (its id from the publisher's offer) and the RFC 4588 streams of its tracks.
     var inbound = InboundStreamMap()

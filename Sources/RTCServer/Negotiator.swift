@@ -61,9 +61,20 @@ struct Negotiator {
     }
 
     /// Takes `offer`'s transport: returns a new publisher session (for the caller to wire up and
-    /// keep) on the first offer; restarts ICE (RFC 8445 §9: new credentials on both sides, checks
-    /// start over) when the client's credentials changed; otherwise nothing.
+    /// keep) on the first offer, and when new client credentials come with another BUNDLE tag (the
+    /// client stopped the section its transport was tagged with and made a new transport, DTLS
+    /// included, as Chromium does); restarts ICE (RFC 8445 §9: new credentials on both sides,
+    /// checks start over) when only the credentials changed; otherwise nothing.
     func connectPublisher(_ participant: Participant, offer: PublisherOffer) -> MediaSession? {
+        let tag = offer.negotiated.bundleTag
+        defer { participant.publisherBundleTag = tag }
+        if let session = participant.publisher, let ice = participant.publisherICE, offer.remote.ice.ufrag != ice.remoteUfrag,
+           tag != participant.publisherBundleTag {
+            context.port.removeOnLoop(session)
+            participant.publisher = nil
+            participant.publisherICE = nil
+            context.logger.info("new publisher transport", metadata: ["uid": "\(participant.uid)", "bundleTag": "\(tag ?? "-")"])
+        }
         guard let session = participant.publisher, let ice = participant.publisherICE else {
             let session = context.port.makeSessionOnLoop(remote: offer.remote)
             participant.publisherICE = (session.localParameters.ice, offer.remote.ice.ufrag)

@@ -172,4 +172,35 @@ struct BrowserOfferTests {
         await client.close()
         await sfu.shutdown()
     }
+
+    @Test("a re-offer that stops the BUNDLE-tagged section with a new transport (new ICE and DTLS, as Chromium makes one) connects anew and media flows")
+    func newTransportOnNewBundleTag() async throws {
+        let sfu = try await makeSFU()
+        let original = try Self.offer("chromium-camera.sdp")
+        let (publisher, viewer, _) = try await pair(sfu, offer: original)
+        // Audio (mid 0, the tag) stopped: port 0, out of BUNDLE; video (mid 1) now tags a new transport.
+        var reoffer = try SessionDescription(parsing: original)
+        reoffer.media[0].mediaLine.port = "0"
+        reoffer.sessionLines = reoffer.sessionLines.map { line in
+            line.attribute?.name == "group" ? .attribute("group", "BUNDLE 1") : line
+        }
+        guard case .answer(let answer)? = try await publisher.publish(offerText: reoffer.serialized) else {
+            Issue.record("no answer to the re-offer: \(String(describing: publisher.messages.last))")
+            return
+        }
+        let parsed = try SessionDescription(parsing: answer.sdp)
+        #expect(parsed.media[0].mediaLine.port == "0" && parsed.bundleGroups == [["1"]])
+        #expect(await eventually { try await publisher.publisher?.state.get() == .connected }, "the new transport did not connect")
+        let videoSSRC: UInt32 = 3_849_474_508
+        #expect(await eventually { viewer.subscribedSSRCs.withLockedValue { $0.count } >= 1 })
+        #expect(await eventually { try await viewer.subscriber.withLockedValue { $0 }?.state.get() == .connected })
+        let infos = try await sfu.participants(in: "web").get()
+        let trackSid = try #require(infos.first { $0.uid == "browser" }?.tracks.first { $0.kind == .video }?.sid)
+        let viewerSSRC = try #require(viewer.subscribedSSRCs.withLockedValue { $0[trackSid] })
+        publisher.sendRTP(ssrc: videoSSRC, count: 30)
+        #expect(await eventually { viewer.receivedCount(ssrc: viewerSSRC) == 30 })
+        await publisher.close()
+        await viewer.close()
+        await sfu.shutdown()
+    }
 }

@@ -54,6 +54,9 @@ public struct NegotiatedOffer: Sendable, Hashable {
     /// The offer allowed one-byte and two-byte extension elements in one stream (RFC 8285 §6).
     public var extmapAllowMixed: Bool
 
+    /// The BUNDLE tag of the answer: the first accepted section's mid (RFC 8843 §7.2.1).
+    public var bundleTag: String? { sections.first(where: \.isAccepted)?.mid }
+
     /// The accepted sections, in offer order.
     public var accepted: [MediaSectionDescription] { sections.compactMap(\.section) }
 
