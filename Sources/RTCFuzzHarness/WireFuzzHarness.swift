@@ -85,5 +85,22 @@ extension FuzzHarness {
             _ = (section.rtpMaps, section.extensionMaps, section.candidates, section.ssrcAttributes, section.rids,
                  section.formatParameters, section.rtcpFeedback, section.fingerprint, section.direction)
         }
+        // Negotiated as the SFU negotiates a publisher's offer; the answer must parse and keep one
+        // m-line per offered one, every accepted one with the offer's payload type.
+        guard let negotiated = try? description.negotiate(.sfu) else { return }
+        let transport = TransportParameters(ice: ICECredentials(ufrag: "fuzz", pwd: "fuzzfuzzfuzzfuzzfuzzfuzz"),
+                                            fingerprint: SDPFingerprint(algorithm: "sha-256", digest: [UInt8](repeating: 1, count: 32)),
+                                            candidates: [], dtlsRole: .server)
+        let answer = SessionDescription.answer(to: negotiated, sessionID: 1, transport: transport, iceLite: true, setup: "passive",
+                                               direction: { $0 == .sendonly || $0 == .sendrecv ? .recvonly : .inactive })
+        let parsed = try! SessionDescription(parsing: answer.serialized)
+        precondition(parsed.media.count == description.media.count, "the answer lost or added m-lines")
+        for (section, entry) in zip(parsed.media, negotiated.sections) {
+            if let accepted = entry.section {
+                precondition(section.mediaLine.payloadTypes.first == accepted.payloadType, "the answer renumbered a payload type")
+            } else {
+                precondition(section.mediaLine.port == "0", "a rejected section kept a port")
+            }
+        }
     }
 }
