@@ -12,17 +12,26 @@ extension SFU {
         let claims: AccessToken
         do { claims = try verify(request.token, channel: request.channel, uid: request.uid) } catch { return fail(error.code, error.reason) }
         guard claims.grants.join else { return fail(.permissionDenied, "the token does not grant join") }
-        guard directory.participant(uid: request.uid, in: request.channel) == nil else {
-            return fail(.uidInUse, "\(request.uid) is already in \(request.channel)")
+        // The same uid again (a client that crashed, or one on a second device): the newer wins,
+        // and the older is told why (`duplicateIdentity`).
+        if let older = directory.participant(uid: request.uid, in: request.channel) {
+            older.send(.leave(reason: .duplicateIdentity))
+            let olderPeer = older.peer
+            remove(older, reason: .duplicateIdentity)
+            olderPeer?.close()
+            context.counters.duplicateIdentities += 1
         }
         let room = directory.room(named: request.channel) ?? Room(name: request.channel)
+        guard room.participants.count < configuration.limits.maxParticipantsPerRoom else {
+            return fail(.limitExceeded, "\(request.channel) is full (\(configuration.limits.maxParticipantsPerRoom) participants)")
+        }
         let participant = Participant(uid: request.uid, sid: makeID("PA"), role: request.role, room: room, peer: peer,
                                       grants: claims.grants, tokenExpiresAt: claims.expiresAt,
                                       autoSubscribe: Set([request.autoSubscribeAudio ?? request.autoSubscribe ? TrackKind.audio : nil,
                                                           request.autoSubscribeVideo ?? request.autoSubscribe ? TrackKind.video : nil]
                                                          .compactMap { $0 }),
                                       ignoreScreenShare: request.ignoreScreenShare, screenShare: context.screenShare, now: clock())
-        let pinned = Set((request.pinnedUIDs ?? []).prefix(Self.maxPinned))
+        let pinned = Set((request.pinnedUIDs ?? []).prefix(configuration.limits.maxPinned))
         participant.pinned = pinned
         participant.revealed = pinned
         directory.insert(participant)

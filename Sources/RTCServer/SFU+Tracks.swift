@@ -7,8 +7,15 @@ import Signaling
 extension SFU {
     // MARK: Publishing
 
+    /// Why `participant` may not publish a `kind` track from `source` (nil: it may): the role, the
+    /// token's grant for the source, and a source that fits the kind (a microphone is audio).
     private func mayPublish(_ participant: Participant, kind: TrackKind, source: TrackSource) -> String? {
         guard participant.role == .broadcaster else { return "an audience member cannot publish" }
+        let fits = switch source {
+        case .camera, .screen: kind == .video
+        case .microphone, .screenAudio: kind == .audio
+        }
+        guard fits else { return "a \(kind.rawValue) track cannot come from the \(source.rawValue)" }
         switch source {
         case .screen, .screenAudio: return participant.grants.publishScreen ? nil : "the token does not grant publishScreen"
         case .microphone: return participant.grants.publishAudio ? nil : "the token does not grant publishAudio"
@@ -18,6 +25,9 @@ extension SFU {
 
     func publishTrack(_ request: PublishTrackRequest, participant: Participant, requestID: UInt32?, fail: Fail) {
         if let reason = mayPublish(participant, kind: request.kind, source: request.source) { return fail(.permissionDenied, reason) }
+        guard participant.tracks.count < configuration.limits.maxTracksPerParticipant else {
+            return fail(.limitExceeded, "at most \(configuration.limits.maxTracksPerParticipant) tracks per participant")
+        }
         let track = addTrack(to: participant, kind: request.kind, source: request.source, mid: request.mid, ssrc: request.ssrc)
         participant.send(.trackPublished(track.info), requestID: requestID)
     }
@@ -76,6 +86,14 @@ extension SFU {
         defer { participant.refreshRepairStreams() }
         for (section, layer) in sending {
             let kind: TrackKind = section.kind == .video ? .video : .audio
+            // Grants are checked again here, by what the offer really sends: a section announced
+            // as audio that carries video, or a source the (possibly refreshed) token no longer grants.
+            if let announced = participant.tracks.first(where: { $0.info.mid == section.mid }) {
+                guard announced.info.kind == kind else {
+                    return fail(.permissionDenied, "mid \(section.mid) was announced as \(announced.info.kind.rawValue); the offer sends \(kind.rawValue)")
+                }
+                if let reason = mayPublish(participant, kind: kind, source: announced.info.source) { return fail(.permissionDenied, reason) }
+            }
             if let track = participant.tracks.first(where: { $0.info.mid == section.mid })
                 ?? participant.tracks.first(where: { $0.info.mid == nil && $0.info.kind == kind }) {
                 track.info.mid = section.mid
@@ -85,6 +103,9 @@ extension SFU {
                 let screen: Bool = if case .screenShare = participant.kind { true } else { false }
                 let source: TrackSource = kind == .video ? (screen ? .screen : .camera) : (screen ? .screenAudio : .microphone)
                 if let reason = mayPublish(participant, kind: kind, source: source) { return fail(.permissionDenied, reason) }
+                guard participant.tracks.count < configuration.limits.maxTracksPerParticipant else {
+                    return fail(.limitExceeded, "at most \(configuration.limits.maxTracksPerParticipant) tracks per participant")
+                }
                 let track = addTrack(to: participant, kind: kind, source: source, mid: section.mid, ssrc: section.ssrc)
                 track.adoptFormats(of: section, simulcastLayer: layer)
                 participant.send(.trackPublished(track.info))
@@ -106,8 +127,12 @@ extension SFU {
                 .filter { $0.info.kind == kind }
         }
         if let uids = update.uids {
-            guard participant.pinned.count + uids.count <= Self.maxPinned || !update.subscribe else {
-                return fail(.invalidUID, "at most \(Self.maxPinned) pinned users")
+            let limits = configuration.limits
+            guard participant.pinned.count + uids.count <= limits.maxPinned || !update.subscribe else {
+                return fail(.limitExceeded, "at most \(limits.maxPinned) pinned users")
+            }
+            guard participant.revealed.union(uids).count <= limits.maxRevealed || !update.subscribe else {
+                return fail(.limitExceeded, "at most \(limits.maxRevealed) users pinned over a session")
             }
             for uid in uids where uid != participant.uid {
                 let other = participant.room.participants[uid]
@@ -178,6 +203,7 @@ extension SFU {
     func subscriberAnswer(_ description: SessionDescriptionMessage, participant: Participant, fail: Fail) {
         switch negotiator.takeSubscriberAnswer(description, from: participant) {
         case .failure(let failure):
+            context.logger.info("answer refused", metadata: ["uid": "\(participant.uid)", "reason": "\(failure.reason)"])
             return fail(.negotiationFailed, failure.reason)
         case .success(.connected(let session)):
             session.onRTCP = { [weak self, weak participant] packet in

@@ -22,8 +22,6 @@ public final class SFU: @unchecked Sendable {
     public var configuration: ServerConfiguration { context.configuration }
     public var port: SharedMediaPort { context.port }
     var loop: EventLoop { context.loop }
-    /// The most users one participant may pin (`SubscriptionUpdate.uids`).
-    static let maxPinned = 64
     let context: SFUContext
     let directory: RoomDirectory
     let negotiator: Negotiator
@@ -167,6 +165,16 @@ public final class SFU: @unchecked Sendable {
         }
     }
 
+    /// Whether `peer`'s connection has joined (or resumed) a participant.
+    public func hasJoined(_ peer: SignalingPeer) -> EventLoopFuture<Bool> {
+        loop.submit { self.directory.participant(peer: peer) != nil }
+    }
+
+    /// Counts a connection closed for not joining in time.
+    func countClosedUnjoined() {
+        loop.execute { self.context.counters.connectionsClosedUnjoined += 1 }
+    }
+
     /// Answers an error to the client (counted).
     typealias Fail = (SignalingError.Code, String) -> Void
 
@@ -176,13 +184,16 @@ public final class SFU: @unchecked Sendable {
             envelope = try ClientEnvelope.decode(bytes)
         } catch {
             context.counters.signalingErrors += 1
-            peer.send(ServerEnvelope(.error(error), requestID: error.requestID))
+            peer.send(ServerEnvelope(.error(SignalingError(error.code, bounded(error.reason), requestID: error.requestID)),
+                                     requestID: error.requestID))
             return
         }
         let id = envelope.requestID
         func fail(_ code: SignalingError.Code, _ reason: String) {
             context.counters.signalingErrors += 1
-            peer.send(ServerEnvelope(.error(SignalingError(code, reason, requestID: id)), requestID: id))
+            if code == .limitExceeded { context.counters.limitRefusals += 1 }
+            if code == .permissionDenied { context.counters.permissionRefusals += 1 }
+            peer.send(ServerEnvelope(.error(SignalingError(code, bounded(reason), requestID: id)), requestID: id))
         }
         guard let participant = directory.participant(peer: peer) else {
             switch envelope.message {
@@ -213,6 +224,12 @@ public final class SFU: @unchecked Sendable {
         case .updateSubscription(let update): updateSubscription(update, participant: participant, fail: fail)
         case .setRole(let role):
             guard role != participant.role else { return }
+            if role == .broadcaster {
+                let grants = participant.grants
+                guard grants.publishAudio || grants.publishVideo || grants.publishScreen else {
+                    return fail(.permissionDenied, "the token grants no publishing, so \(participant.uid) cannot become a broadcaster")
+                }
+            }
             participant.role = role
             if role == .audience { for track in participant.tracks { unpublish(track) } }
             participantChanged(participant)
@@ -239,6 +256,13 @@ public final class SFU: @unchecked Sendable {
         }
     }
 
+    /// `reason` cut to the configured length: reasons may quote what the client sent.
+    func bounded(_ reason: String) -> String {
+        let limit = configuration.limits.maxReasonLength
+        guard reason.count > limit else { return reason }
+        return String(reason.prefix(limit)) + "… (\(reason.utf8.count) bytes)"
+    }
+
     func verify(_ token: String, channel: String, uid: String) throws(SignalingError) -> AccessToken {
         guard !token.isEmpty else { throw SignalingError(.tokenMissing, "no token") }
         let claims: AccessToken
@@ -250,6 +274,11 @@ public final class SFU: @unchecked Sendable {
             case .notYetValid: throw SignalingError(.tokenNotYetValid, error.reason)
             case .malformed, .badSignature: throw SignalingError(.tokenInvalid, error.reason)
             }
+        }
+        let lifetime = claims.expiresAt - max(claims.issuedAt, claims.notBefore)
+        guard lifetime <= configuration.limits.maxTokenLifetimeSeconds else {
+            throw SignalingError(.tokenInvalid, "the token lives \(lifetime) s; this server takes tokens of at most "
+                                 + "\(configuration.limits.maxTokenLifetimeSeconds) s")
         }
         guard claims.channel == channel else { throw SignalingError(.tokenWrongChannel, "the token is for channel \(claims.channel)") }
         guard claims.uid == uid else { throw SignalingError(.tokenWrongUID, "the token is for uid \(claims.uid)") }

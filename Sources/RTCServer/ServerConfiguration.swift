@@ -2,6 +2,26 @@ import RTCConventions
 import RTCTransport
 import Signaling
 
+/// What one client may use of the server, each refused past its bound with its own error (and
+/// counted in `rtc_limit_refusals_total`).
+public struct ServerLimits: Sendable, Hashable {
+    /// Seconds a connection may take to upgrade to a WebSocket and join (or resume) before it is closed.
+    public var joinDeadlineSeconds = 10
+    /// Longest a token may live (`exp` minus the later of `iat` and `nbf`), seconds.
+    public var maxTokenLifetimeSeconds: Int64 = 7 * 24 * 3600
+    /// Tracks one participant may publish at once.
+    public var maxTracksPerParticipant = 8
+    /// Participants in one room.
+    public var maxParticipantsPerRoom = 500
+    /// Users one participant may pin, and may have revealed through pins over its session.
+    public var maxPinned = 64
+    public var maxRevealed = 256
+    /// Longest error reason sent back (a reason quoting the client's input is cut there).
+    public var maxReasonLength = 256
+
+    public init() {}
+}
+
 /// Where the server listens and how it treats sessions: one WebSocket port for signaling and one
 /// UDP port for media (DESIGN.md §1.5).
 public struct ServerConfiguration: Sendable, Hashable {
@@ -46,6 +66,8 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// PEM certificate chain and private key files: when set, signaling is `wss://` and `https://`.
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?
+    /// Bounds on what one client may use (``ServerLimits``).
+    public var limits = ServerLimits()
     /// The web client's directory, served at `/` (nil: no web client).
     public var webRoot: String?
     /// `GET /dev-token?channel=C&uid=U` hands anyone a token with every grant (`--dev` only).

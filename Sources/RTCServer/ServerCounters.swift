@@ -26,6 +26,13 @@ public struct ServerCounters: Sendable, Hashable {
     public var keyframeRequestsForwarded = 0
     public var keyframeRequestsThrottled = 0
     public var signalingErrors = 0
+    /// Requests refused at a `ServerLimits` bound or by a grant, by what was refused.
+    public var limitRefusals = 0
+    public var permissionRefusals = 0
+    /// Participants replaced by a newer join with the same uid (`duplicateIdentity`).
+    public var duplicateIdentities = 0
+    /// Connections closed for not joining within `ServerLimits.joinDeadlineSeconds`.
+    public var connectionsClosedUnjoined = 0
     public var packetsDropped = 0
     /// Forwarding latency histogram: counts of packets forwarded within each bound (µs), and the sum.
     public var forwardLatencyBuckets: [Int] = Array(repeating: 0, count: ServerCounters.latencyBoundsUs.count)

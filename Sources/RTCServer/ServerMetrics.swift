@@ -12,7 +12,8 @@ final class ServerMetrics: @unchecked Sendable {
     private let factory: PrometheusMetricsFactory
     private let rooms, participants, tracks: CoreMetrics.Gauge
     private let packetsIn, bytesIn, packetsOut, bytesOut, nacks, retransmissions, keyframeRequests, keyframeThrottled,
-                signalingErrors, dropped, rtxRepairs, rtxDropped, iceRestarts, downstreamFeedback, publisherLimits: CoreMetrics.Counter
+                signalingErrors, dropped, rtxRepairs, rtxDropped, iceRestarts, downstreamFeedback, publisherLimits,
+                limitRefusals, permissionRefusals, duplicateIdentities, closedUnjoined: CoreMetrics.Counter
     /// Forwarding latency per packet (time on the event loop from receipt to the last send).
     let forwardLatency: CoreMetrics.Timer
     private var last = ServerCounters()
@@ -43,6 +44,10 @@ final class ServerMetrics: @unchecked Sendable {
         iceRestarts = counter("rtc_ice_restarts_total")
         downstreamFeedback = counter("rtc_downstream_feedback_total")
         publisherLimits = counter("rtc_publisher_limits_total")
+        limitRefusals = counter("rtc_limit_refusals_total")
+        permissionRefusals = counter("rtc_permission_refusals_total")
+        duplicateIdentities = counter("rtc_duplicate_identities_total")
+        closedUnjoined = counter("rtc_connections_closed_unjoined_total")
         forwardLatency = CoreMetrics.Timer(label: "rtc_forward_latency_seconds", dimensions: [], factory: factory)
     }
 
@@ -67,6 +72,10 @@ final class ServerMetrics: @unchecked Sendable {
         add(iceRestarts, counters.iceRestarts, last.iceRestarts)
         add(downstreamFeedback, counters.downstreamFeedback, last.downstreamFeedback)
         add(publisherLimits, counters.publisherLimitsSent, last.publisherLimitsSent)
+        add(limitRefusals, counters.limitRefusals, last.limitRefusals)
+        add(permissionRefusals, counters.permissionRefusals, last.permissionRefusals)
+        add(duplicateIdentities, counters.duplicateIdentities, last.duplicateIdentities)
+        add(closedUnjoined, counters.connectionsClosedUnjoined, last.connectionsClosedUnjoined)
         last = counters
         var text: [UInt8] = []
         registry.emit(into: &text)

@@ -1,4 +1,5 @@
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -27,7 +28,13 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
         switch frame.opcode {
         case .text, .binary:
             var data = frame.unmaskedData
-            sfu.received(data.readBytes(length: data.readableBytes) ?? [], from: self)
+            let bytes = data.readBytes(length: data.readableBytes) ?? []
+            // RFC 6455 §8.1: a text message that is not UTF-8 fails the connection (1007).
+            if frame.opcode == .text, String(validating: bytes, as: UTF8.self) == nil {
+                return StrictWebSocketFraming.fail(context, code: .dataInconsistentWithMessage, reason: "text frames must be UTF-8",
+                                                   logger: logger)
+            }
+            sfu.received(bytes, from: self)
         case .ping:
             let pong = WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)
             context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
@@ -62,6 +69,21 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
         }
     }
 
+    /// Closes a WebSocket that did not join in time (policy violation, 1008).
+    func closeUnjoined(reason: String) {
+        guard let channel else { return }
+        connectionLog.notice(logger, "websocket closed", ["reason": "\(reason)", "remote": "\(channel.remoteAddress.map { "\($0)" } ?? "?")"])
+        sfu.countClosedUnjoined()
+        channel.eventLoop.execute {
+            var payload = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
+            payload.write(webSocketErrorCode: .policyViolation)
+            payload.writeString(reason)
+            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)).whenComplete { _ in
+                channel.close(promise: nil)
+            }
+        }
+    }
+
     func close() {
         guard let channel else { return }
         channel.eventLoop.execute {
@@ -71,6 +93,101 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
                 channel.close(promise: nil)
             }
         }
+    }
+}
+
+/// RFC 6455 framing as a server must require it, before frames are aggregated: every client frame
+/// masked (§5.1), no reserved bits without an extension (§5.2), no reserved opcodes (§5.2). A frame
+/// that breaks it fails the connection with 1002.
+final class StrictWebSocketFraming: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = WebSocketFrame
+    typealias InboundOut = WebSocketFrame
+
+    private let logger: Logger
+    private static let known: [WebSocketOpcode] = [.continuation, .text, .binary, .connectionClose, .ping, .pong]
+
+    init(logger: Logger) { self.logger = logger }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        let problem: String? = if frame.maskKey == nil {
+            "client frames must be masked"
+        } else if frame.rsv1 || frame.rsv2 || frame.rsv3 {
+            "reserved bits set without an extension"
+        } else if !Self.known.contains(frame.opcode) {
+            "reserved opcode \(frame.opcode)"
+        } else {
+            nil
+        }
+        if let problem { return Self.fail(context, code: .protocolError, reason: problem, logger: logger) }
+        context.fireChannelRead(data)
+    }
+
+    /// Sends a close frame with `code` and closes, logging why (notice level, rate-limited).
+    static func fail(_ context: ChannelHandlerContext, code: WebSocketErrorCode, reason: String, logger: Logger) {
+        connectionLog.notice(logger, "websocket closed", ["reason": "\(reason)", "remote": "\(context.remoteAddress.map { "\($0)" } ?? "?")"])
+        var payload = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
+        payload.write(webSocketErrorCode: code)
+        payload.writeString(reason)
+        let channel = context.channel
+        context.writeAndFlush(NIOAny(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload))).whenComplete { _ in
+            channel.close(promise: nil)
+        }
+    }
+}
+
+/// Notice-level lines about refused and closed connections, at most `perSecond` a second, so a
+/// flood cannot flood the log; what was held back is counted in the next line let through.
+final class RateLimitedLog: Sendable {
+    private let state = NIOLockedValueBox<(second: Int64, lines: Int, suppressed: Int)>((0, 0, 0))
+    let perSecond: Int
+
+    init(perSecond: Int) { self.perSecond = perSecond }
+
+    func notice(_ logger: Logger, _ message: String, _ metadata: Logger.Metadata) {
+        let now = Int64(NIODeadline.now().uptimeNanoseconds / 1_000_000_000)
+        let suppressed: Int? = state.withLockedValue { state in
+            if state.second != now { state = (now, 0, state.suppressed) }
+            guard state.lines < perSecond else {
+                state.suppressed += 1
+                return nil
+            }
+            state.lines += 1
+            defer { state.suppressed = 0 }
+            return state.suppressed
+        }
+        guard let suppressed else { return }
+        var metadata = metadata
+        if suppressed > 0 { metadata["suppressedBefore"] = "\(suppressed)" }
+        logger.notice("\(message)", metadata: metadata)
+    }
+}
+
+let connectionLog = RateLimitedLog(perSecond: 10)
+
+/// Closes a connection that has not joined (or resumed) within the deadline: one that never
+/// finished the WebSocket upgrade, or a WebSocket that never sent a good `join`. Plain HTTP
+/// requests (`/healthz`, `/metrics`, the web client) are answered long before it.
+enum JoinDeadline {
+    static func arm(_ channel: Channel, seconds: Int, sfu: SFU, logger: Logger) {
+        channel.eventLoop.scheduleTask(in: .seconds(Int64(seconds))) {
+            guard channel.isActive else { return }
+            let peer = try? channel.pipeline.syncOperations.handler(type: WebSocketPeer.self)
+            guard let peer else {
+                close(channel, reason: "no WebSocket within \(seconds) s", sfu: sfu, logger: logger)
+                return
+            }
+            sfu.hasJoined(peer).whenSuccess { joined in
+                if !joined { peer.closeUnjoined(reason: "no join within \(seconds) s") }
+            }
+        }
+    }
+
+    static func close(_ channel: Channel, reason: String, sfu: SFU, logger: Logger) {
+        connectionLog.notice(logger, "connection closed", ["reason": "\(reason)",
+                                                           "remote": "\(channel.remoteAddress.map { "\($0)" } ?? "?")"])
+        sfu.countClosedUnjoined()
+        channel.close(promise: nil)
     }
 }
 
@@ -121,14 +238,15 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
                         handler.respond(context, head, status: .internalServerError, type: "text/plain", body: "metrics unavailable\n")
                     }
                 }
-            case (.GET, let path):
+            case (.GET, let path), (.HEAD, let path):
                 guard let web else {
                     return respond(context, head, status: .notFound, type: "text/plain", body: "not found (no web root: --web-root DIR)\n")
                 }
                 guard let file = web.file(forPath: path) else {
                     return respond(context, head, status: .notFound, type: "text/plain", body: "not found\n")
                 }
-                respond(context, head, status: .ok, type: file.contentType, body: context.channel.allocator.buffer(bytes: file.bytes))
+                respond(context, head, status: .ok, type: file.contentType, body: context.channel.allocator.buffer(bytes: file.bytes),
+                        headOnly: head.method == .HEAD)
             default:
                 respond(context, head, status: .notFound, type: "text/plain", body: "not found\n")
             }
@@ -141,14 +259,14 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
     }
 
     private func respond(_ context: ChannelHandlerContext, _ request: HTTPRequestHead, status: HTTPResponseStatus, type: String,
-                         body: ByteBuffer) {
+                         body: ByteBuffer, headOnly: Bool = false) {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: type)
         headers.add(name: "Content-Length", value: String(body.readableBytes))
         headers.add(name: "Cache-Control", value: "no-cache")
         if !request.isKeepAlive { headers.add(name: "Connection", value: "close") }
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: status, headers: headers))), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        if !headOnly { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
         if request.isKeepAlive {
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         } else {
@@ -164,11 +282,12 @@ let maxWebSocketFrame = 1 << 20
 
 /// Binds the signaling port: `/rtc` upgrades to a WebSocket, the rest is plain HTTP.
 func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: SFU, logger: Logger, tls: NIOSSLContext?,
-                   web: WebRoot?, devTokens: DevTokenMinter?,
+                   web: WebRoot?, devTokens: DevTokenMinter?, joinDeadline: Int,
                    metrics: @escaping @Sendable () -> EventLoopFuture<String>) async throws -> Channel {
     try await ServerBootstrap(group: group)
         .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
         .childChannelInitializer { channel in
+            JoinDeadline.arm(channel, seconds: joinDeadline, sfu: sfu, logger: logger)
             let endpoints = HTTPEndpoints(metrics: metrics, web: web, devTokens: devTokens)
             let upgrader = NIOWebSocketServerUpgrader(
                 maxFrameSize: maxWebSocketFrame,
@@ -177,6 +296,7 @@ func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: SFU, log
                 },
                 upgradePipelineHandler: { channel, _ in
                     channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(StrictWebSocketFraming(logger: logger))
                         try channel.pipeline.syncOperations.addHandler(
                             NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 256,
                                                         maxAccumulatedFrameSize: maxWebSocketFrame))

@@ -31,6 +31,8 @@ public struct SignalingError: Error, Codable, Sendable, Hashable, CustomStringCo
         public static let trackNotFound = Code(rawValue: 4001)
         public static let negotiationFailed = Code(rawValue: 4002)
         public static let resumeFailed = Code(rawValue: 4003)
+        /// A server limit: tracks per participant, participants per room, pins (`ServerLimits`).
+        public static let limitExceeded = Code(rawValue: 4004)
         public static let internalError = Code(rawValue: 5000)
     }
 
