@@ -30,7 +30,7 @@ public final class RTCServerApp: Sendable {
             host: configuration.host, port: configuration.signalingPort, group: group, sfu: sfu, logger: logger, tls: tls,
             web: configuration.webRoot.map(WebRoot.init(directory:)),
             devTokens: configuration.mintsDevTokens ? DevTokenMinter(secret: configuration.secret) : nil,
-            joinDeadline: configuration.limits.joinDeadlineSeconds,
+            limits: configuration.limits,
             metrics: { sfu.counterSnapshot.map { metrics.scrape($0) } })
         logger.info("server listening", metadata: [
             "signaling": "\(channel.localAddress.map { "\($0)" } ?? "?")", "media": "\(sfu.mediaAddress.map { "\($0)" } ?? "?")",

@@ -170,6 +170,11 @@ public final class SFU: @unchecked Sendable {
         loop.submit { self.directory.participant(peer: peer) != nil }
     }
 
+    /// Counts a connection refused at a limit outside the SFU (message rate, outbound queue).
+    func countLimitRefusal() {
+        loop.execute { self.context.counters.limitRefusals += 1 }
+    }
+
     /// Counts a connection closed for not joining in time.
     func countClosedUnjoined() {
         loop.execute { self.context.counters.connectionsClosedUnjoined += 1 }

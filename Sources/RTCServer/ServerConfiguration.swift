@@ -16,6 +16,16 @@ public struct ServerLimits: Sendable, Hashable {
     /// Users one participant may pin, and may have revealed through pins over its session.
     public var maxPinned = 64
     public var maxRevealed = 256
+    /// Signaling messages one connection may send: a steady rate and a burst (token bucket).
+    /// Past it the connection gets 4004 and is closed (1008).
+    public var messagesPerSecond = 50.0
+    public var messageBurst = 200.0
+    /// Signaling bytes one connection may send, likewise.
+    public var inboundBytesPerSecond = 256.0 * 1024
+    public var inboundByteBurst = 1024.0 * 1024
+    /// Bytes queued towards one connection that is not reading: past it the connection is closed
+    /// (and reading from it stops as soon as its socket stops taking writes).
+    public var maxOutboundBytes = 1 << 20
     /// Longest error reason sent back (a reason quoting the client's input is cut there).
     public var maxReasonLength = 256
 

@@ -14,14 +14,56 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
 
     private let sfu: SFU
     private let logger: Logger
+    private let limits: ServerLimits
     private var channel: Channel?
+    /// On the channel's loop: what the client may still send, and what waits to be written to it.
+    private var messages: TokenBucket
+    private var inboundBytes: TokenBucket
+    private var queuedBytes = 0
+    private var closing = false
 
-    init(sfu: SFU, logger: Logger) {
+    init(sfu: SFU, logger: Logger, limits: ServerLimits) {
         self.sfu = sfu
         self.logger = logger
+        self.limits = limits
+        messages = TokenBucket(ratePerSecond: limits.messagesPerSecond, burst: limits.messageBurst)
+        inboundBytes = TokenBucket(ratePerSecond: limits.inboundBytesPerSecond, burst: limits.inboundByteBurst)
     }
 
     func handlerAdded(context: ChannelHandlerContext) { channel = context.channel }
+
+    /// A client that does not read: stop reading from it until its socket takes writes again.
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        context.channel.setOption(ChannelOptions.autoRead, value: context.channel.isWritable).whenFailure { _ in }
+        context.fireChannelWritabilityChanged()
+    }
+
+    /// Writes a frame unless the connection already has `maxOutboundBytes` waiting, in which case
+    /// it is closed: one client that never reads cannot make the server hold its replies forever.
+    private func write(_ frame: WebSocketFrame, on channel: Channel) {
+        guard !closing else { return }
+        let size = frame.length
+        guard queuedBytes + size <= limits.maxOutboundBytes else {
+            closing = true
+            connectionLog.notice(logger, "websocket closed", ["reason": "not reading: \(queuedBytes) bytes queued",
+                                                             "remote": "\(channel.remoteAddress.map { "\($0)" } ?? "?")"])
+            sfu.countLimitRefusal()
+            channel.close(promise: nil)
+            return
+        }
+        queuedBytes += size
+        channel.writeAndFlush(frame).whenComplete { _ in self.queuedBytes -= size }
+    }
+
+    /// Past the message or byte budget: 4004, then close (1008).
+    private func refuseFlood(_ context: ChannelHandlerContext, reason: String) {
+        closing = true
+        sfu.countLimitRefusal()
+        let error = ServerEnvelope(.error(SignalingError(.limitExceeded, reason)))
+        context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: context.channel.allocator.buffer(bytes: error.encoded()))),
+                      promise: nil)
+        StrictWebSocketFraming.fail(context, code: .policyViolation, reason: reason, logger: logger)
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
@@ -34,10 +76,22 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
                 return StrictWebSocketFraming.fail(context, code: .dataInconsistentWithMessage, reason: "text frames must be UTF-8",
                                                    logger: logger)
             }
+            guard !closing else { return }
+            let nowNs = NIODeadline.now().uptimeNanoseconds
+            guard messages.take(1, nowNs: nowNs) else {
+                return refuseFlood(context, reason: "over \(Int(limits.messagesPerSecond)) messages a second")
+            }
+            guard inboundBytes.take(Double(bytes.count), nowNs: nowNs) else {
+                return refuseFlood(context, reason: "over \(Int(limits.inboundBytesPerSecond)) bytes a second")
+            }
             sfu.received(bytes, from: self)
         case .ping:
-            let pong = WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)
-            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+            // Pings spend the same budget as messages: a ping flood is a reply flood.
+            let nowNs = NIODeadline.now().uptimeNanoseconds
+            guard messages.take(1, nowNs: nowNs), inboundBytes.take(Double(frame.length), nowNs: nowNs) else {
+                return refuseFlood(context, reason: "over \(Int(limits.messagesPerSecond)) messages a second")
+            }
+            write(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData), on: context.channel)
         case .connectionClose:
             var payload = context.channel.allocator.buffer(capacity: 2)
             payload.write(webSocketErrorCode: .normalClosure)
@@ -64,8 +118,7 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
         guard let channel else { return }
         let bytes = envelope.encoded()
         channel.eventLoop.execute {
-            let buffer = channel.allocator.buffer(bytes: bytes)
-            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: buffer), promise: nil)
+            self.write(WebSocketFrame(fin: true, opcode: .text, data: channel.allocator.buffer(bytes: bytes)), on: channel)
         }
     }
 
@@ -133,6 +186,29 @@ final class StrictWebSocketFraming: ChannelInboundHandler, @unchecked Sendable {
         context.writeAndFlush(NIOAny(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload))).whenComplete { _ in
             channel.close(promise: nil)
         }
+    }
+}
+
+/// A token bucket: `burst` at most, refilled at `ratePerSecond`.
+struct TokenBucket {
+    let ratePerSecond: Double
+    let burst: Double
+    private var tokens: Double
+    private var lastNs: UInt64?
+
+    init(ratePerSecond: Double, burst: Double) {
+        self.ratePerSecond = ratePerSecond
+        self.burst = burst
+        tokens = burst
+    }
+
+    /// Takes `amount` if there is that much; false (taking nothing) if not.
+    mutating func take(_ amount: Double, nowNs: UInt64) -> Bool {
+        if let lastNs, nowNs > lastNs { tokens = min(burst, tokens + Double(nowNs - lastNs) / 1e9 * ratePerSecond) }
+        lastNs = nowNs
+        guard tokens >= amount else { return false }
+        tokens -= amount
+        return true
     }
 }
 
@@ -282,12 +358,12 @@ let maxWebSocketFrame = 1 << 20
 
 /// Binds the signaling port: `/rtc` upgrades to a WebSocket, the rest is plain HTTP.
 func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: SFU, logger: Logger, tls: NIOSSLContext?,
-                   web: WebRoot?, devTokens: DevTokenMinter?, joinDeadline: Int,
+                   web: WebRoot?, devTokens: DevTokenMinter?, limits: ServerLimits,
                    metrics: @escaping @Sendable () -> EventLoopFuture<String>) async throws -> Channel {
     try await ServerBootstrap(group: group)
         .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
         .childChannelInitializer { channel in
-            JoinDeadline.arm(channel, seconds: joinDeadline, sfu: sfu, logger: logger)
+            JoinDeadline.arm(channel, seconds: limits.joinDeadlineSeconds, sfu: sfu, logger: logger)
             let endpoints = HTTPEndpoints(metrics: metrics, web: web, devTokens: devTokens)
             let upgrader = NIOWebSocketServerUpgrader(
                 maxFrameSize: maxWebSocketFrame,
@@ -300,7 +376,7 @@ func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: SFU, log
                         try channel.pipeline.syncOperations.addHandler(
                             NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 256,
                                                         maxAccumulatedFrameSize: maxWebSocketFrame))
-                        try channel.pipeline.syncOperations.addHandler(WebSocketPeer(sfu: sfu, logger: logger))
+                        try channel.pipeline.syncOperations.addHandler(WebSocketPeer(sfu: sfu, logger: logger, limits: limits))
                     }
                 })
             let http: @Sendable () -> EventLoopFuture<Void> = {

@@ -270,4 +270,59 @@ struct HardeningTests {
         await client.close()
         await app.shutdown()
     }
+
+    static let ping = Array(#"{"v":"1.3","type":"ping","payload":{"timestamp":1}}"#.utf8)
+
+    @Test("a connection over its message budget gets 4004 and is closed with 1008; others carry on")
+    func messageFlood() async throws {
+        var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret")
+        configuration.limits.messagesPerSecond = 20
+        configuration.limits.messageBurst = 40
+        let app = try await RTCServerApp.start(configuration: configuration, group: Self.group)
+        let port = app.signalingAddress!.port!
+        let flood = try RawWebSocket(port: port)
+        for _ in 0..<200 { flood.send(opcode: 0x1, payload: Self.ping) }
+        var texts: [String] = []
+        var close: UInt16?
+        while close == nil {
+            let head = flood.readBytes(2)
+            guard head.count == 2 else { break }
+            var length = Int(head[1] & 0x7F)
+            if length == 126 { length = flood.readBytes(2).reduce(0) { $0 << 8 | Int($1) } }
+            let payload = flood.readBytes(length)
+            if head[0] & 0x0F == 0x8 { close = payload.count >= 2 ? UInt16(payload[0]) << 8 | UInt16(payload[1]) : 0 }
+            if head[0] & 0x0F == 0x1 { texts.append(String(decoding: payload, as: UTF8.self)) }
+        }
+        #expect(close == 1008)
+        #expect(texts.contains { $0.contains("4004") }, "no limitExceeded error among \(texts.count) replies")
+        #expect(texts.count <= 45, "\(texts.count) replies to a flood the budget allows 40 of")
+        // A polite client on the same server is untouched.
+        let polite = try RawWebSocket(port: port)
+        polite.send(opcode: 0x1, payload: Self.ping)
+        #expect(polite.readBytes(2).first == 0x81)
+        #expect(try await app.sfu.counterSnapshot.get().limitRefusals >= 1)
+        await app.shutdown()
+    }
+
+    @Test("a client that never reads is closed once its replies pass the outbound bound")
+    func nonReadingClient() async throws {
+        var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret")
+        configuration.limits.messagesPerSecond = 1_000_000
+        configuration.limits.messageBurst = 1_000_000
+        configuration.limits.inboundBytesPerSecond = 1e9
+        configuration.limits.inboundByteBurst = 1e9
+        configuration.limits.maxOutboundBytes = 64 * 1024
+        let app = try await RTCServerApp.start(configuration: configuration, group: Self.group)
+        let reader = try RawWebSocket(port: app.signalingAddress!.port!)
+        var small: Int32 = 4096
+        setsockopt(reader.fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        // 125-byte WebSocket pings: each asks for a 125-byte pong, and none is read.
+        var sendTimeout = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(reader.fd, SOL_SOCKET, SO_SNDTIMEO, &sendTimeout, socklen_t(MemoryLayout<timeval>.size))
+        signal(SIGPIPE, SIG_IGN)
+        for _ in 0..<60_000 { reader.send(opcode: 0x9, payload: [UInt8](repeating: 7, count: 125)) }
+        #expect(await eventually(10) { (try? await app.sfu.counterSnapshot.get().limitRefusals) ?? 0 >= 1 },
+                "the server kept queueing replies to a client that does not read")
+        await app.shutdown()
+    }
 }
