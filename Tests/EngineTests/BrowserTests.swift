@@ -8,8 +8,9 @@ import Testing
 /// SDK publishing with Chrome's default offer.
 @Suite("Browsers as peers (headless Chromium)", .serialized)
 struct BrowserTests {
-    static let driver = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("Tools/browser_peer.py").path
+    static let tools = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Tools")
+    static let driver = tools.appendingPathComponent("browser_peer.py").path
+    static let firefoxDriver = tools.appendingPathComponent("firefox_peer.py").path
     let dir = temporaryDirectory("browser")
 
     /// One run of the driver: its exit status, its JSON, and its error output.
@@ -27,8 +28,8 @@ struct BrowserTests {
         }
     }
 
-    func browser(_ arguments: [String], timeout: Double = 90) throws -> Run {
-        let run = try runTool(["python3", Self.driver] + arguments, timeout: timeout)
+    func browser(_ arguments: [String], driver: String = BrowserTests.driver, timeout: Double = 90) throws -> Run {
+        let run = try runTool(["python3", driver] + arguments, timeout: timeout)
         let line = run.out.split(separator: "\n").last.map(String.init) ?? ""
         let json = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] ?? [:]
         return Run(status: run.status, json: json, err: String(run.err.suffix(2000)))
@@ -159,6 +160,58 @@ struct BrowserTests {
         #expect(run.ok, "\(run.summary)")
         let error = run.json["error"] as? String ?? ""
         #expect(error.contains("not a JWT") && run.json["errorCode"] as? Int == 2002, "\(run.summary)")
+        await server.shutdown()
+    }
+}
+
+/// Firefox ESR (Debian's firefox-esr, headless, driven over its Marionette protocol by
+/// `Tests/Tools/firefox_peer.py`): another browser's numbering (VP8 120, Opus 109, transport-cc 7)
+/// and max-bundle offers whose sections after the first are `bundle-only` with port 0.
+@Suite("Firefox as a peer (headless, Marionette)", .serialized)
+struct FirefoxTests {
+    let kit = BrowserTests()
+
+    func firefox(_ arguments: [String]) throws -> BrowserTests.Run {
+        try kit.browser(arguments, driver: BrowserTests.firefoxDriver, timeout: 120)
+    }
+
+    @Test("Firefox watches a Swift bot's camera and its _sub share, publishes camera and mic a bot records, shares a screen as _sub, and shows a bad token's error")
+    func firefoxPeer() async throws {
+        let server = try await TestServer(webRoot: TestServer.webRoot, devTokens: true)
+        let host = try kit.bot(server, channel: "ff", uid: "1001", ["--size", "640x360", "--no-subscribe", "--duration", "90"])
+        let share = try kit.bot(server, channel: "ff", uid: "1001_sub", ["--source", "pattern", "--duration", "90"])
+        let recorder = try kit.bot(server, channel: "ff", uid: "rec", ["--video", "none", "--audio", "none", "--record", "\(kit.dir)/ff",
+                                                                        "--record-format", "both", "--record-uid", "3001",
+                                                                        "--record-uid", "4001_sub", "--duration", "90"])
+        defer { kit.stop(host); kit.stop(share); kit.stop(recorder) }
+        #expect(await eventually(15) { (try? await server.app.sfu.participants(in: "ff").get().flatMap(\.tracks).count) ?? 0 >= 3 })
+
+        let watch = try firefox([kit.page(server, "channel=ff&uid=ff1&mode=watch"), "--expect-videos", "2", "--min-frames", "60",
+                                 "--seconds", "45"])
+        #expect(watch.ok, "\(watch.summary)")
+        #expect(watch.video(source: "screen")?["width"] as? Int == 1280 && watch.video(source: "screen")?["height"] as? Int == 720,
+                "\(watch.summary)")
+        print("firefox watch: camera \(watch.video(source: "camera")?["frames"] ?? "?") frames, screen \(watch.video(source: "screen")?["frames"] ?? "?") "
+              + "frames, first frames at \(watch.video(source: "camera")?["firstFrameMs"] ?? "?")/\(watch.video(source: "screen")?["firstFrameMs"] ?? "?") ms")
+
+        let publish = try firefox([kit.page(server, "channel=ff&uid=3001&mode=publish"), "--expect-sent", "60", "--hold", "4",
+                                   "--seconds", "45"])
+        #expect(publish.ok, "\(publish.summary)")
+        let sharePage = try firefox([kit.page(server, "channel=ff&uid=4001&mode=share"), "--expect-sent", "60", "--hold", "4",
+                                     "--seconds", "45"])
+        #expect(sharePage.ok, "\(sharePage.summary)")
+        let bad = try firefox([kit.page(server, "channel=ff&uid=6001&mode=watch&token=bad"), "--expect-error", "JWT", "--seconds", "20"])
+        #expect(bad.ok && bad.json["errorCode"] as? Int == 2002, "\(bad.summary)")
+
+        kit.stop(recorder)
+        let camera = try kit.probe("\(kit.dir)/ff/3001-camera.ivf")
+        #expect(camera.videoFrames >= 60 && camera.codecs == ["vp8"], "Firefox's camera as recorded: \(camera)")
+        let webm = try kit.probe("\(kit.dir)/ff/3001.webm")
+        #expect(webm.codecs.contains("vp8") && webm.codecs.contains("opus"), "Firefox's WebM: \(webm)")
+        let screen = try kit.probe("\(kit.dir)/ff/4001_sub-screen.ivf")
+        #expect(screen.videoFrames >= 60 && screen.size == "1280x720", "Firefox's share as recorded: \(screen)")
+        print("firefox publish: recorded \(camera.videoFrames) frames at \(camera.size), WebM \(webm.codecs); "
+              + "share (\(sharePage.json["captureMethod"] ?? "?")): \(screen.videoFrames) frames at \(screen.size)")
         await server.shutdown()
     }
 }

@@ -141,6 +141,30 @@ struct OfferAnswerTests {
         #expect(negotiated.extensionID(for: RTPExtensionURI.transportWideSequence) == 7)
     }
 
+    @Test("a bundle-only section (port 0, a=bundle-only, in the BUNDLE group) is received; port 0 outside the group is not")
+    func bundleOnly() throws {
+        var offer = try SessionDescription(parsing: try String(contentsOf: Self.directory.appendingPathComponent("firefox-esr-camera.sdp"),
+                                                               encoding: .utf8))
+        let video = try #require(offer.media.firstIndex { $0.mediaLine.kind == "video" })
+        offer.media[video].mediaLine.port = "0"
+        offer.media[video].lines.append(.attribute("bundle-only"))
+        let negotiated = try offer.negotiate()
+        #expect(negotiated.sections[video].isAccepted, "\(negotiated.sections[video].rejection ?? "")")
+        let answer = SessionDescription.answer(to: negotiated, sessionID: 1, transport: try Self.transport(), iceLite: true,
+                                               setup: "passive", direction: Self.serverDirection)
+        #expect(answer.bundleGroups.first?.count == 2 && answer.media[video].mediaLine.port != "0")
+        // Without being in the group, port 0 still means disabled.
+        offer.sessionLines = offer.sessionLines.map { $0.attribute?.name == "group" ? .attribute("group", "BUNDLE 0") : $0 }
+        #expect(try offer.negotiate().sections[video].rejection == "the offer disabled it (port 0)")
+    }
+
+    @Test("session ids stay within 62 bits (Firefox refuses larger ones)")
+    func sessionIDRange() throws {
+        let offer = SessionDescription.make(sessionID: UInt64.max, transport: try Self.transport(), iceLite: true, setup: "actpass", sections: [])
+        let origin = try #require(offer.sessionLines.first { $0.type == "o" }?.value.split(separator: " "))
+        #expect(UInt64(origin[1]).map { $0 <= 0x3FFF_FFFF_FFFF_FFFF } == true, "\(origin)")
+    }
+
     @Test("an offer with nothing the server can receive is refused with every section's reason")
     func nothingReceivable() throws {
         let text = """

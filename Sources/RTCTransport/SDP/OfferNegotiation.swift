@@ -89,9 +89,10 @@ extension SessionDescription {
     public func negotiate(_ capabilities: AnswerCapabilities = .sfu) throws(NegotiationError) -> NegotiatedOffer {
         guard !media.isEmpty else { throw NegotiationError("the offer has no media sections") }
         let parsed = sections
+        let bundled = Set(bundleGroups.flatMap { $0 })
         var result: [NegotiatedSection] = []
         for description in media {
-            result.append(Self.negotiate(description, parsed: parsed, capabilities: capabilities))
+            result.append(Self.negotiate(description, parsed: parsed, bundled: bundled, capabilities: capabilities))
         }
         guard result.contains(where: \.isAccepted) else {
             let reasons = result.map { "\($0.media) \($0.mid.map { "mid \($0)" } ?? "without mid"): \($0.rejection ?? "")" }
@@ -102,7 +103,7 @@ extension SessionDescription {
         return NegotiatedOffer(sections: result, extmapAllowMixed: allowMixed)
     }
 
-    private static func negotiate(_ description: MediaDescription, parsed: [MediaSectionDescription],
+    private static func negotiate(_ description: MediaDescription, parsed: [MediaSectionDescription], bundled: Set<String>,
                                   capabilities: AnswerCapabilities) -> NegotiatedSection {
         let line = description.mediaLine
         var negotiated = NegotiatedSection(media: line.kind, mid: description.mid, proto: line.proto, formats: line.formats,
@@ -114,7 +115,10 @@ extension SessionDescription {
         guard let kind = MediaSectionDescription.Kind(rawValue: line.kind) else {
             return reject(line.kind == "application" ? "data channels are not supported" : "\(line.kind) media is not supported")
         }
-        guard line.port.split(separator: "/").first != "0" else { return reject("the offer disabled it (port 0)") }
+        // Port 0 disables a section, except one marked bundle-only inside the BUNDLE group (RFC 8843
+        // §6: Firefox's and Chromium's max-bundle offers send every section but the first that way).
+        let bundleOnly = description.hasAttribute("bundle-only") && description.mid.map(bundled.contains) == true
+        guard line.port.split(separator: "/").first != "0" || bundleOnly else { return reject("the offer disabled it (port 0)") }
         guard line.proto.uppercased().contains("RTP/SAVPF") else { return reject("profile \(line.proto) (wanted UDP/TLS/RTP/SAVPF)") }
         guard let mid = description.mid else { return reject("no a=mid (BUNDLE needs one)") }
         let wanted = kind == .video ? "VP8" : "opus"

@@ -95,7 +95,8 @@ extension SessionDescription {
     static func sessionLines(sessionID: UInt64, version: Int, bundle: [String], iceLite: Bool) -> [SDPLine] {
         var session: [SDPLine] = [
             SDPLine(type: "v", value: "0"),
-            SDPLine(type: "o", value: "- \(sessionID) \(version) IN IP4 127.0.0.1"),
+            // RFC 8866 §5.2 leaves the range open; Firefox takes ids up to 2^63 - 1 only, so 62 bits.
+            SDPLine(type: "o", value: "- \(sessionID & 0x3FFF_FFFF_FFFF_FFFF) \(version) IN IP4 127.0.0.1"),
             SDPLine(type: "s", value: "-"),
             SDPLine(type: "t", value: "0 0"),
         ]
