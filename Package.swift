@@ -151,7 +151,7 @@ let package = Package(
         .testTarget(
             name: "RTCServerTests",
             dependencies: [
-                "RTCServer", "RTCConventions", "RTCTransport", "Signaling", "TestKit", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCServer", "RTCConventions", "RTCTransport", "Signaling", "TestKit", "CMemory", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         .testTarget(

@@ -167,3 +167,8 @@ long rtc_resident_pages(uintptr_t address, size_t size) {
     free(vector);
     return resident;
 }
+
+size_t rtc_heap_bytes_in_use(void) {
+    struct mallinfo2 info = mallinfo2();
+    return info.uordblks + info.hblkhd;
+}

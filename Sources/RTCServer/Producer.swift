@@ -40,7 +40,7 @@ final class Producer: @unchecked Sendable {
             return
         }
         // From here on the packet is in the SFU's extension numbering (cache, legs, repairs).
-        if !publisher.upstreamExtensions.isIdentity { publisher.upstreamExtensions.apply(to: &packet.header) }
+        publisher.upstreamExtensions.apply(to: &packet.header)  // allocates only when something changes
         if repair {
             // RFC 4588: the original, unless it is already here (a probe's copy).
             guard track.cache.packet(packet.header.sequenceNumber) == nil else {
@@ -72,8 +72,10 @@ final class Producer: @unchecked Sendable {
         guard !candidates.isEmpty else { return nil }
         let mid = publisher.midExtensionID.flatMap { header.extensionData(id: $0) }.map { String(buffer: $0) }
         let rid = publisher.ridExtensionID.flatMap { header.extensionData(id: $0) }.map { String(buffer: $0) }
+        // A layer's packets carry its stream id until the browser hears receiver reports for the
+        // SSRC; a packet without one is taken as the one layer the answer accepted.
         return candidates.first { track in
-            (mid == nil || track.info.mid == mid) && (track.simulcastLayer == nil || track.simulcastLayer == rid)
+            (mid == nil || track.info.mid == mid) && (track.simulcastLayer == nil || rid == nil || track.simulcastLayer == rid)
         }
     }
 

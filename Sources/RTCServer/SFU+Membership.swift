@@ -22,6 +22,9 @@ extension SFU {
             context.counters.duplicateIdentities += 1
         }
         let room = directory.room(named: request.channel) ?? Room(name: request.channel)
+        guard directory.allParticipants.count < configuration.limits.maxParticipants else {
+            return fail(.limitExceeded, "the server is full (\(configuration.limits.maxParticipants) participants)")
+        }
         guard room.participants.count < configuration.limits.maxParticipantsPerRoom else {
             return fail(.limitExceeded, "\(request.channel) is full (\(configuration.limits.maxParticipantsPerRoom) participants)")
         }
@@ -64,10 +67,17 @@ extension SFU {
     }
 
     func resume(_ request: ResumeRequest, peer: SignalingPeer, requestID: UInt32?, fail: Fail) {
-        guard let participant = directory.participant(sid: request.participantSid), participant.disconnectedAt != nil else {
+        guard let participant = directory.participant(sid: request.participantSid) else {
             return fail(.resumeFailed, "no session \(request.participantSid) to resume")
         }
         do { _ = try verify(request.token, channel: participant.room.name, uid: participant.uid) } catch { return fail(error.code, error.reason) }
+        // The client knows its connection is gone before the server does (no FIN from a dead
+        // network): the resume takes the session over from the old connection.
+        if let old = participant.peer, old !== peer {
+            directory.unbind(old)
+            participant.peer = nil
+            old.close()
+        }
         participant.peer = peer
         participant.disconnectedAt = nil
         participant.lastSeen = clock()

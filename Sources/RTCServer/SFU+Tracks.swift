@@ -64,13 +64,36 @@ extension SFU {
         case .failure(let failure): return fail(.negotiationFailed, failure.reason)
         }
         let sending = offer.sending
+        // Every check first, so a refused offer changes nothing (no tracks, ids or transport).
+        if !sending.isEmpty, participant.role == .audience { return fail(.permissionDenied, "an audience member cannot publish") }
+        let screen: Bool = if case .screenShare = participant.kind { true } else { false }
+        var claimed = Set<ObjectIdentifier>()
+        var newTracks = 0
+        for (section, _) in sending {
+            let kind: TrackKind = section.kind == .video ? .video : .audio
+            // Grants again, by what the offer really sends: a section announced as audio that
+            // carries video, or a source the (possibly refreshed) token no longer grants.
+            if let track = participant.tracks.first(where: { $0.info.mid == section.mid })
+                ?? participant.tracks.first(where: { $0.info.mid == nil && $0.info.kind == kind && !claimed.contains(ObjectIdentifier($0)) }) {
+                claimed.insert(ObjectIdentifier(track))
+                guard track.info.kind == kind else {
+                    return fail(.permissionDenied, "mid \(section.mid) was announced as \(track.info.kind.rawValue); the offer sends \(kind.rawValue)")
+                }
+                if let reason = mayPublish(participant, kind: kind, source: track.info.source) { return fail(.permissionDenied, reason) }
+            } else {
+                let source: TrackSource = kind == .video ? (screen ? .screen : .camera) : (screen ? .screenAudio : .microphone)
+                if let reason = mayPublish(participant, kind: kind, source: source) { return fail(.permissionDenied, reason) }
+                newTracks += 1
+            }
+        }
+        guard participant.tracks.count + newTracks <= configuration.limits.maxTracksPerParticipant else {
+            return fail(.limitExceeded, "at most \(configuration.limits.maxTracksPerParticipant) tracks per participant")
+        }
+
         participant.inbound.transportWideSequenceID = offer.transportWideSequenceID
         participant.upstreamExtensions = offer.upstreamExtensions
         participant.midExtensionID = offer.negotiated.extensionID(for: RTPExtensionURI.mid)
         participant.ridExtensionID = offer.negotiated.extensionID(for: RTPExtensionURI.rtpStreamID)
-        if !sending.isEmpty, let reason = mayPublish(participant, kind: .video, source: .camera), participant.role == .audience {
-            return fail(.permissionDenied, reason)
-        }
         if let session = negotiator.connectPublisher(participant, offer: offer) {
             session.onRTP = { [weak self, weak participant] packet in
                 guard let self, let participant else { return }
@@ -86,26 +109,13 @@ extension SFU {
         defer { participant.refreshRepairStreams() }
         for (section, layer) in sending {
             let kind: TrackKind = section.kind == .video ? .video : .audio
-            // Grants are checked again here, by what the offer really sends: a section announced
-            // as audio that carries video, or a source the (possibly refreshed) token no longer grants.
-            if let announced = participant.tracks.first(where: { $0.info.mid == section.mid }) {
-                guard announced.info.kind == kind else {
-                    return fail(.permissionDenied, "mid \(section.mid) was announced as \(announced.info.kind.rawValue); the offer sends \(kind.rawValue)")
-                }
-                if let reason = mayPublish(participant, kind: kind, source: announced.info.source) { return fail(.permissionDenied, reason) }
-            }
             if let track = participant.tracks.first(where: { $0.info.mid == section.mid })
                 ?? participant.tracks.first(where: { $0.info.mid == nil && $0.info.kind == kind }) {
                 track.info.mid = section.mid
                 if track.info.ssrc == nil { track.info.ssrc = section.ssrc }
                 track.adoptFormats(of: section, simulcastLayer: layer)
             } else {
-                let screen: Bool = if case .screenShare = participant.kind { true } else { false }
                 let source: TrackSource = kind == .video ? (screen ? .screen : .camera) : (screen ? .screenAudio : .microphone)
-                if let reason = mayPublish(participant, kind: kind, source: source) { return fail(.permissionDenied, reason) }
-                guard participant.tracks.count < configuration.limits.maxTracksPerParticipant else {
-                    return fail(.limitExceeded, "at most \(configuration.limits.maxTracksPerParticipant) tracks per participant")
-                }
                 let track = addTrack(to: participant, kind: kind, source: source, mid: section.mid, ssrc: section.ssrc)
                 track.adoptFormats(of: section, simulcastLayer: layer)
                 participant.send(.trackPublished(track.info))

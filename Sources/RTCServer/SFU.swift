@@ -151,9 +151,13 @@ public final class SFU: @unchecked Sendable {
 
     // MARK: Signaling input
 
-    /// Handles one message from `peer`: bytes that may be anything.
+    /// Handles one message from `peer`: bytes that may be anything. They are parsed where they
+    /// arrive (the connection's event loop), so a flood of bad or large messages costs that loop
+    /// and not the media loop; only a decoded, size-checked envelope hops to the SFU.
     public func received(_ bytes: [UInt8], from peer: SignalingPeer) {
-        loop.execute { self.handle(bytes, from: peer) }
+        let decoded: Result<ClientEnvelope, SignalingError>
+        do { decoded = .success(try ClientEnvelope.decode(bytes)) } catch { decoded = .failure(error) }
+        loop.execute { self.handle(decoded, from: peer) }
     }
 
     /// The peer's connection is gone: the participant may `resume` within the window.
@@ -183,11 +187,11 @@ public final class SFU: @unchecked Sendable {
     /// Answers an error to the client (counted).
     typealias Fail = (SignalingError.Code, String) -> Void
 
-    private func handle(_ bytes: [UInt8], from peer: SignalingPeer) {
+    private func handle(_ decoded: Result<ClientEnvelope, SignalingError>, from peer: SignalingPeer) {
         let envelope: ClientEnvelope
-        do {
-            envelope = try ClientEnvelope.decode(bytes)
-        } catch {
+        switch decoded {
+        case .success(let decoded): envelope = decoded
+        case .failure(let error):
             context.counters.signalingErrors += 1
             peer.send(ServerEnvelope(.error(SignalingError(error.code, bounded(error.reason), requestID: error.requestID)),
                                      requestID: error.requestID))

@@ -11,8 +11,11 @@ public struct ServerLimits: Sendable, Hashable {
     public var maxTokenLifetimeSeconds: Int64 = 7 * 24 * 3600
     /// Tracks one participant may publish at once.
     public var maxTracksPerParticipant = 8
-    /// Participants in one room.
+    /// Participants in one room, and on the whole server.
     public var maxParticipantsPerRoom = 500
+    public var maxParticipants = 5000
+    /// Open signaling connections (TCP, joined or not) from one IP address.
+    public var maxConnectionsPerIP = 256
     /// Users one participant may pin, and may have revealed through pins over its session.
     public var maxPinned = 64
     public var maxRevealed = 256

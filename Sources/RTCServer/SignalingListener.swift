@@ -241,6 +241,34 @@ final class RateLimitedLog: Sendable {
 
 let connectionLog = RateLimitedLog(perSecond: 10)
 
+/// Open connections per remote IP address; a connection over `maxConnectionsPerIP` is closed at once.
+final class ConnectionsPerIP: Sendable {
+    private let open = NIOLockedValueBox<[String: Int]>([:])
+    let limit: Int
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Counts `channel` for its address until it closes; false (counting nothing) when the
+    /// address already has `limit` open.
+    func admit(_ channel: Channel) -> Bool {
+        guard let ip = channel.remoteAddress?.ipAddress else { return true }
+        let admitted = open.withLockedValue { open -> Bool in
+            guard open[ip, default: 0] < limit else { return false }
+            open[ip, default: 0] += 1
+            return true
+        }
+        if admitted {
+            channel.closeFuture.whenComplete { _ in
+                self.open.withLockedValue { open in
+                    open[ip, default: 1] -= 1
+                    if open[ip] == 0 { open[ip] = nil }
+                }
+            }
+        }
+        return admitted
+    }
+}
+
 /// Closes a connection that has not joined (or resumed) within the deadline: one that never
 /// finished the WebSocket upgrade, or a WebSocket that never sent a good `join`. Plain HTTP
 /// requests (`/healthz`, `/metrics`, the web client) are answered long before it.
@@ -250,6 +278,12 @@ enum JoinDeadline {
             guard channel.isActive else { return }
             let peer = try? channel.pipeline.syncOperations.handler(type: WebSocketPeer.self)
             guard let peer else {
+                // Plain HTTP: a keep-alive connection (page loads, scrapes) stays while it makes
+                // requests, and goes after `seconds` without one.
+                if let endpoints = try? channel.pipeline.syncOperations.handler(type: HTTPEndpoints.self),
+                   let last = endpoints.lastRequestNs, NIODeadline.now().uptimeNanoseconds - last < UInt64(seconds) * 1_000_000_000 {
+                    return arm(channel, seconds: seconds, sfu: sfu, logger: logger)
+                }
                 close(channel, reason: "no WebSocket within \(seconds) s", sfu: sfu, logger: logger)
                 return
             }
@@ -277,6 +311,8 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
     private let web: WebRoot?
     private let devTokens: DevTokenMinter?
     private var head: HTTPRequestHead?
+    /// When the latest request arrived (monotonic ns), for the idle deadline.
+    private(set) var lastRequestNs: UInt64?
 
     init(metrics: @escaping @Sendable () -> EventLoopFuture<String>, web: WebRoot?, devTokens: DevTokenMinter?) {
         self.metrics = metrics
@@ -286,7 +322,9 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head(let head): self.head = head
+        case .head(let head):
+            self.head = head
+            lastRequestNs = NIODeadline.now().uptimeNanoseconds
         case .body: break
         case .end:
             guard let head else { return }
@@ -360,9 +398,16 @@ let maxWebSocketFrame = 1 << 20
 func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: SFU, logger: Logger, tls: NIOSSLContext?,
                    web: WebRoot?, devTokens: DevTokenMinter?, limits: ServerLimits,
                    metrics: @escaping @Sendable () -> EventLoopFuture<String>) async throws -> Channel {
-    try await ServerBootstrap(group: group)
+    let perIP = ConnectionsPerIP(limit: limits.maxConnectionsPerIP)
+    return try await ServerBootstrap(group: group)
         .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
         .childChannelInitializer { channel in
+            guard perIP.admit(channel) else {
+                connectionLog.notice(logger, "connection refused", ["reason": "over \(limits.maxConnectionsPerIP) connections from this address",
+                                                                    "remote": "\(channel.remoteAddress.map { "\($0)" } ?? "?")"])
+                sfu.countLimitRefusal()
+                return channel.close()
+            }
             JoinDeadline.arm(channel, seconds: limits.joinDeadlineSeconds, sfu: sfu, logger: logger)
             let endpoints = HTTPEndpoints(metrics: metrics, web: web, devTokens: devTokens)
             let upgrader = NIOWebSocketServerUpgrader(

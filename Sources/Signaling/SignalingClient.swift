@@ -76,7 +76,8 @@ public actor SignalingClient {
         let inbound = try await Self.open(host: host, port: port, path: path, group: group, tls: tls)
         channel = inbound.channel
         let stream = inbound.messages
-        Task { await self.consume(stream) }
+        let opened = inbound.channel
+        Task { await self.consume(stream, on: opened) }
     }
 
     private static func open(host: String, port: Int, path: String, group: EventLoopGroup, tls: NIOSSLContext?) async throws
@@ -127,7 +128,7 @@ public actor SignalingClient {
         return (channel, messages)
     }
 
-    private func consume(_ stream: AsyncStream<[UInt8]>) async {
+    private func consume(_ stream: AsyncStream<[UInt8]>, on opened: Channel) async {
         for await bytes in stream {
             guard let envelope = try? ServerEnvelope.decode(bytes) else { continue }
             if let id = envelope.requestID, let waiter = pending.removeValue(forKey: id) {
@@ -137,6 +138,9 @@ public actor SignalingClient {
             if case .leave = envelope.message { closing = true }
             eventsContinuation.yield(envelope.message)
         }
+        // Only the current connection's end is a loss: an earlier attempt's (closed by us, or by
+        // the server's join deadline) must not start another round of resuming.
+        guard channel == nil || channel === opened else { return }
         await connectionLost()
     }
 
@@ -153,6 +157,11 @@ public actor SignalingClient {
         // Reconnect and resume inside the window.
         let deadline = ContinuousClock.now + .seconds(joined.resumeWindow)
         while ContinuousClock.now < deadline && !closing {
+            // The previous attempt's connection, if it opened, goes before the next one.
+            if let stale = channel {
+                channel = nil
+                try? await stale.close()
+            }
             do {
                 try await connect()
                 if case .resumed(let response) = try await request(.resume(ResumeRequest(token: joined.token, participantSid: joined.sid))) {
@@ -161,9 +170,9 @@ public actor SignalingClient {
                     connectionContinuation.yield(.resumed)
                     return
                 }
-            } catch let error as SignalingError where error.code == .resumeFailed {
-                // The server does not know the session (it restarted, or the window passed): stop
-                // here, so the owner can join afresh at once.
+            } catch let error as SignalingError where error.code == .resumeFailed || error.code.rawValue / 1000 == 2 {
+                // The server does not know the session (it restarted, or the window passed), or
+                // will never take this token: stop here, so the owner can join afresh at once.
                 break
             } catch {
                 try? await Task.sleep(for: .milliseconds(250))
@@ -191,6 +200,10 @@ public actor SignalingClient {
         if case .join(let request) = message, case .joined(let response) = reply {
             joined = (request.token, response.participant.sid, response.pingInterval, response.resumeWindow)
             startPinging(every: response.pingInterval)
+        }
+        // A resume after this uses the token the server took last.
+        if case .refreshToken(let token) = message, case .tokenRefreshed = reply, let current = joined {
+            joined = (token, current.sid, current.pingInterval, current.resumeWindow)
         }
         return reply
     }

@@ -1,4 +1,6 @@
+import CMemory
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import RTCServer
@@ -304,7 +306,7 @@ struct HardeningTests {
         await app.shutdown()
     }
 
-    @Test("a client that never reads is closed once its replies pass the outbound bound")
+    @Test("a client that never reads cannot make the server queue replies: it stops reading that client (or closes it past the bound), and others are served")
     func nonReadingClient() async throws {
         var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret")
         configuration.limits.messagesPerSecond = 1_000_000
@@ -313,16 +315,78 @@ struct HardeningTests {
         configuration.limits.inboundByteBurst = 1e9
         configuration.limits.maxOutboundBytes = 64 * 1024
         let app = try await RTCServerApp.start(configuration: configuration, group: Self.group)
-        let reader = try RawWebSocket(port: app.signalingAddress!.port!)
+        let port = app.signalingAddress!.port!
+        let reader = try RawWebSocket(port: port)
         var small: Int32 = 4096
         setsockopt(reader.fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-        // 125-byte WebSocket pings: each asks for a 125-byte pong, and none is read.
-        var sendTimeout = timeval(tv_sec: 2, tv_usec: 0)
+        var sendTimeout = timeval(tv_sec: 0, tv_usec: 300_000)
         setsockopt(reader.fd, SOL_SOCKET, SO_SNDTIMEO, &sendTimeout, socklen_t(MemoryLayout<timeval>.size))
         signal(SIGPIPE, SIG_IGN)
-        for _ in 0..<60_000 { reader.send(opcode: 0x9, payload: [UInt8](repeating: 7, count: 125)) }
-        #expect(await eventually(10) { (try? await app.sfu.counterSnapshot.get().limitRefusals) ?? 0 >= 1 },
-                "the server kept queueing replies to a client that does not read")
+        // 125-byte WebSocket pings, each asking for a 125-byte pong that is never read, until the
+        // server stops taking them (it stopped reading: our send buffer fills and a write times
+        // out) or closes the connection.
+        let ping: [UInt8] = [0x89, 0x80 | 125, 1, 2, 3, 4] + [UInt8](repeating: 7, count: 125)
+        var sent = 0, stopped = false
+        while sent < 200_000 {
+            let n = ping.withUnsafeBytes { Glibc.write(reader.fd, $0.baseAddress, $0.count) }
+            if n < ping.count { stopped = true; break }
+            sent += 1
+        }
+        let refused = (try? await app.sfu.counterSnapshot.get().limitRefusals) ?? 0
+        print("non-reading client: the server stopped taking pings after \(sent) (\(sent * 131 / 1024) KB), closed: \(refused > 0)")
+        #expect(stopped, "the server took 200 000 pings from a client that read none of the replies")
+        let polite = try RawWebSocket(port: port)
+        polite.send(opcode: 0x1, payload: Self.ping)
+        #expect(polite.readBytes(2).first == 0x81, "another client was not served")
+        await app.shutdown()
+    }
+
+    /// A connection that keeps nothing of what it is sent but whether it joined.
+    final class QuietPeer: SignalingPeer, @unchecked Sendable {
+        let joined = NIOLockedValueBox(false)
+        func send(_ envelope: ServerEnvelope) {
+            if case .joined = envelope.message { joined.withLockedValue { $0 = true } }
+        }
+        func close() {}
+    }
+
+    /// Heap bytes in use (glibc's `mallinfo2`: small blocks plus mmapped ones), which, unlike the
+    /// resident set, does not hide new allocations in memory freed by earlier tests.
+    static func heapBytesInUse() -> Int { Int(rtc_heap_bytes_in_use()) }
+
+    @Test("300 joins cost at most 256 KB each, and 300 abrupt drops are all forgotten within the resume window")
+    func joinsAndDrops() async throws {
+        let sfu = try await SFU.start(configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret", resumeWindow: 2),
+                                      group: Self.group)
+        let peers = (0..<300).map { _ in QuietPeer() }
+        let tokens = (0..<300).map { testToken(uid: "p\($0)", channel: "crowd") }
+        let before = Self.heapBytesInUse()
+        for (index, peer) in peers.enumerated() {
+            let join = ClientEnvelope(.join(JoinRequest(token: tokens[index], channel: "crowd", uid: "p\(index)")), requestID: 1)
+            sfu.received(join.encoded(), from: peer)
+        }
+        #expect(await eventually(30) { peers.allSatisfy { $0.joined.withLockedValue { $0 } } })
+        let perParticipant = (Self.heapBytesInUse() - before) / 300
+        print("300 joins: \(perParticipant / 1024) KB of heap each")
+        #expect(perParticipant <= 256 * 1024, "\(perParticipant / 1024) KB per participant")
+        for peer in peers { sfu.disconnected(peer) }
+        #expect(await eventually(8) { (try? await sfu.participants(in: "crowd").get().count) == 0 })
+        #expect(try await sfu.counterSnapshot.get().participants == 0)
+        await sfu.shutdown()
+    }
+
+    @Test("connections past the per-address limit are closed at once; a freed slot takes a new one")
+    func connectionsPerAddress() async throws {
+        var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret")
+        configuration.limits.maxConnectionsPerIP = 3
+        let app = try await RTCServerApp.start(configuration: configuration, group: Self.group)
+        let port = app.signalingAddress!.port!
+        var open = try (0..<3).map { _ in try RawWebSocket(port: port) }
+        #expect(throws: (any Error).self) { try RawWebSocket(port: port) }
+        open.removeLast()  // closes its socket
+        #expect(await eventually(5) { (try? RawWebSocket(port: port)) != nil })
+        #expect(try await app.sfu.counterSnapshot.get().limitRefusals >= 1)
+        _ = open
         await app.shutdown()
     }
 }

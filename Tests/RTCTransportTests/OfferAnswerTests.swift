@@ -238,13 +238,27 @@ struct ExtensionIDMapTests {
         let own = Dictionary(uniqueKeysWithValues: SDPCodecs.extensionIDs.filter { SDPCodecs.forwardedExtensionURIs.contains($0.key) }
             .map { ($1, $0) })
         let map = ExtensionIDMap(source: own, target: SDPCodecs.extensionIDs, carried: SDPCodecs.forwardedExtensionURIs)
-        #expect(map.isIdentity)
+        // Not the identity (ids the session did not name are dropped), yet nothing changes for its own packets.
+        #expect(!map.isIdentity && ExtensionIDMap.identity.isIdentity)
         var header = RTPHeader(payloadType: 96, sequenceNumber: 1, timestamp: 2, ssrc: 3,
                                extensions: [RTPHeaderExtension(id: RTPExtensionID.transportWideSequence, bytes: [0, 1])])
         let before = header
         #expect(!map.apply(to: &header) && header == before)
         var bare = RTPHeader(payloadType: 96, sequenceNumber: 1, timestamp: 2, ssrc: 3)
         #expect(!ExtensionIDMap.identity.apply(to: &bare))
+    }
+
+    @Test("an id the offer did not name is dropped, not passed on (a crafted mid under the SFU's own numbering)")
+    func unnamedIDsDropped() {
+        let own = Dictionary(uniqueKeysWithValues: SDPCodecs.extensionIDs.filter { SDPCodecs.forwardedExtensionURIs.contains($0.key) }
+            .map { ($1, $0) })
+        let map = ExtensionIDMap(source: own, target: SDPCodecs.extensionIDs, carried: SDPCodecs.forwardedExtensionURIs)
+        var header = RTPHeader(payloadType: 96, sequenceNumber: 1, timestamp: 2, ssrc: 3, extensions: [
+            RTPHeaderExtension(id: RTPExtensionID.transportWideSequence, bytes: [0, 1]),
+            RTPHeaderExtension(id: RTPExtensionID.mid, bytes: Array("9".utf8)),
+        ])
+        #expect(map.apply(to: &header))
+        #expect(header.extensions.map(\.id) == [RTPExtensionID.transportWideSequence])
     }
 
     @Test("a subscriber that dropped an extension is sent packets without it")

@@ -25,6 +25,9 @@ long rtc_release_zero_pages(uintptr_t address, size_t size);
 /// buffer between two uses. Returns the pages released, or -1 when madvise fails.
 long rtc_release_chunk_pages(uintptr_t address, size_t size);
 
+/// Heap bytes in use now (glibc's mallinfo2: small blocks plus mmapped chunks).
+size_t rtc_heap_bytes_in_use(void);
+
 /// Pins glibc malloc's thresholds for a small process: big buffers get their own mappings (and go
 /// back to the kernel when freed) and at most `arenas` arenas hold the small ones.
 void rtc_malloc_tune_for_small_process(int arenas, size_t mmap_threshold);

@@ -14,8 +14,8 @@ public struct SendLog: Sendable {
     }
 
     public static let capacity = 4096
-    private var entries = [Entry](repeating: Entry(sequence: 0, sendUs: 0, bytes: 0, valid: false, cumulativeBytes: 0, probeCluster: -1),
-                                  count: SendLog.capacity)
+    /// Made on the first packet logged (160 KB): a leg that never sends costs nothing.
+    private var entries: [Entry] = []
     private var sentBytes = 0
     /// `cumulativeBytes` of the latest-sent packet any feedback covered.
     private var reportedBytes = 0
@@ -29,6 +29,10 @@ public struct SendLog: Sendable {
 
     public mutating func record(sequence: UInt16, bytes: Int, sendUs: Int64, probeCluster: Int? = nil) {
         sentBytes += bytes
+        if entries.isEmpty {
+            entries = [Entry](repeating: Entry(sequence: 0, sendUs: 0, bytes: 0, valid: false, cumulativeBytes: 0, probeCluster: -1),
+                              count: Self.capacity)
+        }
         entries[Int(sequence) % Self.capacity] = Entry(sequence: sequence, sendUs: sendUs, bytes: Int32(clamping: bytes), valid: true,
                                                        cumulativeBytes: sentBytes, probeCluster: Int32(clamping: probeCluster ?? -1))
     }
@@ -37,6 +41,7 @@ public struct SendLog: Sendable {
     /// receiver's clock (reference time plus deltas). Packets no longer (or never) logged are left
     /// out. The packets it covers, and all sent before them, stop counting as in flight.
     public mutating func results(for feedback: TransportFeedback) -> [BandwidthEstimator.PacketResult] {
+        guard !entries.isEmpty else { return [] }
         var arrivalUs = Int64(feedback.referenceTime) * Int64(TransportFeedback.referenceTickUs)
         var results: [BandwidthEstimator.PacketResult] = []
         results.reserveCapacity(feedback.packets.count)

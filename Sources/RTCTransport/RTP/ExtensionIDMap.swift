@@ -6,7 +6,8 @@
 public struct ExtensionIDMap: Sendable, Hashable {
     /// The target id per source id (index); 0: the element is dropped.
     private var table: [UInt8]
-    /// Every source id keeps its number (nothing would ever change).
+    /// Every id, named by the source or not, keeps its number: nothing would ever change. (A map
+    /// from a session drops the ids that session did not name, so only ``identity`` is one.)
     public let isIdentity: Bool
 
     /// Every id to itself: nothing changes.
@@ -21,14 +22,11 @@ public struct ExtensionIDMap: Sendable, Hashable {
     /// elements are dropped.
     public init(source: [UInt8: String], target: [String: UInt8], carried: Set<String>) {
         var table = [UInt8](repeating: 0, count: 256)
-        var identity = true
         for (id, uri) in source {
-            let to = carried.contains(uri) ? target[uri] ?? 0 : 0
-            table[Int(id)] = to
-            if to != id { identity = false }
+            table[Int(id)] = carried.contains(uri) ? target[uri] ?? 0 : 0
         }
         self.table = table
-        isIdentity = identity
+        isIdentity = table.indices.dropFirst().allSatisfy { table[$0] == UInt8($0) }
     }
 
     /// The id `source` id becomes, nil when dropped.

@@ -2,17 +2,20 @@
 /// stays until one `capacity` sequence numbers later takes its slot. The sender keeps what it sent;
 /// the SFU keeps what publishers sent, so it can repair a subscriber without asking upstream.
 public struct PacketHistory<Packet>: Sendable where Packet: Sendable {
-    private var slots: [(sequence: UInt16, packet: Packet)?]
+    /// Made on the first insert: a history that never holds a packet costs nothing.
+    private var slots: [(sequence: UInt16, packet: Packet)?] = []
+    public let capacity: Int
 
-    public init(capacity: Int = 512) { slots = Array(repeating: nil, count: max(1, capacity)) }
+    public init(capacity: Int = 512) { self.capacity = max(1, capacity) }
 
     public mutating func insert(_ packet: Packet, sequence: UInt16) {
-        slots[Int(sequence) % slots.count] = (sequence, packet)
+        if slots.isEmpty { slots = Array(repeating: nil, count: capacity) }
+        slots[Int(sequence) % capacity] = (sequence, packet)
     }
 
     /// The packet with this sequence number, if it is still held.
     public func packet(_ sequence: UInt16) -> Packet? {
-        guard let slot = slots[Int(sequence) % slots.count], slot.sequence == sequence else { return nil }
+        guard !slots.isEmpty, let slot = slots[Int(sequence) % capacity], slot.sequence == sequence else { return nil }
         return slot.packet
     }
 }

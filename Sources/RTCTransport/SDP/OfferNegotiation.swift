@@ -53,9 +53,19 @@ public struct NegotiatedOffer: Sendable, Hashable {
     public var sections: [NegotiatedSection]
     /// The offer allowed one-byte and two-byte extension elements in one stream (RFC 8285 §6).
     public var extmapAllowMixed: Bool
+    /// The offer's BUNDLE group, in its order (empty when it had none).
+    public var bundleOrder: [String] = []
+
+    /// The answer's BUNDLE group: the accepted mids in the offer's group order (offer order
+    /// without a group); its first is the tag.
+    public var answerBundle: [String] {
+        let accepted = sections.compactMap { $0.isAccepted ? $0.mid : nil }
+        guard !bundleOrder.isEmpty else { return accepted }
+        return bundleOrder.filter(accepted.contains)
+    }
 
     /// The BUNDLE tag of the answer: the first accepted section's mid (RFC 8843 §7.2.1).
-    public var bundleTag: String? { sections.first(where: \.isAccepted)?.mid }
+    public var bundleTag: String? { answerBundle.first }
 
     /// The accepted sections, in offer order.
     public var accepted: [MediaSectionDescription] { sections.compactMap(\.section) }
@@ -89,7 +99,10 @@ extension SessionDescription {
     public func negotiate(_ capabilities: AnswerCapabilities = .sfu) throws(NegotiationError) -> NegotiatedOffer {
         guard !media.isEmpty else { throw NegotiationError("the offer has no media sections") }
         let parsed = sections
-        let bundled = Set(bundleGroups.flatMap { $0 })
+        // One transport: the offer's first BUNDLE group (RFC 8843). Sections outside it would need
+        // transports of their own and are rejected; an offer without a group is answered as one.
+        let group = bundleGroups.first
+        let bundled = Set(group ?? media.compactMap(\.mid))
         var result: [NegotiatedSection] = []
         for description in media {
             result.append(Self.negotiate(description, parsed: parsed, bundled: bundled, capabilities: capabilities))
@@ -100,7 +113,7 @@ extension SessionDescription {
                                    + "UDP/TLS/RTP/SAVPF): " + reasons.joined(separator: "; "))
         }
         let allowMixed = !sessionAttributes("extmap-allow-mixed").isEmpty || media.contains { $0.hasAttribute("extmap-allow-mixed") }
-        return NegotiatedOffer(sections: result, extmapAllowMixed: allowMixed)
+        return NegotiatedOffer(sections: result, extmapAllowMixed: allowMixed, bundleOrder: group ?? [])
     }
 
     private static func negotiate(_ description: MediaDescription, parsed: [MediaSectionDescription], bundled: Set<String>,
@@ -121,6 +134,7 @@ extension SessionDescription {
         guard line.port.split(separator: "/").first != "0" || bundleOnly else { return reject("the offer disabled it (port 0)") }
         guard line.proto.uppercased().contains("RTP/SAVPF") else { return reject("profile \(line.proto) (wanted UDP/TLS/RTP/SAVPF)") }
         guard let mid = description.mid else { return reject("no a=mid (BUNDLE needs one)") }
+        guard bundled.contains(mid) else { return reject("not in the offer's BUNDLE group (the server takes one transport)") }
         let wanted = kind == .video ? "VP8" : "opus"
         let maps = description.rtpMaps
         guard let codec = maps.first(where: { $0.encoding.lowercased() == wanted.lowercased() }) else {
@@ -164,8 +178,7 @@ extension SessionDescription {
                               iceLite: Bool, setup: String,
                               direction: (MediaSectionDescription.Direction) -> MediaSectionDescription.Direction,
                               cname: String = "swift-rtc") -> SessionDescription {
-        let acceptedMids = negotiated.sections.compactMap { $0.isAccepted ? $0.mid : nil }
-        var session = sessionLines(sessionID: sessionID, version: version, bundle: acceptedMids, iceLite: iceLite)
+        var session = sessionLines(sessionID: sessionID, version: version, bundle: negotiated.answerBundle, iceLite: iceLite)
         if negotiated.extmapAllowMixed { session.append(.attribute("extmap-allow-mixed")) }
         var media: [MediaDescription] = []
         var wroteCandidate = false
