@@ -43,6 +43,8 @@ except ImportError:
     print("browser_peer: selenium is not installed (apt-get install python3-selenium)", file=sys.stderr)
     sys.exit(2)
 
+from peer_common import kill_profile_processes, poll_page  # noqa: E402 (next to this script, after the selenium check)
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 FLAGS = (
@@ -143,81 +145,17 @@ def terminate(*_):
     raise Terminated()
 
 
-def kill_profile_processes(profile):
-    """SIGKILLs whatever still runs with our temporary profile on its command line (Chromium and its children)."""
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open("/proc/%s/cmdline" % entry, "rb") as handle:
-                cmdline = handle.read().decode("utf-8", "replace")
-        except OSError:
-            continue
-        if profile in cmdline:
-            try:
-                os.kill(int(entry), signal.SIGKILL)
-            except OSError:
-                pass
-
-
-def page_goal(state, args):
-    """(done, ok, reason) for the page's rtcTest state."""
-    if state is None:
-        return False, False, "window.rtcTest is not there (not the web client?)"
-    error = state.get("error")
-    if args.expect_error is not None:
-        if error and args.expect_error.lower() in error.lower():
-            return True, True, None
-        return bool(error), False, "error %r does not contain %r" % (error, args.expect_error) if error else "no error yet"
-    if error:
-        return True, False, "page error: " + error
-    if state.get("left"):
-        return True, False, "left the channel: " + str(state["left"])
-    if not state.get("joined"):
-        return False, False, "not joined"
-    videos = [v for v in state.get("videos", []) if (v.get("frames") or 0) >= args.min_frames]
-    if len(videos) < args.expect_videos:
-        return False, False, "%d of %d videos with %d frames" % (len(videos), args.expect_videos, args.min_frames)
-    if args.expect_sent is not None:
-        sent = max([o.get("framesSent") or 0 for o in state.get("outbound", []) if o.get("kind") == "video"] or [0])
-        if sent < args.expect_sent:
-            return False, False, "%d of %d video frames sent" % (sent, args.expect_sent)
-    return True, True, None
 
 
 def run_page(driver, args):
     started = time.monotonic()
     driver.get(args.url)
-    deadline = started + args.seconds
-    state, ok, reason = None, False, "timeout"
-    read = "return window.rtcTest ? JSON.parse(JSON.stringify(window.rtcTest)) : null"
-    while True:
-        state = driver.execute_script(read)
-        LAST["state"] = state
-        done, ok, reason = page_goal(state, args)
-        if done or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    if ok and args.hold > 0:
-        # Stay on the page (e.g. a publisher others watch), then check that the goal still holds.
-        hold_until = time.monotonic() + args.hold
-        while time.monotonic() < hold_until:
-            time.sleep(0.5)
-            state = driver.execute_script(read)
-            LAST["state"] = state
-            if state and (state.get("error") or state.get("left")) and args.expect_error is None:
-                break
-        _, ok, reason = page_goal(state, args)
-        done = True
-        if not ok:
-            reason = "after holding %gs: %s" % (args.hold, reason)
-    result = dict(state or {})
-    result["ok"] = ok
-    if not ok:
-        result["reason"] = reason if done else "timeout after %gs: %s" % (args.seconds, reason)
-    result["elapsedMs"] = round((time.monotonic() - started) * 1000)
-    return result
+    script = "return window.rtcTest ? JSON.parse(JSON.stringify(window.rtcTest)) : null"
+
+    def read():
+        LAST["state"] = driver.execute_script(script)
+        return LAST["state"]
+    return poll_page(read, args, started)
 
 
 def run_raw(driver, args):
