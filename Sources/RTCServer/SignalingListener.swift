@@ -313,11 +313,25 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
     private var head: HTTPRequestHead?
     /// When the latest request arrived (monotonic ns), for the idle deadline.
     private(set) var lastRequestNs: UInt64?
+    /// Response bytes written but not yet taken by the socket, and the most allowed: a client that
+    /// pipelines requests and reads no responses is not read from while its socket is full, and is
+    /// closed past the bound.
+    private var queuedBytes = 0
+    private let maxQueuedBytes: Int
+    private let logger: Logger
 
-    init(metrics: @escaping @Sendable () -> EventLoopFuture<String>, web: WebRoot?, devTokens: DevTokenMinter?) {
+    init(metrics: @escaping @Sendable () -> EventLoopFuture<String>, web: WebRoot?, devTokens: DevTokenMinter?,
+         maxQueuedBytes: Int = ServerLimits().maxOutboundBytes, logger: Logger = Logger(label: "rtc.server")) {
+        self.logger = logger
         self.metrics = metrics
         self.web = web
         self.devTokens = devTokens
+        self.maxQueuedBytes = maxQueuedBytes
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        context.channel.setOption(ChannelOptions.autoRead, value: context.channel.isWritable).whenFailure { _ in }
+        context.fireChannelWritabilityChanged()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -374,6 +388,14 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
 
     private func respond(_ context: ChannelHandlerContext, _ request: HTTPRequestHead, status: HTTPResponseStatus, type: String,
                          body: ByteBuffer, headOnly: Bool = false) {
+        let size = body.readableBytes + 256  // the head, roughly
+        guard queuedBytes + size <= maxQueuedBytes else {
+            connectionLog.notice(logger, "http connection closed",
+                                 ["reason": "not reading: \(queuedBytes) bytes of responses queued"])
+            context.close(promise: nil)
+            return
+        }
+        queuedBytes += size
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: type)
         headers.add(name: "Content-Length", value: String(body.readableBytes))
@@ -382,7 +404,7 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: status, headers: headers))), promise: nil)
         if !headOnly { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
         if request.isKeepAlive {
-            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in self.queuedBytes -= size }
         } else {
             let channel = context.channel
             context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
@@ -409,7 +431,8 @@ func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: SFU, log
                 return channel.close()
             }
             JoinDeadline.arm(channel, seconds: limits.joinDeadlineSeconds, sfu: sfu, logger: logger)
-            let endpoints = HTTPEndpoints(metrics: metrics, web: web, devTokens: devTokens)
+            let endpoints = HTTPEndpoints(metrics: metrics, web: web, devTokens: devTokens, maxQueuedBytes: limits.maxOutboundBytes,
+                                          logger: logger)
             let upgrader = NIOWebSocketServerUpgrader(
                 maxFrameSize: maxWebSocketFrame,
                 shouldUpgrade: { channel, head in

@@ -389,4 +389,29 @@ struct HardeningTests {
         _ = open
         await app.shutdown()
     }
+
+    @Test("pipelined HTTP requests whose responses are never read: the server stops reading them and keeps serving others")
+    func pipelinedHTTPFlood() async throws {
+        var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret")
+        configuration.limits.maxOutboundBytes = 64 * 1024
+        let app = try await RTCServerApp.start(configuration: configuration, group: Self.group)
+        let port = app.signalingAddress!.port!
+        let flooder = try RawWebSocket(port: port, upgrade: false)
+        var small: Int32 = 4096
+        setsockopt(flooder.fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        var sendTimeout = timeval(tv_sec: 0, tv_usec: 300_000)
+        setsockopt(flooder.fd, SOL_SOCKET, SO_SNDTIMEO, &sendTimeout, socklen_t(MemoryLayout<timeval>.size))
+        signal(SIGPIPE, SIG_IGN)
+        let request = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        var sent = 0, stopped = false
+        while sent < 300_000 {
+            let n = request.withUnsafeBytes { Glibc.write(flooder.fd, $0.baseAddress, $0.count) }
+            if n < request.count { stopped = true; break }
+            sent += 1
+        }
+        print("pipelined HTTP flood: the server stopped taking requests after \(sent) (\(sent * request.count / 1024) KB)")
+        #expect(stopped, "the server took 300 000 pipelined requests from a client that read no responses")
+        #expect(try httpGet(app.signalingAddress!, "/healthz").hasSuffix("ok\n"), "another client was not served")
+        await app.shutdown()
+    }
 }
