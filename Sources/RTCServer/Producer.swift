@@ -68,14 +68,15 @@ final class Producer: @unchecked Sendable {
     /// an SSRC, of the section its mid extension names and, for a simulcast section, of the layer
     /// forwarded (its RFC 8852 stream id). A section offered without SSRCs is found this way.
     private func unboundTrack(for header: RTPHeader, of publisher: Participant) -> PublishedTrack? {
-        let candidates = publisher.tracks.filter { $0.info.ssrc == nil && $0.payloadType == header.payloadType }
-        guard !candidates.isEmpty else { return nil }
+        // No array per packet: this runs for every packet of a layer nobody forwards.
+        let unbound = { (track: PublishedTrack) in track.info.ssrc == nil && track.payloadType == header.payloadType }
+        guard publisher.tracks.contains(where: unbound) else { return nil }
         let mid = publisher.midExtensionID.flatMap { header.extensionData(id: $0) }.map { String(buffer: $0) }
         let rid = publisher.ridExtensionID.flatMap { header.extensionData(id: $0) }.map { String(buffer: $0) }
         // A layer's packets carry its stream id until the browser hears receiver reports for the
         // SSRC; a packet without one is taken as the one layer the answer accepted.
-        return candidates.first { track in
-            (mid == nil || track.info.mid == mid) && (track.simulcastLayer == nil || rid == nil || track.simulcastLayer == rid)
+        return publisher.tracks.first { track in
+            unbound(track) && (mid == nil || track.info.mid == mid) && (track.simulcastLayer == nil || rid == nil || track.simulcastLayer == rid)
         }
     }
 

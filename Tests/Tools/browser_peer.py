@@ -43,7 +43,7 @@ except ImportError:
     print("browser_peer: selenium is not installed (apt-get install python3-selenium)", file=sys.stderr)
     sys.exit(2)
 
-from peer_common import kill_profile_processes, poll_page  # noqa: E402 (next to this script, after the selenium check)
+from peer_common import add_page_options, kill_profile_processes, poll_page  # noqa: E402 (next to this script, after the selenium check)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -189,13 +189,7 @@ def run_raw(driver, args):
 def main():
     parser = argparse.ArgumentParser(description="Drive headless Chromium as a peer of the RTC server.")
     parser.add_argument("url", nargs="?", help="the web client's URL (raw mode: a page of the server's origin)")
-    parser.add_argument("--seconds", type=float, default=30, help="seconds to wait for the goal (raw mode: to publish) (default 30)")
-    parser.add_argument("--expect-videos", type=int, default=0, help="remote videos the page must show (default 0)")
-    parser.add_argument("--min-frames", type=int, default=10, help="decoded frames each expected video needs (default 10)")
-    parser.add_argument("--expect-sent", type=int, default=None, help="video frames the page must have sent (publish/share)")
-    parser.add_argument("--hold", type=float, default=0,
-                        help="after the goal is met, stay this many seconds more (a publisher others watch); ok if it still holds")
-    parser.add_argument("--expect-error", default=None, help="the goal is a page error containing this text")
+    add_page_options(parser)  # --seconds is also raw mode's publishing time
     parser.add_argument("--raw-publish", metavar="WSURL", help="publish from plain JS (no SDK) to this signaling URL")
     parser.add_argument("--channel")
     parser.add_argument("--uid")

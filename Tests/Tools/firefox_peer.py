@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 
-from peer_common import kill_profile_processes, poll_page  # next to this script
+from peer_common import add_page_options, kill_profile_processes, poll_page  # next to this script
 
 FIREFOX_CANDIDATES = ("/usr/bin/firefox-esr", "/usr/lib/firefox-esr/firefox-esr", "/usr/bin/firefox")
 
@@ -354,13 +354,7 @@ def stop_firefox(process, client):
 def main():
     parser = argparse.ArgumentParser(description="Drive headless Firefox as a peer of the RTC server (Marionette, no geckodriver).")
     parser.add_argument("url", help="the web client's URL")
-    parser.add_argument("--seconds", type=float, default=30, help="seconds to wait for the goal (default 30)")
-    parser.add_argument("--expect-videos", type=int, default=0, help="remote videos the page must show (default 0)")
-    parser.add_argument("--min-frames", type=int, default=10, help="decoded frames each expected video needs (default 10)")
-    parser.add_argument("--expect-sent", type=int, default=None, help="video frames the page must have sent (publish/share)")
-    parser.add_argument("--hold", type=float, default=0,
-                        help="after the goal is met, stay this many seconds more (a publisher others watch); ok if it still holds")
-    parser.add_argument("--expect-error", default=None, help="the goal is a page error containing this text")
+    add_page_options(parser)
     parser.add_argument("--keep-sdp", action="store_true", help="include the page's SDPs in the JSON (always when not ok)")
     parser.add_argument("--firefox", default=None, help="the Firefox binary (default: firefox-esr)")
     parser.add_argument("--marionette-port", type=int, default=0, help="Marionette's port (default 0: a free one)")

@@ -77,3 +77,14 @@ def poll_page(read, args, started):
         result["reason"] = reason if done else "timeout after %gs: %s" % (args.seconds, reason)
     result["elapsedMs"] = round((time.monotonic() - started) * 1000)
     return result
+
+
+def add_page_options(parser):
+    """The page-mode options both drivers take (the goal poll_page checks)."""
+    parser.add_argument("--seconds", type=float, default=30, help="seconds to wait for the goal (default 30)")
+    parser.add_argument("--expect-videos", type=int, default=0, help="remote videos the page must show (default 0)")
+    parser.add_argument("--min-frames", type=int, default=10, help="decoded frames each expected video needs (default 10)")
+    parser.add_argument("--expect-sent", type=int, default=None, help="video frames the page must have sent (publish/share)")
+    parser.add_argument("--hold", type=float, default=0,
+                        help="after the goal is met, stay this many seconds more (a publisher others watch); ok if it still holds")
+    parser.add_argument("--expect-error", default=None, help="the goal is a page error containing this text")
