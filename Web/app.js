@@ -3,7 +3,7 @@
 // watch: join and show what arrives; publish: also publish camera + microphone; share: join as
 // <uid>_sub and publish the screen (getDisplayMedia, else a 1280x720 canvas).
 // window.rtcTest is the state a test driver polls (Tests/Tools/browser_peer.py).
-import {RTCClient, RTCError, screenShareUID, DEFAULT_SCREEN_SHARE_SUFFIX} from "./rtc.js";
+import {RTCClient, RTCError, screenShareUID, requireCaptureContext, DEFAULT_SCREEN_SHARE_SUFFIX} from "./rtc.js";
 
 const params = new URLSearchParams(location.search);
 const mode = (params.get("mode") || "watch").toLowerCase();
@@ -341,6 +341,7 @@ async function start() {
   if (mode === "publish") {
     const width = number("width", 640), height = number("height", 360), fps = number("fps", 15);
     status("publishing");
+    requireCaptureContext("getUserMedia");
     const stream = await navigator.mediaDevices.getUserMedia({
       audio: true, video: {width: {ideal: width}, height: {ideal: height}, frameRate: {ideal: fps}},
     });

@@ -20,6 +20,19 @@ export const SDK_NAME = "rtc-js";
 export const SDK_VERSION = "0.1";
 export const DEFAULT_SCREEN_SHARE_SUFFIX = "_sub";
 
+/**
+ * Browsers give camera, microphone and screen capture only to secure contexts: https://, or
+ * http://localhost. A page served over plain http from another host can watch but not publish.
+ */
+export function requireCaptureContext(what) {
+  if (navigator.mediaDevices && navigator.mediaDevices[what]) return;
+  const reason = window.isSecureContext === false
+    ? `${what} needs a secure context: open the page over https (rtc-cli server --tls-cert/--tls-key) or from localhost; `
+      + `${location.origin} can watch but not publish`
+    : `${what} is not available in this browser`;
+  throw new RTCError(0, reason);
+}
+
 /** A signaling error (`code` and `reason` as the server sent them; code 0 for local failures). */
 export class RTCError extends Error {
   constructor(code, reason, requestID = null) {
@@ -531,6 +544,7 @@ export class RTCClient extends EventTarget {
 
   /** getUserMedia, then publishes the camera (source camera) and microphone (source microphone). */
   async publishCamera({audio = true, video = {width: 640, height: 360, frameRate: 15}, stream = null, maxBitrateKbps = 800} = {}) {
+    if (!stream) requireCaptureContext("getUserMedia");
     const media = stream || await navigator.mediaDevices.getUserMedia({
       audio: !!audio && (audio === true ? {echoCancellation: true} : audio),
       video: !!video && (video === true ? {} : {width: {ideal: video.width}, height: {ideal: video.height},
@@ -558,8 +572,10 @@ export class RTCClient extends EventTarget {
 
   /** getDisplayMedia with a size and rate wanted (the capture is scaled down to fit, never up). */
   static captureScreen({video = {width: 1280, height: 720, frameRate: 15}, audio = false} = {}) {
-    if (!navigator.mediaDevices || !navigator.mediaDevices.getDisplayMedia) {
-      return Promise.reject(new RTCError(0, "getDisplayMedia is not available"));
+    try {
+      requireCaptureContext("getDisplayMedia");
+    } catch (error) {
+      return Promise.reject(error);
     }
     return navigator.mediaDevices.getDisplayMedia({
       video: {width: {max: video.width, ideal: video.width}, height: {max: video.height, ideal: video.height},

@@ -190,6 +190,8 @@ def main():
     parser = argparse.ArgumentParser(description="Drive headless Chromium as a peer of the RTC server.")
     parser.add_argument("url", nargs="?", help="the web client's URL (raw mode: a page of the server's origin)")
     add_page_options(parser)  # --seconds is also raw mode's publishing time
+    parser.add_argument("--secure-origin", default=None,
+                        help="treat this http:// origin as secure (capture from a page served by another host without TLS)")
     parser.add_argument("--raw-publish", metavar="WSURL", help="publish from plain JS (no SDK) to this signaling URL")
     parser.add_argument("--channel")
     parser.add_argument("--uid")
@@ -221,6 +223,9 @@ def main():
         for flag in FLAGS:
             options.add_argument(flag)
         options.add_argument("--user-data-dir=" + profile)
+        if args.secure_origin:
+            # A page from another host over plain http is not a secure context: no capture without this.
+            options.add_argument("--unsafely-treat-insecure-origin-as-secure=" + args.secure_origin)
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         try:
             driver = webdriver.Chrome(service=Service(executable_path=args.chromedriver), options=options)
