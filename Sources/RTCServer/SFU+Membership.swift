@@ -5,12 +5,12 @@ import Signaling
 /// Joins, resumes and leaves, and the once-a-second housekeeping (keepalive, resume windows,
 /// token expiry): who is in which room, through the ``RoomDirectory``.
 extension SFU {
-    func join(_ request: JoinRequest, peer: SignalingPeer, requestID: UInt32?, fail: Fail) {
+    func join(_ request: JoinRequest, token: TokenCheck, peer: SignalingPeer, requestID: UInt32?, fail: Fail) {
         guard !request.uid.isEmpty, request.uid.utf8.count <= 128, !request.channel.isEmpty, request.channel.utf8.count <= 128 else {
             return fail(.invalidUID, "uid and channel must be 1 to 128 bytes")
         }
         let claims: AccessToken
-        do { claims = try verify(request.token, channel: request.channel, uid: request.uid) } catch { return fail(error.code, error.reason) }
+        do { claims = try verify(token, channel: request.channel, uid: request.uid) } catch { return fail(error.code, error.reason) }
         guard claims.grants.join else { return fail(.permissionDenied, "the token does not grant join") }
         // The same uid again (a client that crashed, or one on a second device): the newer wins,
         // and the older is told why (`duplicateIdentity`).
@@ -66,11 +66,11 @@ extension SFU {
         return [ICEServer(urls: configuration.turnURLs, username: made.username, credential: made.credential)]
     }
 
-    func resume(_ request: ResumeRequest, peer: SignalingPeer, requestID: UInt32?, fail: Fail) {
+    func resume(_ request: ResumeRequest, token: TokenCheck, peer: SignalingPeer, requestID: UInt32?, fail: Fail) {
         guard let participant = directory.participant(sid: request.participantSid) else {
             return fail(.resumeFailed, "no session \(request.participantSid) to resume")
         }
-        do { _ = try verify(request.token, channel: participant.room.name, uid: participant.uid) } catch { return fail(error.code, error.reason) }
+        do { _ = try verify(token, channel: participant.room.name, uid: participant.uid) } catch { return fail(error.code, error.reason) }
         // The client knows its connection is gone before the server does (no FIN from a dead
         // network): the resume takes the session over from the old connection.
         if let old = participant.peer, old !== peer {

@@ -157,7 +157,15 @@ public final class SFU: @unchecked Sendable {
     public func received(_ bytes: [UInt8], from peer: SignalingPeer) {
         let decoded: Result<ClientEnvelope, SignalingError>
         do { decoded = .success(try ClientEnvelope.decode(bytes)) } catch { decoded = .failure(error) }
-        loop.execute { self.handle(decoded, from: peer) }
+        // A token's signature (an HMAC over up to 8 KiB) is checked here too; the media loop
+        // gets the claims and checks only what needs its state (time, channel, uid, lifetime).
+        let token: TokenCheck? = switch (try? decoded.get())?.message {
+        case .join(let request): TokenCheck(request.token, secret: configuration.secret)
+        case .resume(let request): TokenCheck(request.token, secret: configuration.secret)
+        case .refreshToken(let token): TokenCheck(token, secret: configuration.secret)
+        default: nil
+        }
+        loop.execute { self.handle(decoded, token: token, from: peer) }
     }
 
     /// The peer's connection is gone: the participant may `resume` within the window.
@@ -187,7 +195,8 @@ public final class SFU: @unchecked Sendable {
     /// Answers an error to the client (counted).
     typealias Fail = (SignalingError.Code, String) -> Void
 
-    private func handle(_ decoded: Result<ClientEnvelope, SignalingError>, from peer: SignalingPeer) {
+    private func handle(_ decoded: Result<ClientEnvelope, SignalingError>, token: TokenCheck?, from peer: SignalingPeer) {
+        let token = token ?? TokenCheck(.failure(TokenError(.malformed, "no token")))
         let envelope: ClientEnvelope
         switch decoded {
         case .success(let decoded): envelope = decoded
@@ -206,8 +215,10 @@ public final class SFU: @unchecked Sendable {
         }
         guard let participant = directory.participant(peer: peer) else {
             switch envelope.message {
-            case .join(let request): join(request, peer: peer, requestID: id, fail: fail)
-            case .resume(let request): resume(request, peer: peer, requestID: id, fail: fail)
+            // A refused join or resume ends the connection (after the error): a client that is
+            // refused starts again on a new one, and a connection that cannot join holds nothing.
+            case .join(let request): join(request, token: token, peer: peer, requestID: id) { fail($0, $1); peer.close() }
+            case .resume(let request): resume(request, token: token, peer: peer, requestID: id) { fail($0, $1); peer.close() }
             case .ping(let timestamp): peer.send(ServerEnvelope(.pong(timestamp: timestamp), requestID: id))
             default: fail(.notJoined, "join first")
             }
@@ -254,7 +265,7 @@ public final class SFU: @unchecked Sendable {
         case .leave:
             remove(participant, reason: .clientRequest)
             peer.close()
-        case .refreshToken(let token):
+        case .refreshToken:
             do {
                 let claims = try verify(token, channel: participant.room.name, uid: participant.uid)
                 participant.tokenExpiresAt = claims.expiresAt
@@ -272,11 +283,13 @@ public final class SFU: @unchecked Sendable {
         return String(reason.prefix(limit)) + "… (\(reason.utf8.count) bytes)"
     }
 
-    func verify(_ token: String, channel: String, uid: String) throws(SignalingError) -> AccessToken {
+    /// The rest of a token's check, on the loop: its signature was checked where it arrived.
+    func verify(_ token: TokenCheck, channel: String, uid: String) throws(SignalingError) -> AccessToken {
         guard !token.isEmpty else { throw SignalingError(.tokenMissing, "no token") }
         let claims: AccessToken
         do {
-            claims = try AccessToken.verify(token, secret: configuration.secret, now: clock())
+            claims = try token.signed.get()
+            try claims.checkTime(now: clock())
         } catch {
             switch error.kind {
             case .expired: throw SignalingError(.tokenExpired, error.reason)
@@ -292,5 +305,22 @@ public final class SFU: @unchecked Sendable {
         guard claims.channel == channel else { throw SignalingError(.tokenWrongChannel, "the token is for channel \(claims.channel)") }
         guard claims.uid == uid else { throw SignalingError(.tokenWrongUID, "the token is for uid \(claims.uid)") }
         return claims
+    }
+}
+
+/// A token whose form and signature were checked where its message arrived (the connection's
+/// loop): the claims, or why they are refused.
+struct TokenCheck: Sendable {
+    let isEmpty: Bool
+    let signed: Result<AccessToken, TokenError>
+
+    init(_ token: String, secret: String) {
+        isEmpty = token.isEmpty
+        do { signed = .success(try AccessToken.verifySignature(token, secret: secret)) } catch { signed = .failure(error) }
+    }
+
+    init(_ signed: Result<AccessToken, TokenError>) {
+        isEmpty = false
+        self.signed = signed
     }
 }

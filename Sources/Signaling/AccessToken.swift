@@ -86,6 +86,15 @@ public struct AccessToken: Codable, Sendable, Hashable {
 
     /// Verifies the signature and the time window, and returns the claims.
     public static func verify(_ token: String, secret: String, now: Int64, leeway: Int64 = 5) throws(TokenError) -> AccessToken {
+        let claims = try verifySignature(token, secret: secret)
+        try claims.checkTime(now: now, leeway: leeway)
+        return claims
+    }
+
+    /// Verifies the form and the signature only (the costly part: a server does it where the
+    /// message arrives, not on its media loop) and returns the claims; ``checkTime(now:leeway:)``
+    /// is the rest of ``verify(_:secret:now:leeway:)``.
+    public static func verifySignature(_ token: String, secret: String) throws(TokenError) -> AccessToken {
         guard token.utf8.count <= 8192 else { throw TokenError(.malformed, "token longer than 8 KiB") }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerBytes = Base64URL.decode(String(parts[0])),
@@ -100,9 +109,13 @@ public struct AccessToken: Codable, Sendable, Hashable {
         guard let claims = try? JSONDecoder().decode(AccessToken.self, from: Data(claimBytes)) else {
             throw TokenError(.malformed, "the JWT claims are not a valid access token")
         }
-        guard now + leeway >= claims.notBefore else { throw TokenError(.notYetValid, "token valid from \(claims.notBefore)") }
-        guard now - leeway < claims.expiresAt else { throw TokenError(.expired, "token expired at \(claims.expiresAt)") }
         return claims
+    }
+
+    /// Whether `now` (seconds) is inside the token's `nbf`…`exp` window, give or take `leeway`.
+    public func checkTime(now: Int64, leeway: Int64 = 5) throws(TokenError) {
+        guard now + leeway >= notBefore else { throw TokenError(.notYetValid, "token valid from \(notBefore)") }
+        guard now - leeway < expiresAt else { throw TokenError(.expired, "token expired at \(expiresAt)") }
     }
 }
 
