@@ -12,6 +12,10 @@ extension SFU {
         let claims: AccessToken
         do { claims = try verify(token, channel: request.channel, uid: request.uid) } catch { return fail(error.code, error.reason) }
         guard claims.grants.join else { return fail(.permissionDenied, "the token does not grant join") }
+        let share = context.screenShare.host(of: request.uid)
+        if let owner = share, configuration.screenShareNeedsOwner, directory.participant(uid: owner, in: request.channel) == nil {
+            return fail(.screenShareOwnerAbsent, "\(request.uid) shares the screen of \(owner), who is not in \(request.channel)")
+        }
         // The same uid again (a client that crashed, or one on a second device): the newer wins,
         // and the older is told why (`duplicateIdentity`).
         if let older = directory.participant(uid: request.uid, in: request.channel) {
@@ -30,9 +34,10 @@ extension SFU {
         }
         let participant = Participant(uid: request.uid, sid: makeID("PA"), role: request.role, room: room, peer: peer,
                                       grants: claims.grants, tokenExpiresAt: claims.expiresAt,
-                                      autoSubscribe: Set([request.autoSubscribeAudio ?? request.autoSubscribe ? TrackKind.audio : nil,
-                                                          request.autoSubscribeVideo ?? request.autoSubscribe ? TrackKind.video : nil]
-                                                         .compactMap { $0 }),
+                                      // A screen share subscribes to nothing unless its app pins.
+                                      autoSubscribe: share != nil ? [] : Set([request.autoSubscribeAudio ?? request.autoSubscribe ? TrackKind.audio : nil,
+                                                                              request.autoSubscribeVideo ?? request.autoSubscribe ? TrackKind.video : nil]
+                                                                             .compactMap { $0 }),
                                       ignoreScreenShare: request.ignoreScreenShare, screenShare: context.screenShare, now: clock())
         let pinned = Set((request.pinnedUIDs ?? []).prefix(configuration.limits.maxPinned))
         participant.pinned = pinned

@@ -131,6 +131,9 @@ extension SFU {
         let all = participant.room.participants.values.flatMap(\.tracks)
         var tracks: [PublishedTrack] = []
         if let kind = update.kind {
+            if case .screenShare = participant.kind, update.subscribe {
+                return fail(.permissionDenied, "a screen share subscribes only to the users it pins (uids) or the tracks it names")
+            }
             // Every track of the kind, now and later.
             if update.subscribe { participant.autoSubscribe.insert(kind) } else { participant.autoSubscribe.remove(kind) }
             tracks = participant.room.participants.values.filter { participant.sees($0) }.flatMap(\.tracks)

@@ -76,6 +76,9 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// such a participant is reported with its owner, hidden from it and removed when it leaves.
     /// Clients learn it from `JoinResponse.screenShareSuffix`.
     public var screenShareSuffix: String
+    /// A screen share may join only while its owner is in the channel (3003 otherwise), as the
+    /// share of a host that is not there has nobody to speak for it. False: shares stand alone.
+    public var screenShareNeedsOwner = true
     /// PEM certificate chain and private key files: when set, signaling is `wss://` and `https://`.
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?

@@ -66,6 +66,15 @@ public final class TestServer: @unchecked Sendable {
         return RTCEngine(configuration: configuration)
     }
 
+    /// `uid` in `channel` as an audience member that subscribes to nothing: the owner a screen
+    /// share (`<uid>_sub`) needs present before it may join.
+    public func presentHost(_ uid: String = "1001", channel: String) async throws -> RTCEngine {
+        let host = engine(role: .audience)
+        try await host.join(token: testToken(uid: uid, channel: channel), channel: channel, uid: uid,
+                            options: JoinOptions(autoSubscribeAudio: false, autoSubscribeVideo: false))
+        return host
+    }
+
     /// Packets the server forwarded to `uid`, from `publisher` (of `kind`, or all kinds).
     public func forwarded(to uid: String, from publisher: String, kind: TrackKind? = nil, in channel: String) async throws -> Int {
         try await app.sfu.packetsForwarded(to: uid, in: channel).get()

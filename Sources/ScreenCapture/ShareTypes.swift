@@ -54,9 +54,14 @@ public struct ScreenShareConfiguration: Sendable, Hashable, Codable {
     public var policy: ScreenSharePolicy
     /// Publish a screen-audio track (app audio and microphone mixed).
     public var shareAudio: Bool
+    /// How long `start()` waits for the host to be in the channel (the server refuses a share
+    /// whose owner is absent, 3003), asking again with backoff; nil: ``defaultOwnerWaitSeconds``.
+    public var ownerWaitSeconds: Double?
+    public static let defaultOwnerWaitSeconds = 10.0
 
     public init(serverURL: String, channel: String, hostUID: String, token: String, uidSuffix: String = ScreenShareUID.suffix,
-                policy: ScreenSharePolicy = ScreenSharePolicy(), shareAudio: Bool = false) {
+                policy: ScreenSharePolicy = ScreenSharePolicy(), shareAudio: Bool = false, ownerWaitSeconds: Double? = nil) {
+        self.ownerWaitSeconds = ownerWaitSeconds
         self.serverURL = serverURL
         self.channel = channel
         self.hostUID = hostUID

@@ -27,6 +27,8 @@ public final class ScreenShareSession: @unchecked Sendable {
     private var started = false
     private var paused = false
     private var finished = false
+    /// Joined once: a failed attempt before (the host not there yet) does not end the share.
+    private var joined = false
     private var mixer = ScreenAudioMixer()
     private var eventTask: Task<Void, Never>?
     private var worker: MediaThread?
@@ -62,11 +64,33 @@ public final class ScreenShareSession: @unchecked Sendable {
                 self.handle(event)
             }
         }
-        try await engine.join(token: configuration.token, channel: configuration.channel, uid: configuration.uid,
-                              options: JoinOptions(autoSubscribeAudio: false, autoSubscribeVideo: false, publishAudio: configuration.shareAudio,
-                                                   publishVideo: true, videoSource: .screen, audioSource: .screenAudio))
+        try await joinWhenOwnerIsPresent()
+        lock.withLock { joined = true }
         worker = MediaThread(name: "screen-share", tickIntervalUs: 20_000) { [weak self] in self?.idleTick() }
         continuation.yield(.started)
+    }
+
+    /// Joins; while the server answers that the host is not in the channel yet (3003: the share
+    /// started first, as a broadcast extension can), asks again with backoff up to the wait.
+    private func joinWhenOwnerIsPresent() async throws {
+        let deadline = MediaClock.monotonicUs() + Int64((configuration.ownerWaitSeconds ?? ScreenShareConfiguration.defaultOwnerWaitSeconds) * 1e6)
+        var pause = 0.2
+        while true {
+            do {
+                try await engine.join(token: configuration.token, channel: configuration.channel, uid: configuration.uid,
+                                      options: JoinOptions(autoSubscribeAudio: false, autoSubscribeVideo: false, publishAudio: configuration.shareAudio,
+                                                           publishVideo: true, videoSource: .screen, audioSource: .screenAudio))
+                return
+            } catch let error as RTCEngineError where error.serverCode == SignalingError.Code.screenShareOwnerAbsent.rawValue {
+                guard MediaClock.monotonicUs() + Int64(pause * 1e6) < deadline else {
+                    throw RTCEngineError(.joinFailed, "\(configuration.hostUID) is not in \(configuration.channel): a screen share needs its host "
+                                         + "there (waited \(configuration.ownerWaitSeconds ?? ScreenShareConfiguration.defaultOwnerWaitSeconds) s)",
+                                         serverCode: error.serverCode)
+                }
+                try await Task.sleep(for: .seconds(pause))
+                pause = min(pause * 2, 1)
+            }
+        }
     }
 
     /// A captured screen frame (I420, NV12 or BGRA) with its capture time and rotation, from any thread.
@@ -120,7 +144,7 @@ public final class ScreenShareSession: @unchecked Sendable {
     private func handle(_ event: RTCEngineEvent) {
         switch event {
         case .connectionStateChanged(let state, let reason):
-            guard state == .disconnected || state == .failed, reason != .leaveChannel else { return }
+            guard state == .disconnected || state == .failed, reason != .leaveChannel, lock.withLock({ joined }) else { return }
             let finishReason: ScreenShareFinishReason = reason == .ownerLeft ? .hostLeft : .disconnected
             Task { await finish(finishReason) }
         case .rtcStats(let stats):

@@ -28,6 +28,8 @@ public struct SignalingError: Error, Codable, Sendable, Hashable, CustomStringCo
         // Rooms and media
         public static let uidInUse = Code(rawValue: 3001)
         public static let invalidUID = Code(rawValue: 3002)
+        /// A screen share (`<host>_sub`) joined while its owner `<host>` is not in the channel.
+        public static let screenShareOwnerAbsent = Code(rawValue: 3003)
         public static let trackNotFound = Code(rawValue: 4001)
         public static let negotiationFailed = Code(rawValue: 4002)
         public static let resumeFailed = Code(rawValue: 4003)

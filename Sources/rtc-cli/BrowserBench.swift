@@ -41,6 +41,10 @@ struct BrowserBench: AsyncParsableCommand {
         func token(_ uid: String) -> String {
             AccessToken(uid: uid, channel: channel, now: Int64(Date().timeIntervalSince1970), ttl: 3600).signed(secret: configuration.secret)
         }
+        // The share's owner (the server takes a share only while its host is in the channel).
+        let owner = RTCEngine(configuration: RTCEngineConfiguration(serverURL: url, clientRole: .audience))
+        try await owner.join(token: token("1001"), channel: channel, uid: "1001", options: JoinOptions(autoSubscribeAudio: false, autoSubscribeVideo: false))
+        defer { Task { await owner.leave() } }
         let share = try ProcessRunner.spawn([ProcessRunner.selfPath, "join", "--server", url, "--channel", channel, "--uid", "1001_sub",
                                              "--token", token("1001_sub"), "--source", "pattern", "--quiet",
                                              "--duration", "\(runs * 2 * (seconds + 15) + 30)"])

@@ -39,6 +39,9 @@ struct JoinCommand: AsyncParsableCommand {
     var source: String = "pattern"
     @Option(help: "Screen-share frame-rate profile: low (5), default (15) or high (30).") var profile: String = "default"
     @Option(name: .customLong("raw-size"), help: "Size of raw frames on stdin (--source -).") var rawSize: VideoSize?
+    @Option(name: .customLong("owner-wait"),
+            help: "Screen-share mode: seconds to wait for the host uid to be in the channel (the server refuses a share without it).")
+    var ownerWait: Double = ScreenShareConfiguration.defaultOwnerWaitSeconds
     @Flag(name: .customLong("share-screen"), help: "Also share the screen as <uid>_sub from a sharer process this host controls.")
     var shareScreen = false
     @Flag(help: "With --share-screen: the sharer only captures; this process publishes its frames (relay mode).") var relay = false
@@ -48,6 +51,7 @@ struct JoinCommand: AsyncParsableCommand {
         guard token != nil || secret != nil else { throw ValidationError("give --token, or --secret to mint one") }
         guard ["broadcaster", "audience"].contains(role) else { throw ValidationError("--role is broadcaster or audience, not \(role)") }
         guard (1...60).contains(fps) else { throw ValidationError("--fps must be 1...60") }
+        guard ownerWait.isFinite, ownerWait >= 0 else { throw ValidationError("--owner-wait is seconds, 0 or more, not \(ownerWait)") }
         if let duration, !(duration > 0) { throw ValidationError("--duration must be positive") }
         guard server.hasPrefix("ws://") || server.hasPrefix("wss://") else { throw ValidationError("--server must be a ws:// or wss:// URL") }
         guard ScreenShareProfile(rawValue: profile) != nil else { throw ValidationError("--profile is low, default or high, not \(profile)") }
@@ -94,7 +98,7 @@ struct JoinCommand: AsyncParsableCommand {
         let token = self.token ?? mint(uid)
         guard let host = ScreenShareUID.host(of: uid) else { throw CLIError("\(uid) is not a screen-share uid") }
         let setup = ScreenShareSetup(configuration: ScreenShareConfiguration(serverURL: server, channel: channel, hostUID: host, token: token,
-                                                                              policy: policy()),
+                                                                              policy: policy(), ownerWaitSeconds: ownerWait),
                                      source: source, rawSize: rawSize)
         let screen: ScreenSource
         do { screen = try ScreenShareSharer.defaultSource(setup) } catch { throw CLIError(error.message) }

@@ -41,6 +41,10 @@ struct ShareMemoryBench: AsyncParsableCommand {
             let frames = Counter()
             viewer.setRemoteVideoSink { frame in if frame.uid == "1001_sub" { frames.add() } }
             try await viewer.join(token: server.token("2001", "bench"), channel: "bench", uid: "2001")
+            // The share's owner, present as the server requires (it publishes nothing here).
+            let owner = RTCEngine(configuration: RTCEngineConfiguration(serverURL: server.url, clientRole: .audience))
+            try await owner.join(token: server.token("1001", "bench"), channel: "bench", uid: "1001",
+                                 options: JoinOptions(autoSubscribeAudio: false, autoSubscribeVideo: false))
             let pid: pid_t, name: String
             var host: ScreenShareHost?
             switch mode {
@@ -90,6 +94,7 @@ struct ShareMemoryBench: AsyncParsableCommand {
             var status: Int32 = 0
             waitpid(pid, &status, 0)
             await viewer.leave()
+            await owner.leave()
             let atTen = samples[9], atEnd = samples.last ?? 0
             let budget = mode == .relay ? 20 : 50
             let mb = { (kib: Int) in String(format2: Double(kib) / 1024) + " MB" }

@@ -219,6 +219,15 @@ struct BotCommandTests {
             text += String(decoding: chunk, as: UTF8.self)
         }
         let url = try #require(text.split(whereSeparator: { $0 == " " || $0 == "\n" }).first { $0.hasPrefix("ws://") }.map(String.init))
+        // The share's owner: the server takes a share only while its host is in the channel.
+        let host = Process()
+        host.executableURL = URL(fileURLWithPath: cliPath)
+        host.arguments = ["join", "--server", url, "--channel", "ScreenShare", "--uid", "1001", "--secret", "s", "--video", "none",
+                          "--audio", "none", "--no-subscribe", "--quiet", "--duration", "30"]
+        host.standardOutput = FileHandle.nullDevice
+        host.standardError = FileHandle.nullDevice
+        try host.run()
+        defer { if host.isRunning { host.terminate(); host.waitUntilExit() } }
         let result = try cli(["join", "--server", url, "--channel", "ScreenShare", "--uid", "1001_sub", "--secret", "s",
                               "--source", clip, "--duration", "3"])
         #expect(result.status == 0, "\(result.err)")

@@ -14,7 +14,7 @@ struct BrowserTests {
     let dir = temporaryDirectory("browser")
 
     /// One run of the driver: its exit status, its JSON, and its error output.
-    struct Run {
+    struct Run: @unchecked Sendable {  // the parsed JSON is read only
         var status: Int32
         var json: [String: Any]
         var err: String
@@ -100,12 +100,18 @@ struct BrowserTests {
     func publish() async throws {
         let server = try await TestServer(webRoot: TestServer.webRoot, devTokens: true)
         // A Swift share for the browser's uid: the owner filter must hide it from the browser owner.
-        let share = try bot(server, channel: "web-pub", uid: "3001_sub", ["--source", "pattern", "--duration", "60"])
+        // The server takes it once its owner (the page) is in: it waits for the page.
+        let share = try bot(server, channel: "web-pub", uid: "3001_sub", ["--source", "pattern", "--duration", "60", "--owner-wait", "60"])
         let recorder = try bot(server, channel: "web-pub", uid: "rec", ["--video", "none", "--audio", "none", "--record", "\(dir)/pub",
                                                                          "--record-format", "both", "--record-uid", "3001", "--duration", "60"])
         defer { stop(share); stop(recorder) }
-        #expect(await eventually(15) { (try? await server.app.sfu.participants(in: "web-pub").get().count) ?? 0 >= 2 })
-        let run = try browser([page(server, "channel=web-pub&uid=3001&mode=publish"), "--expect-sent", "60", "--hold", "4", "--seconds", "45"])
+        #expect(await eventually(15) { (try? await server.app.sfu.participants(in: "web-pub").get().count) ?? 0 >= 1 })
+        let browsing = Task { try browser([page(server, "channel=web-pub&uid=3001&mode=publish"), "--expect-sent", "60", "--hold", "4", "--seconds", "45"]) }
+        // The share joins while the page is in, so the page runs beside its own share.
+        #expect(await eventually(30) {
+            (try? await server.app.sfu.participants(in: "web-pub").get())?.contains { $0.uid == "3001_sub" && !$0.tracks.isEmpty } ?? false
+        }, "the page's own share never joined beside it")
+        let run = try await browsing.value
         #expect(run.ok, "\(run.summary)")
         #expect(!run.videos.contains { $0["uid"] as? String == "3001_sub" }, "the owner's own share reached the page: \(run.summary)")
         #expect(try await server.forwarded(to: "3001", from: "3001_sub", in: "web-pub") == 0)

@@ -56,7 +56,7 @@ struct CrossHostTests {
         try await Task.sleep(for: .milliseconds(1500))
         let publisher = try join(lab, on: homeHost, server: serverHost, uid: "1001",
                                  ["--video", clip, "--audio", "tone", "--fps", "15", "--size", "640x360", "--bitrate", "2500",
-                                  "--duration", "9", "--no-subscribe"])
+                                  "--duration", "11", "--no-subscribe"])
         defer { publisher.stop() }
         let share = try join(lab, on: shareHost, server: serverHost, uid: "1001_sub", ["--source", "pattern", "--duration", "8"])
         defer { share.stop() }

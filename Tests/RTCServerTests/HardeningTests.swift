@@ -139,6 +139,40 @@ struct HardeningTests {
         await sfu.shutdown()
     }
 
+    @Test("a screen share needs its owner: 1001_sub alone is refused with 3003 and closed; beside its owner it joins, auto-subscribes to nothing whatever it asks, and receives only whom it pins")
+    func screenShareOwnerRule() async throws {
+        let sfu = try await makeSFU()
+        let early = TestClient(uid: "1001_sub", sfu: sfu, group: Self.group)
+        guard case .error(let refusal)? = try await early.join(channel: "hard", token: testToken(uid: "1001_sub", channel: "hard")) else {
+            Issue.record("a share without its owner joined: \(early.messages)")
+            return
+        }
+        #expect(refusal.code == .screenShareOwnerAbsent && refusal.reason.contains("1001"), "\(refusal)")
+        #expect(await eventually { early.peer.closed.withLockedValue { $0 } }, "a refused join keeps its connection")
+        #expect(try await sfu.participants(in: "hard").get().isEmpty)
+
+        let owner = try await joined(sfu, "1001")
+        let talker = try await joined(sfu, "2001")
+        _ = try await talker.publish([MediaSectionDescription(mid: "0", kind: .video, direction: .sendonly, ssrc: 0x2001, trackID: "cam")])
+        // The share asks for everything automatically: it gets nothing.
+        let share = TestClient(uid: "1001_sub", sfu: sfu, group: Self.group)
+        guard case .joined? = try await share.join(channel: "hard", token: testToken(uid: "1001_sub", channel: "hard"), autoSubscribe: true) else {
+            Issue.record("the share beside its owner did not join: \(share.messages)")
+            return
+        }
+        let byKind = share.send(.updateSubscription(SubscriptionUpdate(trackSids: [], subscribe: true, kind: .video)))
+        #expect(try await error(share, byKind)?.code == .permissionDenied)
+        talker.sendRTP(ssrc: 0x2001, count: 20)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await sfu.packetsForwarded(to: "1001_sub", in: "hard").get().values.reduce(0, +) == 0)
+        #expect(share.subscribedSSRCs.withLockedValue { $0.isEmpty })
+        // Pinning is the app's choice: then it receives that user.
+        _ = share.send(.updateSubscription(SubscriptionUpdate(trackSids: [], subscribe: true, uids: ["2001"])))
+        #expect(await eventually { share.subscribedSSRCs.withLockedValue { $0.count } == 1 })
+        for client in [early, owner, talker, share] { await client.close() }
+        await sfu.shutdown()
+    }
+
     @Test("setRole to broadcaster needs a publish grant; an audience token without one stays audience")
     func setRoleHonoursGrants() async throws {
         let sfu = try await makeSFU()

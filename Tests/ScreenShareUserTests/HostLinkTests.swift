@@ -50,6 +50,7 @@ struct HostLinkTests {
         let viewer = server.engine()
         let viewerEvents = EventLog(viewer)
         try await viewer.join(token: testToken(uid: "2001", channel: Self.channel), channel: Self.channel, uid: "2001")
+        let owner = try await server.presentHost(channel: Self.channel)
         let host = try ScreenShareHost(linkPath: linkPath())
         let events = HostEvents(host)
         if lean {
@@ -70,6 +71,7 @@ struct HostLinkTests {
         if let at = finished?.1 { #expect(at.timeIntervalSince(asked) <= 1, "\(at.timeIntervalSince(asked)) s") }
         host.waitForSharer()
         #expect(await viewerEvents.wait { if case .userOffline(let uid, _) = $0, uid == "1001_sub" { true } else { nil } } == true)
+        await owner.leave()
         await viewer.leave()
         await server.shutdown()
     }
@@ -95,6 +97,8 @@ struct HostLinkTests {
     @Test("a killed sharer process is reported to the host within 1 s")
     func killedSharer() async throws {
         let server = try await TestServer()
+        let owner = try await server.presentHost(channel: Self.channel)
+        defer { Task { await owner.leave() } }
         let host = try ScreenShareHost(linkPath: linkPath())
         let events = HostEvents(host)
         let pid = try host.launchSharer(executable: cliPath, arguments: ["share", "--link", host.linkPath])

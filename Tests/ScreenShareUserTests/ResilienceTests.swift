@@ -26,6 +26,7 @@ struct ResilienceTests {
             decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) }
         }
         try await viewer.join(token: testToken(uid: "2001", channel: "lossy"), channel: "lossy", uid: "2001")
+        let owner = try await server.presentHost(channel: "lossy")
         let session = ScreenShareSession(configuration: ScreenShareConfiguration(
             serverURL: server.url, channel: "lossy", hostUID: "1001", token: testToken(uid: "1001_sub", channel: "lossy")))
         try await session.start()
@@ -70,6 +71,7 @@ struct ResilienceTests {
         #expect(ratio >= 0.99, "\(window.count) of \(sent) frames decoded")
         #expect((gaps.max() ?? 10_000) <= 500, "longest freeze \(gaps.max() ?? -1) ms")
         await session.stop()
+        await owner.leave()
         await viewer.leave()
         await proxy.close()
         await server.shutdown()

@@ -57,6 +57,7 @@ struct ShareScene {
     let viewerEvents: EventLog
     let frames: FrameLog
     let session: ScreenShareSession
+    let owner: RTCEngine
 
     static func start(profile: ScreenShareProfile = .default, channel: String = "ScreenShare") async throws -> ShareScene {
         let server = try await TestServer()
@@ -64,15 +65,17 @@ struct ShareScene {
         let viewerEvents = EventLog(viewer)
         let frames = FrameLog(viewer, uid: "1001_sub")
         try await viewer.join(token: testToken(uid: "2001", channel: channel), channel: channel, uid: "2001")
+        let owner = try await server.presentHost(channel: channel)
         let session = ScreenShareSession(configuration: ScreenShareConfiguration(
             serverURL: server.url, channel: channel, hostUID: "1001", token: testToken(uid: "1001_sub", channel: channel),
             policy: ScreenSharePolicy(profile: profile)))
         try await session.start()
-        return ShareScene(server: server, viewer: viewer, viewerEvents: viewerEvents, frames: frames, session: session)
+        return ShareScene(server: server, viewer: viewer, viewerEvents: viewerEvents, frames: frames, session: session, owner: owner)
     }
 
     func end() async {
         await session.stop()
+        await owner.leave()
         await viewer.leave()
         await server.shutdown()
     }

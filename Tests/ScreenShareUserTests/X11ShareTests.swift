@@ -68,6 +68,7 @@ struct X11ShareTests {
             count.withLockedValue { $0 += 1 }
         }
         try await viewer.join(token: testToken(uid: "2001", channel: "x11"), channel: "x11", uid: "2001")
+        let owner = try await server.presentHost(channel: "x11")
         let session = ScreenShareSession(configuration: ScreenShareConfiguration(
             serverURL: server.url, channel: "x11", hostUID: "1001", token: testToken(uid: "1001_sub", channel: "x11")))
         try await session.start()
@@ -77,6 +78,7 @@ struct X11ShareTests {
         #expect(await eventually { count.withLockedValue { $0 } >= 30 })
         capturer.stop()
         await session.stop()
+        await owner.leave()
         await viewer.leave()
         await server.shutdown()
 

@@ -210,10 +210,13 @@ public struct RTCEngineError: Error, Sendable, Hashable, CustomStringConvertible
 
     public let code: Code
     public let reason: String
+    /// The server's error code (`SignalingError.Code`) when the server refused the request.
+    public let serverCode: Int?
 
-    public init(_ code: Code, _ reason: String) {
+    public init(_ code: Code, _ reason: String, serverCode: Int? = nil) {
         self.code = code
         self.reason = reason
+        self.serverCode = serverCode
     }
 
     public var description: String { "\(code.rawValue): \(reason)" }

@@ -209,7 +209,8 @@ public final class RTCEngine: @unchecked Sendable {
             }
             if !rejoining { hub.setConnectionState(.failed, reason) }
             if let error = error as? RTCEngineError { throw error }
-            throw RTCEngineError(reason == .joinFailed ? .joinFailed : .tokenRejected, "\(error)")
+            throw RTCEngineError(reason == .joinFailed ? .joinFailed : .tokenRejected, "\(error)",
+                                 serverCode: (error as? SignalingError)?.code.rawValue)
         }
         let present = session.start(response)
         let elapsed = Int((MediaClock.monotonicUs() - session.joinStartUs) / 1000)
