@@ -69,3 +69,54 @@ public func testToken(uid: String, channel: String = "room", secret: String = te
                       ttl: Int64 = 3600, now: Int64 = Int64(Date().timeIntervalSince1970)) -> String {
     AccessToken(uid: uid, channel: channel, grants: grants, now: now, ttl: ttl).signed(secret: secret)
 }
+
+/// A program the test started, its output going to temporary files that can be read while it
+/// runs; stopped (and the files removed) when released.
+public final class ChildProcess: @unchecked Sendable {
+    private let process = Process()
+    public var pid: Int32 { process.processIdentifier }
+    private let outPath: String, errPath: String
+
+    /// Runs `arguments` (through /usr/bin/env, so a bare program name is looked up in PATH).
+    public init(_ arguments: [String]) throws {
+        let base = NSTemporaryDirectory() + "child-process-" + UUID().uuidString
+        outPath = base + ".out"
+        errPath = base + ".err"
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        process.standardOutput = FileHandle(forWritingAtPath: outPath)
+        process.standardError = FileHandle(forWritingAtPath: errPath)
+        try process.run()
+    }
+
+    /// Its standard output so far, by line.
+    public var output: [String] {
+        ((try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+    public var errorText: String { (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "" }
+    public var isRunning: Bool { process.isRunning }
+
+    /// Waits for the program to end by itself (up to `seconds`) and returns its status.
+    public func wait(_ seconds: Double) async -> Int32? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning && Date() < deadline { try? await Task.sleep(for: .milliseconds(50)) }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
+    /// SIGTERM, then SIGKILL after 3 s.
+    public func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        let deadline = Date().addingTimeInterval(3)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(atPath: outPath)
+        try? FileManager.default.removeItem(atPath: errPath)
+    }
+}

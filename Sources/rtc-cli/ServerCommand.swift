@@ -46,6 +46,30 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("screen-share-suffix"),
             help: "The uid suffix that marks a screen-share participant (<host><suffix>): hidden from its owner, removed with it.")
     var screenShareSuffix: String = ScreenShareUID.standard
+    @Flag(name: .customLong("allow-ownerless-share"),
+          help: "Take a screen share (<host><suffix>) even when its host is not in the channel.")
+    var allowOwnerlessShare = false
+    @Option(name: .customLong("resume-window"), help: "Seconds a dropped participant may resume within (and holds its uid).")
+    var resumeWindow: Int = 20
+    // Limits (ServerLimits): what one client may use.
+    @Option(name: .customLong("join-deadline"), help: "Seconds a connection has to upgrade and join before it is closed.")
+    var joinDeadline: Int = ServerLimits().joinDeadlineSeconds
+    @Option(name: .customLong("max-token-lifetime"), help: "Longest lifetime (s) of a token this server accepts.")
+    var maxTokenLifetime: Int64 = ServerLimits().maxTokenLifetimeSeconds
+    @Option(name: .customLong("max-tracks"), help: "Tracks one participant may publish.")
+    var maxTracks: Int = ServerLimits().maxTracksPerParticipant
+    @Option(name: .customLong("max-room-participants"), help: "Participants in one room.")
+    var maxRoomParticipants: Int = ServerLimits().maxParticipantsPerRoom
+    @Option(name: .customLong("max-participants"), help: "Participants on the whole server.")
+    var maxParticipants: Int = ServerLimits().maxParticipants
+    @Option(name: .customLong("max-connections-per-ip"), help: "Open signaling connections from one IP address.")
+    var maxConnectionsPerIP: Int = ServerLimits().maxConnectionsPerIP
+    @Option(name: .customLong("max-pinned"), help: "Users one participant may pin at once.")
+    var maxPinned: Int = ServerLimits().maxPinned
+    @Option(name: .customLong("messages-per-second"), help: "Signaling messages a connection may send per second (burst: 4x).")
+    var messagesPerSecond: Double = ServerLimits().messagesPerSecond
+    @Option(name: .customLong("max-outbound-kb"), help: "KiB queued towards a client that does not read before it is closed.")
+    var maxOutboundKB: Int = ServerLimits().maxOutboundBytes / 1024
 
     func validate() throws {
         guard secret != nil || dev else { throw ValidationError("give --secret, or --dev for a generated one") }
@@ -68,6 +92,14 @@ struct ServerCommand: AsyncParsableCommand {
         guard (try? SocketAddress(ipAddress: host, port: 0)) != nil || host == "localhost" else {
             throw ValidationError("--host \(host) is not an IPv4 or IPv6 address")
         }
+        for (name, value) in [("--resume-window", resumeWindow), ("--join-deadline", joinDeadline), ("--max-tracks", maxTracks),
+                              ("--max-room-participants", maxRoomParticipants), ("--max-participants", maxParticipants),
+                              ("--max-connections-per-ip", maxConnectionsPerIP), ("--max-pinned", maxPinned), ("--max-outbound-kb", maxOutboundKB)]
+        where !(1...1_000_000).contains(value) {
+            throw ValidationError("\(name) must be 1...1000000, not \(value)")
+        }
+        guard maxTokenLifetime >= 60 else { throw ValidationError("--max-token-lifetime must be at least 60 s") }
+        guard messagesPerSecond.isFinite, messagesPerSecond >= 1 else { throw ValidationError("--messages-per-second must be at least 1") }
         guard !screenShareSuffix.isEmpty, screenShareSuffix.utf8.count <= 32 else {
             throw ValidationError("--screen-share-suffix must be 1 to 32 bytes")
         }
@@ -94,6 +126,22 @@ struct ServerCommand: AsyncParsableCommand {
                                                 publisherLimitFloorKbps: publisherLimitFloor == 0 ? nil : publisherLimitFloor,
                                                 screenShareSuffix: screenShareSuffix, tlsCertificatePath: tlsCertificate, tlsKeyPath: tlsKey)
         configuration.announceAddresses = announceIP
+        configuration.resumeWindow = resumeWindow
+        configuration.screenShareNeedsOwner = !allowOwnerlessShare
+        configuration.limits.joinDeadlineSeconds = joinDeadline
+        configuration.limits.maxTokenLifetimeSeconds = maxTokenLifetime
+        configuration.limits.maxTracksPerParticipant = maxTracks
+        configuration.limits.maxParticipantsPerRoom = maxRoomParticipants
+        configuration.limits.maxParticipants = maxParticipants
+        configuration.limits.maxConnectionsPerIP = maxConnectionsPerIP
+        configuration.limits.maxPinned = maxPinned
+        configuration.limits.messagesPerSecond = messagesPerSecond
+        configuration.limits.messageBurst = messagesPerSecond * 4
+        configuration.limits.maxOutboundBytes = maxOutboundKB * 1024
+        let descriptors = FileDescriptorLimit.raise()
+        if descriptors.soft < 4096 {
+            logger.warning("only \(descriptors.soft) file descriptors: idle connections can shut users out; raise the hard limit (ulimit -Hn)")
+        }
         configuration.turnURLs = turnURL
         configuration.turnSecret = turnSecret
         let web = resolvedWebRoot
@@ -161,5 +209,22 @@ final class OnceFlag: Sendable {
             defer { done = true }
             return !done
         }
+    }
+}
+
+/// The process's open-file limit: the soft limit raised to the hard one at start (as nginx and Go
+/// do), since every signaling connection holds a descriptor and the default soft limit (1024) is
+/// below what the connection limits allow.
+enum FileDescriptorLimit {
+    @discardableResult
+    static func raise() -> (soft: UInt64, hard: UInt64) {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return (0, 0) }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+        }
+        return (UInt64(limit.rlim_cur), UInt64(limit.rlim_max))
     }
 }

@@ -122,49 +122,5 @@ final class NetworkLab: @unchecked Sendable {
     }
 }
 
-/// A long-running program whose output goes to files (read back on demand); stopped (SIGTERM, then
-/// SIGKILL) by `stop()`.
-final class LabProcess: @unchecked Sendable {
-    private let process = Process()
-    private let outPath: String, errPath: String
-
-    init(_ arguments: [String]) throws {
-        let base = NSTemporaryDirectory() + "lab-process-" + UUID().uuidString
-        outPath = base + ".out"
-        errPath = base + ".err"
-        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        process.standardOutput = FileHandle(forWritingAtPath: outPath)
-        process.standardError = FileHandle(forWritingAtPath: errPath)
-        try process.run()
-    }
-
-    var output: [String] {
-        ((try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
-    }
-    var errorText: String { (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "" }
-    var isRunning: Bool { process.isRunning }
-
-    /// Waits for the program to end by itself (up to `seconds`) and returns its status.
-    func wait(_ seconds: Double) async -> Int32? {
-        let deadline = Date().addingTimeInterval(seconds)
-        while process.isRunning && Date() < deadline { try? await Task.sleep(for: .milliseconds(50)) }
-        return process.isRunning ? nil : process.terminationStatus
-    }
-
-    func stop() {
-        guard process.isRunning else { return }
-        process.terminate()
-        let deadline = Date().addingTimeInterval(3)
-        while process.isRunning && Date() < deadline { usleep(20_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    }
-
-    deinit {
-        stop()
-        try? FileManager.default.removeItem(atPath: outPath)
-        try? FileManager.default.removeItem(atPath: errPath)
-    }
-}
+/// Programs run inside a namespace are `ChildProcess`es (TestKit).
+typealias LabProcess = ChildProcess
