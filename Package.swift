@@ -109,7 +109,7 @@ let package = Package(
         .executableTarget(
             name: "rtc-cli",
             dependencies: [
-                "RTCCore", "RTCRecording", "RTCTransport", "Signaling", "ScreenShareUser", "RTCServer", "rtc-relay",
+                "RTCCore", "RTCRecording", "RTCTransport", "Signaling", "ScreenShareUser", "RTCServer", "NetSim", "rtc-relay",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -16,8 +16,12 @@ struct BenchServer {
     let url: String
     let secret = ServerCommand.randomSecret()
 
-    init() async throws {
-        app = try await RTCServerApp.start(configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: secret),
+    /// `configure` adjusts the configuration before the server starts (`rtc-cli bench resilience`
+    /// turns the publisher limit off with it).
+    init(configure: (inout ServerConfiguration) -> Void = { _ in }) async throws {
+        var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: secret)
+        configure(&configuration)
+        app = try await RTCServerApp.start(configuration: configuration,
                                            group: MultiThreadedEventLoopGroup.singleton,
                                            logger: Logger(label: "rtc.bench") { _ in SwiftLogNoOpLogHandler() })
         url = "ws://127.0.0.1:\(app.signalingAddress?.port ?? 0)/rtc"
