@@ -423,6 +423,9 @@ func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: SFU, log
     let perIP = ConnectionsPerIP(limit: limits.maxConnectionsPerIP)
     return try await ServerBootstrap(group: group)
         .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+        // A burst of connects (a thousand at once) must wait in the kernel, not be dropped: with
+        // NIO's default backlog of 256 the overflow's handshakes stall on SYN-ACK retries.
+        .serverChannelOption(.backlog, value: 4096)
         .childChannelInitializer { channel in
             guard perIP.admit(channel) else {
                 connectionLog.notice(logger, "connection refused", ["reason": "over \(limits.maxConnectionsPerIP) connections from this address",

@@ -1,0 +1,242 @@
+import ArgumentParser
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The idle-socket and join-flood attacks of the abuse suite (`Tests/Tools/abuse.py`) against this
+/// server (`rtc-cli server`, a child process) and against Janus 1.1.2 from Debian (its WebSocket
+/// transport, videoroom plugin), one after the other on loopback, in one table.
+struct AbuseBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "abuse",
+        abstract: "Idle sockets and a join flood against rtc-cli server and Janus (WebSocket transport), side by side.")
+
+    @Option(help: "Idle WebSockets (and a fifth as many bare TCP connections) per server.") var idle: Int = 1000
+    @Option(help: "Seconds to watch the idle connections.") var watch: Int = 40
+    @Option(help: "Participants in the join flood.") var joins: Int = 300
+    @Option(help: "The attack tool (default: Tests/Tools/abuse.py of this repository).") var tool: String?
+    @Option(help: "The janus executable.") var janus: String = "janus"
+    @Flag(name: .customLong("no-janus"), help: "Measure this server only.") var noJanus = false
+
+    /// One server under test: its process and how to reach it.
+    struct Target {
+        let name: String
+        let pid: pid_t
+        let url: String
+        let kind: String  // abuse.py's --target
+    }
+
+    func run() async throws {
+        let tool = try resolvedTool()
+        var targets: [Target] = [try startOurs()]
+        var janusDirectory: String?
+        if !noJanus {
+            let (target, directory) = try startJanus()
+            targets.append(target)
+            janusDirectory = directory
+        }
+        defer {
+            for target in targets { kill(target.pid, SIGTERM); var status: Int32 = 0; waitpid(target.pid, &status, 0) }
+            if let janusDirectory { try? FileManager.default.removeItem(atPath: janusDirectory) }
+        }
+        try await Task.sleep(for: .seconds(2))
+        let bare = max(1, idle / 5)
+        print("abuse bench: \(idle) idle WebSockets + \(bare) bare TCP connections (from 127.0.0.2-5), watched \(watch) s; "
+              + "then \(joins) joins held 3 s and dropped (RST); loopback, one server at a time")
+        fflush(nil)
+        var rows: [String: [String]] = [:]
+        let order = ["idle WebSockets closed after (s)", "idle WebSockets still open at the end", "bare TCP closed after (s)",
+                     "bare TCP still open at the end", "a real user joins beside them", "RSS with the idle connections (MB over start)",
+                     "\(joins) joins: all joined in (s)", "join p50 / p95 (ms)", "RSS per joined participant (KB)"]
+        for target in targets {
+            let start = Self.rss(target.pid)
+            let sources = ["--sources", "127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5"]
+            let probe = target.kind == "janus" ? ["--probe-join", "janus", "--room", "4242"]
+                : ["--probe-join", "yes", "--secret", BenchSecret.value, "--probe-uid", "probe", "--probe-channel", "bench"]
+            let peak = SampledPeak(pid: target.pid)
+            async let ws = Self.attack(tool, ["idle", "--target", target.kind, "--url", target.url, "--mode", "ws", "--count", "\(idle)",
+                                              "--seconds", "\(watch)"] + sources + probe)
+            async let tcp = Self.attack(tool, ["idle", "--target", target.kind, "--url", target.url, "--mode", "tcp", "--count", "\(bare)",
+                                               "--seconds", "\(watch)"] + sources)
+            let (websockets, connections) = try await (ws, tcp)
+            let idlePeak = peak.stop()
+            func closed(_ report: [String: Any]) -> String {
+                let after = report["closed_after_s"] as? [String: Any]
+                guard let low = (after?["min"] as? NSNumber)?.doubleValue, let high = (after?["max"] as? NSNumber)?.doubleValue else { return "never" }
+                return String(format: "%.1f-%.1f", low, high)
+            }
+            func value(_ report: [String: Any], _ key: String) -> String { (report[key] as? NSNumber).map { "\($0)" } ?? "?" }
+            rows[order[0], default: []].append(closed(websockets))
+            rows[order[1], default: []].append("\(value(websockets, "still_open")) of \(value(websockets, "opened"))")
+            rows[order[2], default: []].append(closed(connections))
+            rows[order[3], default: []].append("\(value(connections, "still_open")) of \(value(connections, "opened"))")
+            rows[order[4], default: []].append((websockets["probe_joined"] as? Bool == true) ? "yes, \(value(websockets, "probe_ms")) ms" : "no")
+            rows[order[5], default: []].append(String(format: "%.1f", Double(idlePeak - start) / 1e6))
+            try await Task.sleep(for: .seconds(2))
+            let before = Self.rss(target.pid)
+            let joinPeak = SampledPeak(pid: target.pid)
+            let flood = try await Self.attack(tool, ["joins", "--target", target.kind, "--url", target.url, "--count", "\(joins)", "--hold", "3",
+                                                     "--secret", BenchSecret.value, "--channel", "crowd", "--room", "4242"])
+            let crowdPeak = joinPeak.stop()
+            let joined = (flood["joined"] as? NSNumber)?.intValue ?? 0
+            rows[order[6], default: []].append("\(value(flood, "join_seconds")) (\(joined) of \(joins))")
+            rows[order[7], default: []].append("\(value(flood, "p50_join_ms")) / \(value(flood, "p95_join_ms"))")
+            rows[order[8], default: []].append(joined > 0 ? "\((crowdPeak - before) / 1024 / joined)" : "?")
+        }
+        let widths = [order.map(\.count).max() ?? 40] + targets.map { max($0.name.count, 24) }
+        func line(_ cells: [String]) -> String {
+            zip(cells, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
+        }
+        print(line([""] + targets.map(\.name)))
+        for row in order { print(line([row] + (rows[row] ?? []))) }
+    }
+
+    // MARK: Servers
+
+    private func startOurs() throws -> Target {
+        let port = try FreePort.tcp()
+        let pid = try ProcessRunner.spawn(["sh", "-c", "ulimit -Sn 1024; exec \(ProcessRunner.selfPath) server --port \(port) --udp-port 0 "
+                                           + "--secret \(BenchSecret.value) --log-level error"])
+        return Target(name: "rtc-cli server", pid: pid, url: "ws://127.0.0.1:\(port)/rtc", kind: "ours")
+    }
+
+    /// Janus with Debian's configuration copied to a temporary folder: WebSockets on a free port,
+    /// the HTTP transport off, and a videoroom room big enough for the join flood.
+    private func startJanus() throws -> (Target, String) {
+        let directory = NSTemporaryDirectory() + "janus-bench-\(getpid())"
+        try? FileManager.default.removeItem(atPath: directory)
+        guard FileManager.default.fileExists(atPath: "/etc/janus/janus.jcfg") else {
+            throw CLIError("Janus is not installed (apt-get install janus), or pass --no-janus")
+        }
+        try FileManager.default.copyItem(atPath: "/etc/janus", toPath: directory)
+        let port = try FreePort.tcp()
+        let websockets = "\(directory)/janus.transport.websockets.jcfg"
+        var text = try String(contentsOfFile: websockets, encoding: .utf8)
+        text = text.replacingOccurrences(of: "ws_port = 8188", with: "ws_port = \(port)")
+        try text.write(toFile: websockets, atomically: true, encoding: .utf8)
+        let http = "\(directory)/janus.transport.http.jcfg"
+        text = try String(contentsOfFile: http, encoding: .utf8)
+        text = text.replacingOccurrences(of: "http = true", with: "http = false")
+        try text.write(toFile: http, atomically: true, encoding: .utf8)
+        let videoroom = "\(directory)/janus.plugin.videoroom.jcfg"
+        text = try String(contentsOfFile: videoroom, encoding: .utf8)
+        text += "\nroom-4242: {\n\tdescription = \"abuse bench\"\n\tpublishers = \(joins + 10)\n}\n"
+        try text.write(toFile: videoroom, atomically: true, encoding: .utf8)
+        let pid = try ProcessRunner.spawn(["sh", "-c", "ulimit -Sn 1024; exec \(janus) -F \(directory) -C \(directory)/janus.jcfg -o -d 2"])
+        return (Target(name: "Janus \(Self.janusVersion(janus))", pid: pid, url: "ws://127.0.0.1:\(port)/", kind: "janus"), directory)
+    }
+
+    static func janusVersion(_ janus: String) -> String {
+        let pipe = Pipe()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [janus, "--version"]
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return "?" }
+        process.waitUntilExit()
+        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        return text.split(separator: "(").dropFirst().first.map { String($0.prefix { $0 != ")" }) } ?? "?"
+    }
+
+    private func resolvedTool() throws -> String {
+        if let tool { return tool }
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let candidates = [FileManager.default.currentDirectoryPath + "/Tests/Tools/abuse.py", source.appendingPathComponent("Tests/Tools/abuse.py").path]
+        guard let found = candidates.first(where: { FileManager.default.fileExists(atPath: $0) }) else {
+            throw CLIError("Tests/Tools/abuse.py not found: run from the repository or pass --tool")
+        }
+        return found
+    }
+
+    // MARK: Measuring
+
+    /// Runs one attack of abuse.py and returns its JSON (its last line).
+    static func attack(_ tool: String, _ arguments: [String]) async throws -> [String: Any] {
+        let output = try await Task.detached { () -> String in
+            let pipe = Pipe()
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", tool] + arguments
+            process.standardOutput = pipe
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return String(decoding: data, as: UTF8.self)
+        }.value
+        let line = output.split(separator: "\n").last.map(String.init) ?? ""
+        guard let json = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] else {
+            throw CLIError("abuse.py \(arguments.first ?? "") printed no JSON: \(output.suffix(300))")
+        }
+        return json
+    }
+
+    /// Resident memory of a process, bytes (0 when it is gone).
+    static func rss(_ pid: pid_t) -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+    }
+}
+
+/// The secret both servers' tokens are signed with (Janus takes none).
+enum BenchSecret {
+    static let value = "abuse-bench-secret"
+}
+
+/// The peak RSS of a process, sampled every 100 ms on a thread of its own until `stop()`.
+final class SampledPeak: @unchecked Sendable {
+    private let lock = NSLock()
+    private var peak = 0
+    private var running = true
+
+    init(pid: pid_t) {
+        let sampler = Thread { [weak self] in
+            while let self, self.isRunning {
+                let now = AbuseBench.rss(pid)
+                self.lock.lock()
+                self.peak = max(self.peak, now)
+                self.lock.unlock()
+                usleep(100_000)
+            }
+        }
+        sampler.start()
+    }
+
+    private var isRunning: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return running
+    }
+
+    /// Stops sampling and returns the peak.
+    func stop() -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        running = false
+        return peak
+    }
+}
+
+/// A TCP port nobody listens on now (bound to 0, then released).
+enum FreePort {
+    static func tcp() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw CLIError("no socket") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
+                Glibc.bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw CLIError("cannot find a free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
