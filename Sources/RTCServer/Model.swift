@@ -129,7 +129,31 @@ final class Participant: @unchecked Sendable {
     }
 
     func send(_ message: ServerMessage, requestID: UInt32? = nil) {
+        flushUpdates()
         peer?.send(ServerEnvelope(message, requestID: requestID))
+    }
+
+    /// Changes of others not yet sent, latest per uid, in order of their first change: a burst of
+    /// joins reaches each participant as one `participantUpdate` (a delta), not one message per join.
+    private var pendingUpdates: [ParticipantInfo] = []
+    var updateFlushScheduled = false
+
+    /// Queues `other`'s state for the next ``flushUpdates()`` (the caller schedules one).
+    func queueUpdate(_ other: ParticipantInfo) {
+        if let index = pendingUpdates.firstIndex(where: { $0.uid == other.uid }) {
+            pendingUpdates[index] = other
+        } else {
+            pendingUpdates.append(other)
+        }
+    }
+
+    /// Sends the queued changes (before any other message, so the order of events holds).
+    func flushUpdates() {
+        updateFlushScheduled = false
+        guard !pendingUpdates.isEmpty else { return }
+        let updates = pendingUpdates
+        pendingUpdates = []
+        peer?.send(ServerEnvelope(.participantUpdate(updates), requestID: nil))
     }
 }
 

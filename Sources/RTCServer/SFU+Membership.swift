@@ -45,7 +45,7 @@ extension SFU {
         directory.insert(participant)
         directory.bind(peer, to: participant)
         participant.send(.joined(joinResponse(for: participant)), requestID: requestID)
-        for other in room.participants.values where other.sees(participant) { other.send(.participantUpdate([participant.info])) }
+        announce(participant)
         if !participant.autoSubscribe.isEmpty && participant.grants.subscribe {
             let tracks = room.participants.values.filter { participant.sees($0) }.flatMap(\.tracks)
                 .filter { participant.subscribesAutomatically(to: $0) }
@@ -124,8 +124,20 @@ extension SFU {
     /// Tells everyone who can see `participant` about its new state.
     func participantChanged(_ participant: Participant) {
         participant.version += 1
+        announce(participant)
+    }
+
+    /// Queues `participant`'s state for everyone who sees it; each gets its queue as one
+    /// `participantUpdate` after the messages already waiting on the loop (a burst of joins or
+    /// track changes is one message per recipient, not one per change).
+    func announce(_ participant: Participant) {
         let info = participant.info
-        for other in participant.room.participants.values where other.sees(participant) { other.send(.participantUpdate([info])) }
+        for other in participant.room.participants.values where other.sees(participant) {
+            other.queueUpdate(info)
+            guard !other.updateFlushScheduled else { continue }
+            other.updateFlushScheduled = true
+            loop.execute { other.flushUpdates() }
+        }
     }
 
     /// Once a second: keepalive, resume windows and token expiry; then receiver reports and

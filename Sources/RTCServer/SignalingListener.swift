@@ -73,6 +73,7 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
             let bytes = data.readBytes(length: data.readableBytes) ?? []
             // RFC 6455 §8.1: a text message that is not UTF-8 fails the connection (1007).
             if frame.opcode == .text, String(validating: bytes, as: UTF8.self) == nil {
+                closing = true
                 return StrictWebSocketFraming.fail(context, code: .dataInconsistentWithMessage, reason: "text frames must be UTF-8",
                                                    logger: logger)
             }
@@ -86,6 +87,7 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
             }
             sfu.received(bytes, from: self)
         case .ping:
+            guard !closing else { return }
             // Pings spend the same budget as messages: a ping flood is a reply flood.
             let nowNs = NIODeadline.now().uptimeNanoseconds
             guard messages.take(1, nowNs: nowNs), inboundBytes.take(Double(frame.length), nowNs: nowNs) else {
@@ -159,9 +161,13 @@ final class StrictWebSocketFraming: ChannelInboundHandler, @unchecked Sendable {
     private let logger: Logger
     private static let known: [WebSocketOpcode] = [.continuation, .text, .binary, .connectionClose, .ping, .pong]
 
+    /// Failed once: what follows until the close is read and dropped.
+    private var failed = false
+
     init(logger: Logger) { self.logger = logger }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !failed else { return }
         let frame = unwrapInboundIn(data)
         let problem: String? = if frame.maskKey == nil {
             "client frames must be masked"
@@ -172,11 +178,19 @@ final class StrictWebSocketFraming: ChannelInboundHandler, @unchecked Sendable {
         } else {
             nil
         }
-        if let problem { return Self.fail(context, code: .protocolError, reason: problem, logger: logger) }
+        if let problem {
+            failed = true
+            return Self.fail(context, code: .protocolError, reason: problem, logger: logger)
+        }
         context.fireChannelRead(data)
     }
 
     /// Sends a close frame with `code` and closes, logging why (notice level, rate-limited).
+    ///
+    /// The close is graceful (RFC 6455 §7.1.1): the server's side is shut (FIN after the close
+    /// frame) and what the client still sends is read and dropped until it closes too, or for 2 s.
+    /// Closing at once with the flood still unread makes the kernel reset the connection, and the
+    /// client loses the error and the close frame it was owed.
     static func fail(_ context: ChannelHandlerContext, code: WebSocketErrorCode, reason: String, logger: Logger) {
         connectionLog.notice(logger, "websocket closed", ["reason": "\(reason)", "remote": "\(context.remoteAddress.map { "\($0)" } ?? "?")"])
         var payload = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
@@ -184,7 +198,9 @@ final class StrictWebSocketFraming: ChannelInboundHandler, @unchecked Sendable {
         payload.writeString(reason)
         let channel = context.channel
         context.writeAndFlush(NIOAny(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload))).whenComplete { _ in
-            channel.close(promise: nil)
+            channel.close(mode: .output, promise: nil)
+            channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
+            channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
         }
     }
 }

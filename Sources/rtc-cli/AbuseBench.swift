@@ -38,12 +38,12 @@ struct AbuseBench: AsyncParsableCommand {
             janusDirectory = directory
         }
         defer {
-            for target in targets { kill(target.pid, SIGTERM); var status: Int32 = 0; waitpid(target.pid, &status, 0) }
+            for target in targets { Self.stop(target.pid) }
             if let janusDirectory { try? FileManager.default.removeItem(atPath: janusDirectory) }
         }
         try await Task.sleep(for: .seconds(2))
         let bare = max(1, idle / 5)
-        print("abuse bench: \(idle) idle WebSockets + \(bare) bare TCP connections (from 127.0.0.2-5), watched \(watch) s; "
+        print("abuse bench: \(idle) idle WebSockets + \(bare) bare TCP connections (from 127.0.0.2-9), watched \(watch) s; "
               + "then \(joins) joins held 3 s and dropped (RST); loopback, one server at a time")
         fflush(nil)
         var rows: [String: [String]] = [:]
@@ -52,7 +52,8 @@ struct AbuseBench: AsyncParsableCommand {
                      "\(joins) joins: all joined in (s)", "join p50 / p95 (ms)", "RSS per joined participant (KB)"]
         for target in targets {
             let start = Self.rss(target.pid)
-            let sources = ["--sources", "127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5"]
+            // Eight source addresses: under the per-address connection limit (256) for this server.
+            let sources = ["--sources", (2...9).map { "127.0.0.\($0)" }.joined(separator: ",")]
             let probe = target.kind == "janus" ? ["--probe-join", "janus", "--room", "4242"]
                 : ["--probe-join", "yes", "--secret", BenchSecret.value, "--probe-uid", "probe", "--probe-channel", "bench"]
             let peak = SampledPeak(pid: target.pid)
@@ -78,7 +79,7 @@ struct AbuseBench: AsyncParsableCommand {
             let before = Self.rss(target.pid)
             let joinPeak = SampledPeak(pid: target.pid)
             let flood = try await Self.attack(tool, ["joins", "--target", target.kind, "--url", target.url, "--count", "\(joins)", "--hold", "3",
-                                                     "--secret", BenchSecret.value, "--channel", "crowd", "--room", "4242"])
+                                                     "--secret", BenchSecret.value, "--channel", "crowd", "--room", "4242"] + sources)
             let crowdPeak = joinPeak.stop()
             let joined = (flood["joined"] as? NSNumber)?.intValue ?? 0
             rows[order[6], default: []].append("\(value(flood, "join_seconds")) (\(joined) of \(joins))")
@@ -172,6 +173,18 @@ struct AbuseBench: AsyncParsableCommand {
             throw CLIError("abuse.py \(arguments.first ?? "") printed no JSON: \(output.suffix(300))")
         }
         return json
+    }
+
+    /// SIGTERM, then SIGKILL if it has not exited within 5 s (Janus can hang in its shutdown).
+    static func stop(_ pid: pid_t) {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        for _ in 0..<50 {
+            if waitpid(pid, &status, WNOHANG) == pid { return }
+            usleep(100_000)
+        }
+        kill(pid, SIGKILL)
+        waitpid(pid, &status, 0)
     }
 
     /// Resident memory of a process, bytes (0 when it is gone).
