@@ -51,6 +51,7 @@ public final class SFU: @unchecked Sendable {
                              logger: Logger = Logger(label: "rtc.sfu")) async throws -> SFU {
         var media = MediaTransportConfiguration.server(host: configuration.host, port: configuration.mediaPort)
         media.announcedHosts = configuration.announceAddresses
+        media.tcpPort = configuration.tcpMediaPort
         let port = try await SharedMediaPort.bind(media, group: group)
         let sfu = SFU(configuration: configuration, port: port)
         sfu.context.logger = logger

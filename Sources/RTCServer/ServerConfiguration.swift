@@ -50,6 +50,9 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var turnURLs: [String] = []
     public var turnSecret: String?
     public var turnCredentialSeconds: Int = 24 * 3600
+    /// A passive ICE-TCP port (RFC 6544) beside the UDP media port, for clients whose UDP is
+    /// blocked: offered as `tcptype passive` candidates on the same addresses; 0 picks one; nil: none.
+    public var tcpMediaPort: Int?
     /// WebSocket and HTTP port (`/rtc`, `/healthz`, `/metrics`); 0 picks one.
     public var signalingPort: Int
     /// The UDP media port; 0 picks one.

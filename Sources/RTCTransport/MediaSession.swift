@@ -34,6 +34,10 @@ public final class MediaSession: @unchecked Sendable {
     var onCredentialsChanged: ((String, String) -> Void)?
     /// Test hook: sees every datagram sent.
     var onDatagramSent: ((ByteBuffer, SocketAddress) -> Void)?
+    /// The transport ("udp"/"tcp") an address is reached over (its owner's paths).
+    var transportOf: ((SocketAddress) -> String)?
+    /// Candidates found after the start (ICE-TCP connections), kept through ICE restarts.
+    private var addedCandidates: [SocketAddress] = []
 
     init(configuration: MediaTransportConfiguration, certificate: DTLSCertificate, localCandidates: [SocketAddress],
          eventLoop: EventLoop, ice credentials: ICECredentials = .random(),
@@ -56,6 +60,10 @@ public final class MediaSession: @unchecked Sendable {
             stats.roundTripTime = self.ice.roundTripTime
             stats.srtpReplaysDropped = self.srtp?.replaysDropped ?? 0
             stats.srtpAuthenticationFailures = self.srtp?.authenticationFailures ?? 0
+            if let selected = self.ice.selectedAddress {
+                stats.transport = self.transportOf?(selected) ?? "udp"
+                stats.remoteAddress = "\(selected.ipAddress ?? "?"):\(selected.port ?? 0)"
+            }
             return stats
         }
     }
@@ -100,12 +108,24 @@ public final class MediaSession: @unchecked Sendable {
                 self.onStateChange?(.connecting)
             }
             let old = self.ice.local.ufrag
-            self.apply(self.ice.restart(local: credentials, remote: remote.ice, candidates: remote.candidates, now: Self.now()))
+            let candidates = remote.candidates + self.addedCandidates.filter { !remote.candidates.contains($0) }
+            self.apply(self.ice.restart(local: credentials, remote: remote.ice, candidates: candidates, now: Self.now()))
             self.onCredentialsChanged?(old, credentials.ufrag)
             self.rearmTimer()
         }
         return credentials
     }
+
+    /// Checks a candidate found after the start (an ICE-TCP connection), on the event loop; the
+    /// checks to `stopping` end (``ICEAgent/addCandidate(_:stopping:now:)``).
+    func addRemoteCandidateOnLoop(_ address: SocketAddress, stopping: [SocketAddress]) {
+        if !addedCandidates.contains(address) { addedCandidates.append(address) }
+        apply(ice.addCandidate(address, stopping: stopping, now: Self.now()))
+        rearmTimer()
+    }
+
+    /// Whether ICE has not found a path yet, on the event loop.
+    var isSearchingOnLoop: Bool { ice.isSearching }
 
     /// The current local ICE credentials (they change on restart).
     public var localCredentials: EventLoopFuture<ICECredentials> { eventLoop.submit { self.ice.local } }

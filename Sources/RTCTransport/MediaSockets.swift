@@ -43,20 +43,14 @@ func configuredCandidates(_ configuration: MediaTransportConfiguration, channel:
     return candidates.isEmpty ? channel.localAddress.map { [$0] } ?? [] : candidates
 }
 
-/// Writes datagrams on `channel`; unflushed writes go out together at the next flush (NIO uses
-/// sendmmsg for a batch of pending datagrams).
-func datagramWriter(_ channel: Channel) -> (ByteBuffer, SocketAddress, Bool) -> Void {
-    { bytes, address, flush in
-        let envelope = AddressedEnvelope(remoteAddress: address, data: bytes)
-        if flush { channel.writeAndFlush(envelope, promise: nil) } else { channel.write(envelope, promise: nil) }
-    }
-}
-
 /// One peer on its own UDP socket: a client's transport (BUNDLE, rtcp-mux).
 public final class MediaTransport: @unchecked Sendable, DatagramRouter {
     public let channel: Channel
     /// The ICE/DTLS/SRTP state of the one peer.
     public let session: MediaSession
+    /// The UDP socket and any ICE-TCP connection to the peer.
+    private let paths: MediaPaths
+    private var fallback: Scheduled<Void>?
 
     /// Binds a UDP socket and makes a transport on it.
     public static func bind(_ configuration: MediaTransportConfiguration, group: EventLoopGroup) async throws -> MediaTransport {
@@ -70,9 +64,12 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
 
     private init(configuration: MediaTransportConfiguration, channel: Channel, certificate: DTLSCertificate) {
         self.channel = channel
+        let paths = MediaPaths(udp: channel)
+        self.paths = paths
         session = MediaSession(configuration: configuration, certificate: certificate,
                                localCandidates: configuredCandidates(configuration, channel: channel),
-                               eventLoop: channel.eventLoop, writer: datagramWriter(channel))
+                               eventLoop: channel.eventLoop, writer: paths.write)
+        session.transportOf = paths.transport(of:)
     }
 
     func route(_ envelope: AddressedEnvelope<ByteBuffer>) { session.receive(envelope.data, from: envelope.remoteAddress) }
@@ -93,7 +90,35 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         get { session.onStateChange }
         set { session.onStateChange = newValue }
     }
-    public func start(remote: TransportParameters) { session.start(remote: remote) }
+    /// Starts ICE towards `remote`; if UDP brings no answer within `tcpFallbackAfter` and the peer
+    /// offers passive ICE-TCP candidates, connects to them and checks over TCP instead.
+    public func start(remote: TransportParameters) {
+        session.start(remote: remote)
+        guard let delay = session.configuration.tcpFallbackAfter, !remote.tcpCandidates.isEmpty else { return }
+        channel.eventLoop.execute {
+            self.fallback?.cancel()
+            self.fallback = self.channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) { [weak self] in
+                self?.fallBackToTCP(remote)
+            }
+        }
+    }
+
+    /// On the loop: connects to the peer's passive candidates while ICE is still searching.
+    private func fallBackToTCP(_ remote: TransportParameters) {
+        guard session.isSearchingOnLoop else { return }
+        let session = self.session, paths = self.paths
+        for candidate in remote.tcpCandidates.prefix(4) {
+            ICETCP.connect(to: candidate, loop: channel.eventLoop, paths: paths) { bytes, from in
+                session.receive(bytes, from: from)
+            }.whenSuccess { connection in
+                guard let address = connection.remoteAddress, session.isSearchingOnLoop else {
+                    connection.close(promise: nil)
+                    return
+                }
+                session.addRemoteCandidateOnLoop(address, stopping: remote.candidates)
+            }
+        }
+    }
     public func sendRTP(_ packet: ByteBuffer) { session.sendRTP(packet) }
     public func sendRTCP(_ packet: ByteBuffer) { session.sendRTCP(packet) }
     public func sendRTP(batch packets: [ByteBuffer]) { session.sendRTP(batch: packets) }
@@ -103,9 +128,13 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         set { session.onDatagramSent = newValue }
     }
 
-    /// Closes DTLS (close_notify), ICE and the socket.
+    /// Closes DTLS (close_notify), ICE, any ICE-TCP connection and the socket.
     public func close() async {
         await session.close()
+        try? await channel.eventLoop.submit {
+            self.fallback?.cancel()
+            self.paths.closeAll()
+        }.get()
         try? await channel.close()
     }
 }
@@ -120,6 +149,11 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     private var byUfrag: [String: MediaSession] = [:]
     private var byAddress: [SocketAddress: MediaSession] = [:]
     private var _unroutable = 0
+    /// The UDP socket and the ICE-TCP connections.
+    private let paths: MediaPaths
+    /// The passive ICE-TCP listener (`tcpPort`), and its candidates.
+    private var tcpListener: Channel?
+    private var configuredTCP: [SocketAddress] = []
 
     public static func bind(_ configuration: MediaTransportConfiguration, group: EventLoopGroup) async throws -> SharedMediaPort {
         let certificate = try DTLSCertificate()
@@ -127,6 +161,21 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
         let channel = try await bindMediaSocket(host: configuration.host, port: configuration.port, group: group, handler: handler)
         let port = SharedMediaPort(configuration: configuration, channel: channel, certificate: certificate)
         handler.router = port
+        if let tcpPort = configuration.tcpPort {
+            do {
+                let listener = try await ICETCP.listen(host: configuration.host, port: tcpPort, loop: channel.eventLoop, paths: port.paths) {
+                    [weak port] bytes, from in port?.route(AddressedEnvelope(remoteAddress: from, data: bytes))
+                }
+                let boundPort = listener.localAddress?.port ?? tcpPort
+                try await channel.eventLoop.submit {
+                    port.tcpListener = listener
+                    port.configuredTCP = port.configured.compactMap { try? SocketAddress(ipAddress: $0.ipAddress ?? "", port: boundPort) }
+                }.get()
+            } catch {
+                try? await channel.close()
+                throw error
+            }
+        }
         return port
     }
 
@@ -134,6 +183,7 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
         self.configuration = configuration
         self.channel = channel
         self.certificate = certificate
+        paths = MediaPaths(udp: channel)
         configured = configuredCandidates(configuration, channel: channel)
     }
 
@@ -141,6 +191,9 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     private let configured: [SocketAddress]
 
     public var localAddress: SocketAddress? { channel.localAddress }
+
+    /// The passive ICE-TCP listener's address, when there is one.
+    public var tcpAddress: SocketAddress? { tcpListener?.localAddress }
 
     /// Hands every pending datagram to the kernel together (sendmmsg). On the event loop.
     public func flush() { channel.flush() }
@@ -162,7 +215,7 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     /// The parameters a session of this port will offer with `credentials` (before the peer's are known).
     public func localParameters(credentials: ICECredentials) -> TransportParameters {
         TransportParameters(ice: credentials, fingerprint: certificate.fingerprint,
-                            candidates: candidateAddresses, dtlsRole: configuration.dtlsRole)
+                            candidates: candidateAddresses, tcpCandidates: configuredTCP, dtlsRole: configuration.dtlsRole)
     }
 
     /// Makes a session for a new peer and starts it with the peer's parameters.
@@ -175,7 +228,8 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
         channel.eventLoop.preconditionInEventLoop()
         let session = MediaSession(configuration: configuration, certificate: certificate,
                                    localCandidates: candidateAddresses,
-                                   eventLoop: channel.eventLoop, ice: credentials, writer: datagramWriter(channel))
+                                   eventLoop: channel.eventLoop, ice: credentials, writer: paths.write)
+        session.transportOf = paths.transport(of:)
         session.onSelectedAddress = { [weak self, weak session] address in
             guard let self, let session else { return }
             for (old, owner) in self.byAddress where owner === session { self.byAddress[old] = nil }
@@ -231,7 +285,9 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
             for session in self.byUfrag.values { session.closeOnLoop() }
             self.byUfrag.removeAll()
             self.byAddress.removeAll()
+            self.paths.closeAll()
         }.get()
+        try? await tcpListener?.close()
         try? await channel.close()
     }
 }

@@ -28,4 +28,10 @@ public enum PacketDemultiplexer {
         default: return .unknown
         }
     }
+
+    /// Whether `datagram` is RTP or RTCP (what a congested path may drop; STUN and DTLS it may not).
+    public static func isMedia(_ datagram: some Collection<UInt8>) -> Bool {
+        let kind = classify(datagram)
+        return kind == .rtp || kind == .rtcp
+    }
 }

@@ -8,13 +8,17 @@ public struct TransportParameters: Sendable, Hashable {
     public var fingerprint: SDPFingerprint
     /// Host candidates (where this side listens).
     public var candidates: [SocketAddress]
+    /// Passive ICE-TCP host candidates (RFC 6544 `tcptype passive`): where this side accepts TCP.
+    public var tcpCandidates: [SocketAddress]
     /// The DTLS role this side takes (`a=setup:active` is the client).
     public var dtlsRole: DTLSEndpoint.Role
 
-    public init(ice: ICECredentials, fingerprint: SDPFingerprint, candidates: [SocketAddress], dtlsRole: DTLSEndpoint.Role) {
+    public init(ice: ICECredentials, fingerprint: SDPFingerprint, candidates: [SocketAddress], tcpCandidates: [SocketAddress] = [],
+                dtlsRole: DTLSEndpoint.Role) {
         self.ice = ice
         self.fingerprint = fingerprint
         self.candidates = candidates
+        self.tcpCandidates = tcpCandidates
         self.dtlsRole = dtlsRole
     }
 }
@@ -39,6 +43,13 @@ public struct MediaTransportConfiguration: Sendable {
     /// Seconds for the DTLS handshake once ICE has connected.
     public var dtlsTimeout: Double
     public var srtpProfiles: [SRTPProfile]
+    /// Server: the port of a passive ICE-TCP listener (RFC 6544, framing of RFC 4571) beside the UDP
+    /// port, for clients whose UDP is blocked; 0 picks one; nil: none.
+    public var tcpPort: Int?
+    /// Client: seconds without an answer over UDP after which checks go over TCP to the peer's
+    /// passive candidates too (the UDP checks stop then, so the peer's choice cannot flip back);
+    /// nil: never.
+    public var tcpFallbackAfter: Double? = 1.5
 
     public init(iceRole: ICEAgent.Role, dtlsRole: DTLSEndpoint.Role, host: String = "127.0.0.1", port: Int = 0,
                 iceTimers: ICETimers = ICETimers(), dtlsTimeout: Double = 10,
@@ -87,4 +98,7 @@ public struct MediaTransportStats: Sendable, Hashable {
     public var srtpAuthenticationFailures = 0
     /// From the latest answered STUN check, seconds.
     public var roundTripTime: Double?
+    /// The selected candidate pair's transport ("udp", or "tcp" for ICE-TCP) and remote address.
+    public var transport: String?
+    public var remoteAddress: String?
 }

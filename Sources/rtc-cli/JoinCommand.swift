@@ -306,6 +306,9 @@ final class Bot: Sendable {
 
     static func format(_ stats: RTCStats, uid: String) -> String {
         var parts = ["[\(uid) \(String(format2: Double(stats.durationMs) / 1000))s]"]
+        // Which candidate pair carries each transport's media (udp, or tcp for ICE-TCP).
+        let paths = [stats.publisherPath.map { "up \($0)" }, stats.subscriberPath.map { "down \($0)" }].compactMap { $0 }
+        if !paths.isEmpty { parts.append("path " + paths.joined(separator: ", ")) }
         for track in stats.local {
             parts.append("send \(track.kind.rawValue) \(Int(track.bitrateKbps)) kbps \(Int(track.framesPerSecond.rounded())) fps"
                 + (track.kind == .video ? " \(track.width)x\(track.height)" : "")

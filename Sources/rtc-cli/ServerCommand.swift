@@ -31,6 +31,9 @@ struct ServerCommand: AsyncParsableCommand {
     var turnSecret: String?
     @Option(help: "TCP port for WebSocket signaling and HTTP.") var port: Int = 7880
     @Option(name: .customLong("udp-port"), help: "UDP port for all media.") var udpPort: Int = 7882
+    @Option(name: .customLong("tcp-port"),
+            help: "TCP port for media (ICE-TCP, passive candidates) for clients whose UDP is blocked; 0 picks one.")
+    var tcpPort: Int?
     @Option(help: "HS256 secret tokens are signed with.") var secret: String?
     @Flag(help: "Development mode: make up a secret (unless --secret is given), print it with a sample token and the web page's URL, and hand out tokens at /dev-token.")
     var dev = false
@@ -73,7 +76,9 @@ struct ServerCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard secret != nil || dev else { throw ValidationError("give --secret, or --dev for a generated one") }
-        guard (0...65535).contains(port), (0...65535).contains(udpPort) else { throw ValidationError("ports must be 0...65535") }
+        guard (0...65535).contains(port), (0...65535).contains(udpPort), (0...65535).contains(tcpPort ?? 0) else {
+            throw ValidationError("ports must be 0...65535")
+        }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level \(logLevel) is not a level") }
         guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard (0...100_000).contains(publisherLimitFloor) else { throw ValidationError("--publisher-limit-floor must be 0...100000 kbps") }
@@ -126,6 +131,7 @@ struct ServerCommand: AsyncParsableCommand {
                                                 publisherLimitFloorKbps: publisherLimitFloor == 0 ? nil : publisherLimitFloor,
                                                 screenShareSuffix: screenShareSuffix, tlsCertificatePath: tlsCertificate, tlsKeyPath: tlsKey)
         configuration.announceAddresses = announceIP
+        configuration.tcpMediaPort = tcpPort
         configuration.resumeWindow = resumeWindow
         configuration.screenShareNeedsOwner = !allowOwnerlessShare
         configuration.limits.joinDeadlineSeconds = joinDeadline
@@ -151,7 +157,8 @@ struct ServerCommand: AsyncParsableCommand {
         let scheme = tlsCertificate == nil ? "ws" : "wss"
         print("signaling: \(scheme)://\(host):\(app.signalingAddress?.port ?? port)/rtc  media: udp \(host):\(app.mediaAddress?.port ?? udpPort)")
         let offered = LocalInterfaces.candidates(boundTo: host, port: app.mediaAddress?.port ?? udpPort, announced: announceIP, includeLoopback: true)
-        print("media candidates: \(offered.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" }.joined(separator: " "))")
+        print("media candidates: \(offered.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" }.joined(separator: " "))"
+              + (app.sfu.port.tcpAddress.map { " (and ICE-TCP on port \($0.port ?? 0))" } ?? ""))
         if dev {
             let now = Int64(time(nil))
             print("dev secret: \(secret)")

@@ -459,18 +459,29 @@ final class ChannelSession: @unchecked Sendable {
         publisher?.sendReports(cname: uid, nowMonoUs: mono, wallUs: MediaClock.wallUs())
         subscriber?.sendReports(nowUs: mono)
         guard tick % max(1, context.configuration.statsIntervalSeconds) == 0 else { return }
-        if let subscriber {
-            subscriber.transport.stats.whenSuccess { [weak self] stats in self?.emitStats(subscriberRTT: stats.roundTripTime) }
-        } else {
-            emitStats(subscriberRTT: nil)
+        // Both transports' counters (each on its loop), then one report.
+        let publisherStats = publisher?.transport.stats, subscriberStats = subscriber?.transport.stats
+        let emit: @Sendable (MediaTransportStats?, MediaTransportStats?) -> Void = { [weak self] published, subscribed in
+            self?.emitStats(publisher: published, subscriber: subscribed)
         }
+        let second: @Sendable (MediaTransportStats?) -> Void = { published in
+            guard let subscriberStats else { return emit(published, nil) }
+            subscriberStats.whenComplete { emit(published, try? $0.get()) }
+        }
+        if let publisherStats { publisherStats.whenComplete { second(try? $0.get()) } } else { second(nil) }
     }
 
-    private func emitStats(subscriberRTT: Double?) {
+    private func emitStats(publisher publisherStats: MediaTransportStats?, subscriber subscriberStats: MediaTransportStats?) {
         let (publisher, subscriber) = lock.withLock { (_publisher, _subscriber) }
-        let report = stats.report(nowUs: MediaClock.monotonicUs(), sinceUs: joinStartUs, senders: publisher?.senders ?? (nil, nil),
-                                  receivers: subscriber?.receivers ?? SubscriberTransport.Receivers(), subscriberRTT: subscriberRTT,
-                                  estimatedBandwidthKbps: publisher?.estimatedBandwidthKbps)
+        var report = stats.report(nowUs: MediaClock.monotonicUs(), sinceUs: joinStartUs, senders: publisher?.senders ?? (nil, nil),
+                                  receivers: subscriber?.receivers ?? SubscriberTransport.Receivers(),
+                                  subscriberRTT: subscriberStats?.roundTripTime, estimatedBandwidthKbps: publisher?.estimatedBandwidthKbps)
+        func path(_ stats: MediaTransportStats?) -> String? {
+            guard let stats, let transport = stats.transport else { return nil }
+            return "\(transport) \(stats.remoteAddress ?? "?")"
+        }
+        report.publisherPath = path(publisherStats)
+        report.subscriberPath = path(subscriberStats)
         emit(.rtcStats(report))
     }
 }

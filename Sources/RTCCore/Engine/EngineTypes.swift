@@ -289,6 +289,10 @@ public struct RTCStats: Sendable, Hashable {
     public var remote: [RemoteTrackStats]
     /// The send-side bandwidth estimate of the publisher transport (kbps), nil while not publishing.
     public var estimatedBandwidthKbps: Int?
+    /// The candidate pair each transport's media goes over, as "udp ADDRESS:PORT" or "tcp ADDRESS:PORT"
+    /// (ICE-TCP); nil before it connects or without that transport.
+    public var publisherPath: String?
+    public var subscriberPath: String?
 }
 
 extension VideoEncoderConfiguration {

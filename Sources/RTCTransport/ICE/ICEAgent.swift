@@ -112,6 +112,28 @@ public final class ICEAgent {
         return start(remote: remote, candidates: candidates, now: now)
     }
 
+    /// A remote candidate found after the start (an ICE-TCP connection to the peer's passive
+    /// candidate): checks go to it now. Checks to `stopping` end, so the peer (ICE-lite, which
+    /// follows the latest nomination) is not pulled back to a path that was silent.
+    public func addCandidate(_ address: SocketAddress, stopping: [SocketAddress] = [], now: Double) -> ICEOutput {
+        var output = ICEOutput()
+        guard role == .controlling, remote != nil else { return output }
+        switch state {
+        case .failed, .closed: return output
+        default: break
+        }
+        transactions = transactions.filter { !stopping.contains($0.value.to) }
+        if !remoteCandidates.contains(address) { remoteCandidates.append(address) }
+        sendCheck(to: address, now: now, &output)
+        return output
+    }
+
+    /// Whether no check has been answered yet (still looking for a path).
+    public var isSearching: Bool { state == .checking && selectedAddress == nil }
+
+    /// The remote candidates checks go to.
+    public var candidates: [SocketAddress] { remoteCandidates }
+
     private func setState(_ new: ICEState, _ output: inout ICEOutput) {
         guard state != new else { return }
         state = new

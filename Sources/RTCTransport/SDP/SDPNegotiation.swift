@@ -157,6 +157,14 @@ extension SessionDescription {
                                          address: address.ipAddress ?? "127.0.0.1", port: UInt16(address.port ?? 9))
                 lines.append(.attribute("candidate", entry.value))
             }
+            // Passive ICE-TCP candidates, after (and below) every UDP one.
+            for (index, address) in transport.tcpCandidates.enumerated() {
+                let entry = ICECandidate(foundation: String(transport.candidates.count + index + 1), transport: "tcp",
+                                         priority: ICEPriority.candidate(localPreference: UInt32(max(0, 8191 - index))),
+                                         address: address.ipAddress ?? "127.0.0.1", port: UInt16(address.port ?? 9),
+                                         extensions: [("tcptype", "passive")])
+                lines.append(.attribute("candidate", entry.value))
+            }
             lines.append(.attribute("end-of-candidates"))
         }
         let port = first?.port ?? 9
@@ -211,16 +219,22 @@ extension SessionDescription {
         case "passive": .server
         default: offererRole
         }
-        var candidates: [SocketAddress] = []
+        var candidates: [SocketAddress] = [], tcpCandidates: [SocketAddress] = []
         for section in media {
-            for candidate in section.candidates where candidate.transport.lowercased() == "udp" && candidate.component == 1 {
-                if let address = try? SocketAddress(ipAddress: candidate.address, port: Int(candidate.port)),
-                   !candidates.contains(address) {
+            for candidate in section.candidates where candidate.component == 1 {
+                guard let address = try? SocketAddress(ipAddress: candidate.address, port: Int(candidate.port)) else { continue }
+                switch candidate.transport.lowercased() {
+                case "udp" where !candidates.contains(address):
                     candidates.append(address)
+                case "tcp" where candidate.extensions.contains(where: { $0.0 == "tcptype" && $0.1 == "passive" })
+                    && candidate.port != 9 && !tcpCandidates.contains(address):
+                    tcpCandidates.append(address)
+                default:
+                    break
                 }
             }
         }
         return TransportParameters(ice: ICECredentials(ufrag: ufrag, pwd: pwd), fingerprint: fingerprint, candidates: candidates,
-                                   dtlsRole: role)
+                                   tcpCandidates: tcpCandidates, dtlsRole: role)
     }
 }

@@ -1,0 +1,168 @@
+import NIOCore
+import NIOPosix
+
+/// RFC 4571 framing: each packet on a TCP connection is preceded by its length (16 bits, big
+/// endian). ICE-TCP (RFC 6544) carries STUN, DTLS, SRTP and SRTCP this way, one datagram a frame.
+public enum RFC4571 {
+    /// The largest frame the length field can describe.
+    public static let maxFrame = 65535
+
+    /// Takes the next whole frame off the front of `buffer` (nil until one has fully arrived).
+    /// Empty frames are skipped. Never traps: any bytes are a length and a payload.
+    public static func nextFrame(from buffer: inout ByteBuffer) -> ByteBuffer? {
+        while let length = buffer.getInteger(at: buffer.readerIndex, as: UInt16.self) {
+            guard buffer.readableBytes >= 2 + Int(length) else { return nil }
+            buffer.moveReaderIndex(forwardBy: 2)
+            guard length > 0 else { continue }
+            return buffer.readSlice(length: Int(length))
+        }
+        return nil
+    }
+
+    /// `bytes` with its length in front (nil when it is too large to frame).
+    public static func frame(_ bytes: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer? {
+        guard bytes.readableBytes <= maxFrame else { return nil }
+        var framed = allocator.buffer(capacity: 2 + bytes.readableBytes)
+        framed.writeInteger(UInt16(bytes.readableBytes))
+        framed.writeImmutableBuffer(bytes)
+        return framed
+    }
+
+    /// Splits a TCP byte stream into frames.
+    final class Decoder: ByteToMessageDecoder {
+        typealias InboundOut = ByteBuffer
+
+        func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+            guard let frame = RFC4571.nextFrame(from: &buffer) else { return .needMoreData }
+            context.fireChannelRead(wrapInboundOut(frame))
+            return .continue
+        }
+
+        func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+            while let frame = RFC4571.nextFrame(from: &buffer) { context.fireChannelRead(wrapInboundOut(frame)) }
+            return .needMoreData
+        }
+    }
+}
+
+/// Where a session's datagrams go: the UDP socket, or the TCP connection (ICE-TCP) a remote
+/// address is reached over. Used on the event loop that owns the UDP channel and the connections.
+final class MediaPaths: @unchecked Sendable {
+    let udp: Channel
+    /// Established ICE-TCP connections by their remote address.
+    private(set) var tcp: [SocketAddress: Channel] = [:]
+    /// Bytes a TCP path may have waiting before media is dropped on it (STUN and DTLS are not).
+    /// ICE-TCP connections one port keeps at once; more are closed as they come.
+    static let maxConnections = 4096
+
+    init(udp: Channel) { self.udp = udp }
+
+    func add(_ connection: Channel, for remote: SocketAddress) { tcp[remote] = connection }
+
+    func remove(_ remote: SocketAddress) { tcp[remote] = nil }
+
+    /// "tcp" for an address reached over ICE-TCP, else "udp".
+    func transport(of address: SocketAddress) -> String { tcp[address] == nil ? "udp" : "tcp" }
+
+    /// Writes `bytes` to `address` over its path; unflushed UDP writes go out together at the next
+    /// flush (sendmmsg). A TCP path that does not drain drops media rather than queue it without bound.
+    func write(_ bytes: ByteBuffer, to address: SocketAddress, flush: Bool) {
+        if let connection = tcp[address] {
+            guard connection.isWritable || !PacketDemultiplexer.isMedia(bytes.readableBytesView),
+                  let framed = RFC4571.frame(bytes, allocator: connection.allocator)
+            else { return }
+            connection.writeAndFlush(framed, promise: nil)
+            return
+        }
+        let envelope = AddressedEnvelope(remoteAddress: address, data: bytes)
+        if flush { udp.writeAndFlush(envelope, promise: nil) } else { udp.write(envelope, promise: nil) }
+    }
+
+    func closeAll() {
+        for connection in tcp.values { connection.close(promise: nil) }
+        tcp.removeAll()
+    }
+}
+
+/// One ICE-TCP connection: registers its path while open and hands each frame on with the
+/// connection's remote address, as if it were a datagram from there.
+final class TCPPathHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+
+    private let paths: MediaPaths
+    private let deliver: (ByteBuffer, SocketAddress) -> Void
+    private var remote: SocketAddress?
+    private var idle: Scheduled<Void>?
+    /// A connection that has carried no frame for this long is closed (a port scan, a stray peer).
+    static let idleSeconds: Int64 = 30
+
+    init(paths: MediaPaths, deliver: @escaping (ByteBuffer, SocketAddress) -> Void) {
+        self.paths = paths
+        self.deliver = deliver
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        guard paths.tcp.count < MediaPaths.maxConnections else {
+            context.close(promise: nil)
+            return
+        }
+        remote = context.remoteAddress
+        if let remote { paths.add(context.channel, for: remote) }
+        armIdle(context)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let remote else { return }
+        armIdle(context)
+        deliver(unwrapInboundIn(data), remote)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        idle?.cancel()
+        if let remote { paths.remove(remote) }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+
+    private func armIdle(_ context: ChannelHandlerContext) {
+        idle?.cancel()
+        let channel = context.channel
+        idle = context.eventLoop.scheduleTask(in: .seconds(Self.idleSeconds)) { channel.close(promise: nil) }
+    }
+}
+
+enum ICETCP {
+    /// The pipeline of an ICE-TCP connection: framing, then the path.
+    static func configure(_ channel: Channel, paths: MediaPaths, deliver: @escaping (ByteBuffer, SocketAddress) -> Void) -> EventLoopFuture<Void> {
+        channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(RFC4571.Decoder()))
+            try channel.pipeline.syncOperations.addHandler(TCPPathHandler(paths: paths, deliver: deliver))
+        }
+    }
+
+    /// A passive ICE-TCP listener (the server's `tcptype passive` candidate) on `loop`, the loop of
+    /// the UDP port it shares sessions with.
+    static func listen(host: String, port: Int, loop: EventLoop, paths: MediaPaths,
+                       deliver: @escaping @Sendable (ByteBuffer, SocketAddress) -> Void) async throws -> Channel {
+        try await ServerBootstrap(group: loop)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(.backlog, value: 1024)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in configure(channel, paths: paths, deliver: deliver) }
+            .bind(host: host, port: port).get()
+    }
+
+    /// An active ICE-TCP connection to a remote passive candidate, on `loop`.
+    static func connect(to remote: SocketAddress, loop: EventLoop, paths: MediaPaths,
+                        deliver: @escaping @Sendable (ByteBuffer, SocketAddress) -> Void) -> EventLoopFuture<Channel> {
+        ClientBootstrap(group: loop)
+            .connectTimeout(.seconds(3))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in configure(channel, paths: paths, deliver: deliver) }
+            .connect(to: remote)
+    }
+}

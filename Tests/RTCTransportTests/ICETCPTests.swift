@@ -1,0 +1,117 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import TestKit
+@testable import RTCTransport
+import Testing
+
+@Suite("RFC 4571 framing (ICE-TCP)")
+struct RFC4571Tests {
+    /// Bytes as they may arrive on a TCP stream, and the frames they hold.
+    @Test("frames come off the stream whole, whatever the split; empty frames are skipped; a partial frame waits", arguments: [
+        ([0, 3, 1, 2, 3], [[1, 2, 3]], 0),
+        ([0, 3, 1, 2], [], 4),
+        ([0], [], 1),
+        ([0, 1, 9, 0, 2, 7, 8], [[9], [7, 8]], 0),
+        ([0, 0, 0, 1, 5], [[5]], 0),
+        ([0, 0], [], 0),
+        ([0xFF, 0xFF, 1, 2, 3], [], 5),
+    ] as [([UInt8], [[UInt8]], Int)])
+    func splitting(stream: [UInt8], frames: [[UInt8]], left: Int) {
+        var buffer = ByteBuffer(bytes: stream)
+        var found: [[UInt8]] = []
+        while let frame = RFC4571.nextFrame(from: &buffer) { found.append(Array(frame.readableBytesView)) }
+        #expect(found == frames)
+        #expect(buffer.readableBytes == left)
+    }
+
+    @Test("a frame round trips; a datagram too large for the length field is refused")
+    func framing() throws {
+        let allocator = ByteBufferAllocator()
+        var framed = try #require(RFC4571.frame(ByteBuffer(bytes: [1, 2, 3, 4]), allocator: allocator))
+        #expect(Array(framed.readableBytesView) == [0, 4, 1, 2, 3, 4])
+        #expect(RFC4571.nextFrame(from: &framed).map { Array($0.readableBytesView) } == [1, 2, 3, 4])
+        #expect(RFC4571.frame(ByteBuffer(repeating: 0, count: 65536), allocator: allocator) == nil)
+        #expect(RFC4571.frame(ByteBuffer(repeating: 0, count: 65535), allocator: allocator)?.readableBytes == 65537)
+    }
+}
+
+@Suite("ICE-TCP: a client whose UDP gets no answer connects over TCP", .serialized)
+struct ICETCPTests {
+    @Test("the server offers passive TCP candidates; with its UDP candidate silent the client checks over TCP, and DTLS and SRTP run over it both ways")
+    func fallback() async throws {
+        let group = MediaTransportTests.group
+        var server = MediaTransportConfiguration.server()
+        server.tcpPort = 0
+        let port = try await SharedMediaPort.bind(server, group: group)
+        let tcp = try #require(port.tcpAddress)
+        var configuration = MediaTransportConfiguration.client()
+        configuration.tcpFallbackAfter = 0.5
+        let client = try await MediaTransport.bind(configuration, group: group)
+        let session = try await port.makeSession(remote: TransportParameters(
+            ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint, candidates: [], dtlsRole: .client)).get()
+        let atServer = NIOLockedValueBox<[UInt16]>([]), atClient = NIOLockedValueBox<[UInt16]>([])
+        session.onRTP = { packet in atServer.withLockedValue { $0.append(packet.getInteger(at: 2, as: UInt16.self) ?? 0) } }
+        client.onRTP = { packet in atClient.withLockedValue { $0.append(packet.getInteger(at: 2, as: UInt16.self) ?? 0) } }
+        // What the server offers: its UDP candidate and the passive TCP one on the same address.
+        var offered = port.localParameters(credentials: session.localParameters.ice)
+        #expect(offered.tcpCandidates.map(\.port) == [tcp.port])
+        // ... and in SDP, read back the same.
+        let description = SessionDescription.make(sessionID: 1, transport: offered, iceLite: true, setup: "actpass", sections: [
+            MediaSectionDescription(mid: "0", kind: .video, direction: .recvonly)])
+        #expect(description.serialized.contains(" tcp ") && description.serialized.contains("tcptype passive"), "\(description.serialized)")
+        let parsed = try SessionDescription(parsing: description.serialized).transportParameters(offererRole: .server)
+        #expect(parsed.tcpCandidates == offered.tcpCandidates && parsed.candidates == offered.candidates)
+        // Blocked UDP: the only UDP candidate is a port nobody answers on.
+        let silent = try await DatagramBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
+        offered.candidates = [silent.localAddress!]
+        client.start(remote: offered)
+        #expect(await eventually(10) { try await client.state.get() == .connected })
+        #expect(await eventually { try await session.state.get() == .connected })
+        let stats = try await client.stats.get()
+        #expect(stats.transport == "tcp", "\(stats)")
+        #expect(try await session.stats.get().transport == "tcp")
+        for sequence in UInt16(0)..<50 {
+            client.sendRTP(rtpPacket(ssrc: 7, sequence: sequence, payload: [1, 2, 3]))
+            session.sendRTP(rtpPacket(ssrc: 8, sequence: sequence, payload: [4, 5, 6]))
+        }
+        #expect(await eventually { atServer.withLockedValue { $0 } == Array(0..<50) })
+        #expect(await eventually { atClient.withLockedValue { $0 } == Array(0..<50) })
+        try await silent.close()
+        await client.close()
+        await port.close()
+    }
+
+    @Test("with UDP answering, the client stays on UDP and never opens TCP")
+    func udpPreferred() async throws {
+        let group = MediaTransportTests.group
+        var server = MediaTransportConfiguration.server()
+        server.tcpPort = 0
+        let port = try await SharedMediaPort.bind(server, group: group)
+        var configuration = MediaTransportConfiguration.client()
+        configuration.tcpFallbackAfter = 0.3
+        let client = try await MediaTransport.bind(configuration, group: group)
+        let session = try await port.makeSession(remote: TransportParameters(
+            ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint, candidates: [], dtlsRole: .client)).get()
+        client.start(remote: port.localParameters(credentials: session.localParameters.ice))
+        #expect(await eventually { try await client.state.get() == .connected })
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(try await client.stats.get().transport == "udp")
+        #expect(try await session.stats.get().transport == "udp")
+        await client.close()
+        await port.close()
+    }
+
+    @Test("bytes that are not a session's are dropped: a stray TCP client sending garbage does not disturb the port")
+    func strayConnection() async throws {
+        let group = MediaTransportTests.group
+        var server = MediaTransportConfiguration.server()
+        server.tcpPort = 0
+        let port = try await SharedMediaPort.bind(server, group: group)
+        let stray = try await ClientBootstrap(group: group).connect(to: port.tcpAddress!).get()
+        try await stray.writeAndFlush(ByteBuffer(bytes: [0, 4, 0x80, 0x60, 1, 2, 0xFF, 0xFF, 9])).get()
+        #expect(await eventually { try await port.unroutableDatagrams.get() == 1 })
+        try await stray.close()
+        await port.close()
+    }
+}
