@@ -22,16 +22,61 @@ struct CrossHostTests {
     }
 
     /// `rtc-cli server` listening on every interface of `host`, offering `host`'s address.
-    func startServer(_ lab: NetworkLab, on host: NetworkLab.Host) async throws -> LabProcess {
+    func startServer(_ lab: NetworkLab, on host: NetworkLab.Host, _ extra: [String] = []) async throws -> LabProcess {
         let server = try LabProcess(lab.command(in: host, [cliPath, "server", "--host", "0.0.0.0", "--port", "7880", "--udp-port", "7882",
-                                                           "--secret", Self.secret, "--announce-ip", host.address, "--log-level", "error"]))
+                                                           "--secret", Self.secret, "--announce-ip", host.address, "--log-level", "error"]
+                                                          + extra))
         #expect(await eventually(15) { server.output.contains { $0.hasPrefix("media candidates:") } }, "server: \(server.errorText)")
         return server
     }
 
-    func join(_ lab: NetworkLab, on host: NetworkLab.Host, server: NetworkLab.Host, uid: String, _ extra: [String]) throws -> LabProcess {
+    func join(_ lab: NetworkLab, on host: NetworkLab.Host, server: NetworkLab.Host, uid: String, quiet: Bool = true,
+              _ extra: [String]) throws -> LabProcess {
         try LabProcess(lab.command(in: host, [cliPath, "join", "--server", "ws://\(server.address):7880/rtc", "--channel", "lab",
-                                              "--uid", uid, "--secret", Self.secret, "--quiet"] + extra))
+                                              "--uid", uid, "--secret", Self.secret] + (quiet ? ["--quiet"] : []) + extra))
+    }
+
+    @Test("UDP blocked on the publisher's and the viewer's networks: both reach the server over ICE-TCP, ≥ 95 % of frames arrive, and the stats say tcp")
+    func udpBlocked() async throws {
+        if let reason = NetworkLab.unavailableReason {
+            withKnownIssue("no network namespaces here: \(reason)") { Issue.record("skipped") }
+            return
+        }
+        let lab = try NetworkLab()
+        defer { lab.close() }
+        let serverHost = try lab.addHost("s")
+        let publisherHost = try lab.addHost("p", udpBlocked: true), viewerHost = try lab.addHost("v", udpBlocked: true)
+        let dir = temporaryDirectory("lab-tcp"), clip = "\(dir)/clip.y4m", recording = "\(dir)/rec"
+        let made = try runTool([cliPath, "pattern", "--output", clip, "--size", "640x360", "--frames", "150", "--fps", "15", "--kind", "camera"])
+        #expect(made.status == 0, "\(made.err)")
+        let server = try await startServer(lab, on: serverHost, ["--tcp-port", "7883"])
+        defer { server.stop() }
+        #expect(server.output.contains { $0.contains("ICE-TCP on port 7883") }, "\(server.output)")
+        let viewer = try join(lab, on: viewerHost, server: serverHost, uid: "2001", quiet: false,
+                              ["--role", "audience", "--record", recording, "--duration", "18"])
+        defer { viewer.stop() }
+        try await Task.sleep(for: .milliseconds(2500))
+        let publisher = try join(lab, on: publisherHost, server: serverHost, uid: "1001", quiet: false,
+                                 ["--video", clip, "--audio", "tone", "--fps", "15", "--size", "640x360", "--bitrate", "1500",
+                                  "--duration", "12", "--no-subscribe"])
+        defer { publisher.stop() }
+        #expect(await publisher.wait(40) == 0, "publisher: \(publisher.output.suffix(5)) \(publisher.errorText)")
+        #expect(await viewer.wait(40) == 0, "viewer: \(viewer.output.suffix(5)) \(viewer.errorText)")
+        let summary = try #require(publisher.output.first { $0.hasPrefix("1001: pushed") }, "\(publisher.output.suffix(5))")
+        let sent = summary.components(separatedBy: "sent video ").last.flatMap { Int($0.prefix { $0.isNumber }) } ?? 0
+        let camera = try #require(try frames("\(recording)/1001-camera.ivf"), "no camera recording: \(viewer.output.suffix(5))")
+        let upPath = publisher.output.last { $0.contains("path up ") }, downPath = viewer.output.last { $0.contains("path down ") }
+        print("UDP blocked: the publisher sent \(sent) frames over \(upPath.map(Self.path) ?? "?"), the viewer recorded \(camera) "
+            + "(\(String(format: "%.1f", 100 * Double(camera) / Double(max(sent, 1)))) %) over \(downPath.map(Self.path) ?? "?")")
+        #expect(sent > 100, "\(summary)")
+        #expect(Double(camera) >= 0.95 * Double(sent), "\(camera) of \(sent) frames")
+        #expect(upPath?.contains("path up tcp 10.77.0.1:7883") == true, "\(String(describing: upPath))")
+        #expect(downPath?.contains("path down tcp 10.77.0.1:7883") == true, "\(String(describing: downPath))")
+    }
+
+    /// The "path ..." part of a stats line.
+    static func path(_ line: String) -> String {
+        line.components(separatedBy: " | ").first { $0.hasPrefix("path ") } ?? line
     }
 
     @Test("a publisher behind a home NAT, a viewer and the _sub share each on another host: every frame arrives, PSNR >= 30 dB")

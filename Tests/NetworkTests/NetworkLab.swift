@@ -48,8 +48,9 @@ final class NetworkLab: @unchecked Sendable {
     deinit { close() }
 
     /// A host on a network of its own, routed to every other host; `behindNAT` puts it on a
-    /// private 192.168.x.0/24 that the router masquerades.
-    func addHost(_ label: String, behindNAT: Bool = false) throws -> Host {
+    /// private 192.168.x.0/24 that the router masquerades; `udpBlocked` drops every UDP packet to
+    /// or from it at the router (a network that lets only TCP out).
+    func addHost(_ label: String, behindNAT: Bool = false, udpBlocked: Bool = false) throws -> Host {
         let subnet = nextSubnet
         nextSubnet += 1
         let namespace = "\(id)\(label)"
@@ -69,6 +70,12 @@ final class NetworkLab: @unchecked Sendable {
             try nft("""
                 add rule ip lab post ip saddr \(net).0/24 oifname != "\(outside)" masquerade
                 add rule ip lab gate ip daddr \(net).0/24 ct state != { established, related } drop
+                """)
+        }
+        if udpBlocked {
+            try nft("""
+                add rule ip lab gate ip saddr \(net).0/24 meta l4proto udp drop
+                add rule ip lab gate ip daddr \(net).0/24 meta l4proto udp drop
                 """)
         }
         return Host(namespace: namespace, address: hostAddress)
