@@ -62,5 +62,14 @@ extension FuzzHarness {
             _ = controlling.handleTimers(now: now)
             _ = lite.handleTimers(now: now)
         }
+        // The same bytes as an ICE-TCP stream (RFC 4571): whole frames come off, never more bytes
+        // than arrived, and each goes to the lite agent as a datagram would.
+        var stream = ByteBuffer(bytes: bytes)
+        var taken = 0
+        while let frame = RFC4571.nextFrame(from: &stream) {
+            taken += 2 + frame.readableBytes
+            precondition(taken + stream.readableBytes <= bytes.count, "RFC 4571 framing took more than arrived")
+            _ = lite.receive(Array(frame.readableBytesView), from: address, now: now)
+        }
     }
 }
