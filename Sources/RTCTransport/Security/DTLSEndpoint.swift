@@ -92,6 +92,10 @@ public final class DTLSEndpoint {
         BIO_set_data(writeBIO, Unmanaged.passUnretained(sink).toOpaque())
         BIO_up_ref(readBIO)  // kept for writing received datagrams; SSL_set_bio takes one reference
         SSL_set_bio(ssl, readBIO, writeBIO)
+        // Flight retransmission (RFC 6347 §4.2.4.1): OpenSSL starts at 1 s, which turns one lost
+        // flight into a second-long join. Start at 150 ms and double up to 4 s, as browsers do
+        // (the RFC's 1 s is a SHOULD for a first guess; the RTT here is usually tens of ms).
+        DTLS_set_timer_cb(ssl) { _, previousUs in previousUs == 0 ? DTLSEndpoint.initialRetransmitUs : min(previousUs * 2, 4_000_000) }
         _ = rtc_ssl_set_mtu(ssl, mtu)
         if role == .client { SSL_set_connect_state(ssl) } else { SSL_set_accept_state(ssl) }
         self.context = context
@@ -199,6 +203,9 @@ public final class DTLSEndpoint {
         keyingMaterial = keys
         state = .connected
     }
+
+    /// The first flight retransmission timer, microseconds.
+    static let initialRetransmitUs: UInt32 = 150_000
 
     /// Seconds until ``handleTimeout()`` must be called to retransmit, nil when no timer runs.
     public var retransmitDelay: Double? {
