@@ -1,5 +1,6 @@
 import ArgumentParser
 import NIOConcurrencyHelpers
+import NIOCore
 import RTCCore
 import RTCRecording
 import ScreenShareUser
@@ -34,6 +35,8 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(name: .customLong("record-uid"), help: "Record only this uid (repeatable; default: everyone).") var recordUID: [String] = []
     @Option(help: "Seconds to stay; without it, until SIGINT or SIGTERM.") var duration: Double?
     @Flag(name: .customLong("no-subscribe"), help: "Receive nothing (auto-subscribe off).") var noSubscribe = false
+    @Option(help: "Local address the media sockets bind to (default 0.0.0.0: every interface, one candidate per address).")
+    var bind: String = "0.0.0.0"
     @Flag(help: "Print no stats lines.") var quiet = false
     @Option(help: "Screen-share mode (a `_sub` uid): pattern, x11[:DISPLAY], FILE.y4m, or - for raw BGRA on stdin.")
     var source: String = "pattern"
@@ -51,6 +54,7 @@ struct JoinCommand: AsyncParsableCommand {
         guard token != nil || secret != nil else { throw ValidationError("give --token, or --secret to mint one") }
         guard ["broadcaster", "audience"].contains(role) else { throw ValidationError("--role is broadcaster or audience, not \(role)") }
         guard (1...60).contains(fps) else { throw ValidationError("--fps must be 1...60") }
+        guard (try? SocketAddress(ipAddress: bind, port: 0)) != nil else { throw ValidationError("--bind \(bind) is not an IPv4 or IPv6 address") }
         guard ownerWait.isFinite, ownerWait >= 0 else { throw ValidationError("--owner-wait is seconds, 0 or more, not \(ownerWait)") }
         if let duration, !(duration > 0) { throw ValidationError("--duration must be positive") }
         guard server.hasPrefix("ws://") || server.hasPrefix("wss://") else { throw ValidationError("--server must be a ws:// or wss:// URL") }
@@ -142,7 +146,7 @@ struct JoinCommand: AsyncParsableCommand {
         let bot = try await Bot.start(server: server, channel: channel, uid: uid, token: token,
                                       role: role == "audience" ? .audience : .broadcaster, video: videoSource, audio: audioSource,
                                       settings: VideoEncoderConfiguration(dimensions: size, frameRate: fps, bitrateKbps: bitrate),
-                                      subscribe: !noSubscribe, record: record, printStats: !quiet,
+                                      subscribe: !noSubscribe, record: record, printStats: !quiet, bind: bind,
                                       recordOptions: ChannelRecorder.Options(layout: ChannelRecorder.Options.Layout(rawValue: recordFormat) ?? .tracks,
                                                                              uids: recordUID.isEmpty ? nil : Set(recordUID)))
         var host: ScreenShareHost?
@@ -200,9 +204,10 @@ final class Bot: Sendable {
 
     static func start(server: String, channel: String, uid: String, token: String, role: ClientRole, video: BotVideoSource,
                       audio: BotAudioSource, settings: VideoEncoderConfiguration, subscribe: Bool, record: String?,
-                      printStats: Bool, recordOptions: ChannelRecorder.Options = ChannelRecorder.Options(),
+                      printStats: Bool, bind: String = "0.0.0.0", recordOptions: ChannelRecorder.Options = ChannelRecorder.Options(),
                       source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone)) async throws -> Bot {
         var configuration = RTCEngineConfiguration(serverURL: server, clientRole: role)
+        configuration.bindAddress = bind
         configuration.statsIntervalSeconds = 1
         let engine = RTCEngine(configuration: configuration)
         do { try engine.setVideoEncoderConfiguration(settings) } catch { throw CLIError("\(error)") }

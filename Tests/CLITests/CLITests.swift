@@ -188,6 +188,8 @@ struct BotCommandTests {
             (["join", "--channel", "c", "--uid", "u", "--secret", "s", "--server", "http://x"], "ws://"),
             (["join", "--channel", "c", "--uid", "u", "--secret", "s", "--record", "/tmp/r", "--record-format", "mkv"], "--record-format"),
             (["join", "--channel", "c", "--uid", "u", "--secret", "s", "--record-format", "webm"], "--record DIR"),
+            (["join", "--channel", "c", "--uid", "u", "--secret", "s", "--bind", "example.com"], "--bind"),
+            (["join", "--channel", "c", "--uid", "u_sub", "--secret", "s", "--owner-wait", "-1"], "--owner-wait"),
             (["join", "--channel", "c", "--uid", "u", "--secret", "s", "--server", "ws://127.0.0.1:1/rtc", "--duration", "1"], "join failed"),
             (["join", "--channel", "c", "--uid", "u_sub", "--secret", "s", "--server", "ws://127.0.0.1:1/rtc", "--source", "pattern",
               "--duration", "1"], "join failed"),

@@ -53,7 +53,7 @@ struct CrossHostTests {
         defer { server.stop() }
         #expect(server.output.contains { $0.contains("ICE-TCP on port 7883") }, "\(server.output)")
         let viewer = try join(lab, on: viewerHost, server: serverHost, uid: "2001", quiet: false,
-                              ["--role", "audience", "--record", recording, "--duration", "18"])
+                              ["--role", "audience", "--record", recording, "--duration", "18", "--bind", viewerHost.address])
         defer { viewer.stop() }
         try await Task.sleep(for: .milliseconds(2500))
         let publisher = try join(lab, on: publisherHost, server: serverHost, uid: "1001", quiet: false,
@@ -130,6 +130,8 @@ struct CrossHostTests {
         for (arguments, message) in [
             (["server", "--secret", "s", "--announce-ip", "example.com"], "--announce-ip"),
             (["server", "--secret", "s", "--host", "not-an-address"], "--host"),
+            (["server", "--secret", "s", "--tcp-port", "70000"], "ports"),
+            (["server", "--secret", "s", "--max-tracks", "0"], "--max-tracks"),
         ] {
             let run = try runTool([cliPath] + arguments, timeout: 20)
             #expect(run.status != 0)
