@@ -1,7 +1,8 @@
 // The demo page: /?channel=C&uid=U[&token=T]&mode=watch|publish|share
 //   [&server=ws://host:port/rtc] [&shareToken=T] [&width=W&height=H&fps=F] [&suffix=_sub]
 // watch: join and show what arrives; publish: also publish camera + microphone; share: join as
-// <uid>_sub and publish the screen (getDisplayMedia, else a 1280x720 canvas).
+// <uid> (receiving nothing: the server takes a share only while its host is in the channel), then
+// as <uid>_sub, and publish the screen (getDisplayMedia, else a 1280x720 canvas).
 // window.rtcTest is the state a test driver polls (Tests/Tools/browser_peer.py).
 import {RTCClient, RTCError, screenShareUID, requireCaptureContext, DEFAULT_SCREEN_SHARE_SUFFIX} from "./rtc.js";
 
@@ -305,15 +306,18 @@ async function start() {
     $("#who").textContent = `${joinUid} in ${channel} (screen share)`;
     status("capturing the screen");
     const stream = await captureScreen(width, height, fps);
-    const token = params.get("shareToken") || params.get("token") || await fetchToken(joinUid);
+    const token = params.get("shareToken") || await fetchToken(joinUid);
     status("joining");
     test.joinStartMs = Math.round(performance.now());
+    // The host first, receiving nothing (the page is its own host).
+    await client.join({url, channel, uid, token: params.get("token") || await fetchToken(uid), role: "audience",
+                       autoSubscribe: false, autoSubscribeAudio: false, autoSubscribeVideo: false});
     const share = await RTCClient.shareScreen({url, channel, hostUid: uid, token, suffix, stream,
                                                video: {width, height, frameRate: fps}, clientOptions});
     window.rtcClient = share;
     wire(share);
     startStats(share);
-    $("#leave").onclick = () => share.leave();
+    $("#leave").onclick = async () => { await share.leave(); await client.leave(); };
     test.joined = true;
     test.joinedMs = Math.round(performance.now());
     test.participants = [...share.participants.keys()];
