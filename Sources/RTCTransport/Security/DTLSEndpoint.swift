@@ -204,8 +204,13 @@ public final class DTLSEndpoint {
         state = .connected
     }
 
-    /// The first flight retransmission timer, microseconds.
-    static let initialRetransmitUs: UInt32 = 150_000
+    /// The first flight retransmission timer, microseconds: 150 ms, or `RTC_DTLS_INITIAL_RETRANSMIT_MS`
+    /// (read once; for measuring against OpenSSL's 1 s in `rtc-cli bench join`).
+    static let initialRetransmitUs: UInt32 = {
+        guard let text = getenv("RTC_DTLS_INITIAL_RETRANSMIT_MS").map({ String(cString: $0) }), let ms = UInt32(text), (10...5000).contains(ms)
+        else { return 150_000 }
+        return ms * 1000
+    }()
 
     /// Seconds until ``handleTimeout()`` must be called to retransmit, nil when no timer runs.
     public var retransmitDelay: Double? {
