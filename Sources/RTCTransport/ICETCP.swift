@@ -51,6 +51,10 @@ final class MediaPaths: @unchecked Sendable {
     let udp: Channel
     /// Established ICE-TCP connections by their remote address.
     private(set) var tcp: [SocketAddress: Channel] = [:]
+    /// Peers reached through a TURN relay, and the relays by their server's address (UDP ones
+    /// share the socket: what comes from their server is theirs).
+    var relayed: [SocketAddress: TURNRelay] = [:]
+    var relayServers: [SocketAddress: TURNRelay] = [:]
     /// Bytes a TCP path may have waiting before media is dropped on it (STUN and DTLS are not).
     /// ICE-TCP connections one port keeps at once; more are closed as they come.
     static let maxConnections = 4096
@@ -61,8 +65,11 @@ final class MediaPaths: @unchecked Sendable {
 
     func remove(_ remote: SocketAddress) { tcp[remote] = nil }
 
-    /// "tcp" for an address reached over ICE-TCP, else "udp".
-    func transport(of address: SocketAddress) -> String { tcp[address] == nil ? "udp" : "tcp" }
+    /// "tcp" for an address reached over ICE-TCP, "relay/udp" or "relay/tcp" through TURN, else "udp".
+    func transport(of address: SocketAddress) -> String {
+        if tcp[address] != nil { return "tcp" }
+        return relayed[address]?.pathName ?? "udp"
+    }
 
     /// Writes `bytes` to `address` over its path; unflushed UDP writes go out together at the next
     /// flush (sendmmsg). A TCP path that does not drain drops media rather than queue it without bound.
@@ -74,6 +81,7 @@ final class MediaPaths: @unchecked Sendable {
             connection.writeAndFlush(framed, promise: nil)
             return
         }
+        if let relay = relayed[address] { return relay.send(bytes, to: address) }
         let envelope = AddressedEnvelope(remoteAddress: address, data: bytes)
         if flush { udp.writeAndFlush(envelope, promise: nil) } else { udp.write(envelope, promise: nil) }
     }
@@ -81,6 +89,9 @@ final class MediaPaths: @unchecked Sendable {
     func closeAll() {
         for connection in tcp.values { connection.close(promise: nil) }
         tcp.removeAll()
+        for relay in relayServers.values { relay.close() }
+        relayed.removeAll()
+        relayServers.removeAll()
     }
 }
 

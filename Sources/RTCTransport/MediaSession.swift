@@ -124,6 +124,9 @@ public final class MediaSession: @unchecked Sendable {
         rearmTimer()
     }
 
+    /// Fails the session with `reason` (a relay-only transport whose relays all failed), on the loop.
+    func failOnLoop(_ reason: String) { setState(.failed(reason: reason)) }
+
     /// Whether ICE has not found a path yet, on the event loop.
     var isSearchingOnLoop: Bool { ice.isSearching }
 

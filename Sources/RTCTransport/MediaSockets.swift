@@ -72,7 +72,12 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         session.transportOf = paths.transport(of:)
     }
 
-    func route(_ envelope: AddressedEnvelope<ByteBuffer>) { session.receive(envelope.data, from: envelope.remoteAddress) }
+    func route(_ envelope: AddressedEnvelope<ByteBuffer>) {
+        if let relay = paths.relayServers[envelope.remoteAddress], relay.server.transport == .udp {
+            return relay.receive(envelope.data)
+        }
+        session.receive(envelope.data, from: envelope.remoteAddress)
+    }
 
     public var localAddress: SocketAddress? { channel.localAddress }
     public var localParameters: TransportParameters { session.localParameters }
@@ -90,16 +95,57 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         get { session.onStateChange }
         set { session.onStateChange = newValue }
     }
-    /// Starts ICE towards `remote`; if UDP brings no answer within `tcpFallbackAfter` and the peer
-    /// offers passive ICE-TCP candidates, connects to them and checks over TCP instead.
+    /// Starts ICE towards `remote`. If UDP brings no answer within `tcpFallbackAfter`, connects to
+    /// the peer's passive ICE-TCP candidates and allocates on the TURN servers, and checks through
+    /// whichever comes up. With `relayOnly`, only through the TURN servers, from the start.
     public func start(remote: TransportParameters) {
-        session.start(remote: remote)
-        guard let delay = session.configuration.tcpFallbackAfter, !remote.tcpCandidates.isEmpty else { return }
+        let configuration = session.configuration
+        var direct = remote
+        if configuration.relayOnly {
+            direct.candidates = []
+            direct.tcpCandidates = []
+        }
+        session.start(remote: direct)
         channel.eventLoop.execute {
+            if configuration.relayOnly {
+                guard !configuration.turnServers.isEmpty else {
+                    return self.session.failOnLoop("relay only, and no TURN server to relay through")
+                }
+                return self.startRelays(remote, stopping: [])
+            }
+            guard let delay = configuration.tcpFallbackAfter, !remote.tcpCandidates.isEmpty || !configuration.turnServers.isEmpty else { return }
             self.fallback?.cancel()
             self.fallback = self.channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) { [weak self] in
-                self?.fallBackToTCP(remote)
+                guard let self, self.session.isSearchingOnLoop else { return }
+                self.fallBackToTCP(remote)
+                self.startRelays(remote, stopping: remote.candidates)
             }
+        }
+    }
+
+    /// On the loop: allocates on each TURN server (two at most); the first whose peers are
+    /// permitted carries checks to the peer's UDP candidates (the direct checks to them stop).
+    private func startRelays(_ remote: TransportParameters, stopping: [SocketAddress]) {
+        let session = self.session, paths = self.paths
+        var failures: [String] = []
+        let servers = session.configuration.turnServers.prefix(2)
+        for server in servers where paths.relayServers[server.address] == nil {
+            let relay = TURNRelay(server: server, udp: channel) { bytes, from in session.receive(bytes, from: from) }
+            paths.relayServers[server.address] = relay
+            relay.onPermitted = { [weak relay] in
+                guard let relay, session.isSearchingOnLoop else { return }
+                for candidate in remote.candidates where paths.relayed[candidate] == nil {
+                    paths.relayed[candidate] = relay
+                    session.addRemoteCandidateOnLoop(candidate, stopping: stopping)
+                }
+            }
+            relay.onFailure = { reason in
+                failures.append(reason)
+                if session.configuration.relayOnly, failures.count == servers.count, session.isSearchingOnLoop {
+                    session.failOnLoop("TURN: " + failures.joined(separator: "; "))
+                }
+            }
+            relay.start(peers: remote.candidates)
         }
     }
 

@@ -50,6 +50,11 @@ public struct MediaTransportConfiguration: Sendable {
     /// passive candidates too (the UDP checks stop then, so the peer's choice cannot flip back);
     /// nil: never.
     public var tcpFallbackAfter: Double? = 1.5
+    /// Client: TURN servers to relay through when the direct paths stay silent (with the ICE-TCP
+    /// fallback), or always with `relayOnly`.
+    public var turnServers: [TURNServer] = []
+    /// Client: media only through a TURN relay (`iceTransportPolicy: .relay`): no direct checks.
+    public var relayOnly = false
 
     public init(iceRole: ICEAgent.Role, dtlsRole: DTLSEndpoint.Role, host: String = "127.0.0.1", port: Int = 0,
                 iceTimers: ICETimers = ICETimers(), dtlsTimeout: Double = 10,

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import RTCServer
@@ -92,6 +93,105 @@ struct TURNInteropTests {
         }
         await client.close()
         await sfu.shutdown()
+    }
+
+    /// Waits until coturn answers an allocation (it takes a moment to listen).
+    func ready(_ port: Int) async throws -> Bool {
+        let made = TURNCredentials.make(secret: Self.secret, uid: "probe", now: Int64(Date().timeIntervalSince1970), ttl: 600)
+        let address = try SocketAddress(ipAddress: "127.0.0.1", port: port)
+        for _ in 0..<20 {
+            if (try? await TURNClient.allocate(server: address, username: made.username, password: made.credential, group: Self.group,
+                                               timeout: 1)) != nil { return true }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        return false
+    }
+
+    @Test("relay only, through coturn over UDP and over TCP: ICE, DTLS and SRTP run through the relay both ways, and the stats name it",
+          arguments: [TURNServer.Transport.udp, .tcp])
+    func relayOnly(transport: TURNServer.Transport) async throws {
+        guard let coturn = try startCoturn() else {
+            withKnownIssue("coturn (turnserver) is not installed") { Issue.record("skipped") }
+            return
+        }
+        defer {
+            kill(coturn.process.processIdentifier, SIGKILL)
+            coturn.process.waitUntilExit()
+        }
+        #expect(try await ready(coturn.port), "coturn did not answer")
+        let port = try await SharedMediaPort.bind(.server(), group: Self.group)
+        let made = TURNCredentials.make(secret: Self.secret, uid: "1001", now: Int64(Date().timeIntervalSince1970), ttl: 600)
+        var configuration = MediaTransportConfiguration.client()
+        configuration.turnServers = [TURNServer(address: try SocketAddress(ipAddress: "127.0.0.1", port: coturn.port), transport: transport,
+                                                username: made.username, password: made.credential)]
+        configuration.relayOnly = true
+        let client = try await MediaTransport.bind(configuration, group: Self.group)
+        let session = try await port.makeSession(remote: TransportParameters(
+            ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint, candidates: [], dtlsRole: .client)).get()
+        let atServer = NIOLockedValueBox<[UInt16]>([]), atClient = NIOLockedValueBox<[UInt16]>([])
+        session.onRTP = { packet in atServer.withLockedValue { $0.append(packet.getInteger(at: 2, as: UInt16.self) ?? 0) } }
+        client.onRTP = { packet in atClient.withLockedValue { $0.append(packet.getInteger(at: 2, as: UInt16.self) ?? 0) } }
+        client.start(remote: port.localParameters(credentials: session.localParameters.ice))
+        let connected = await eventually(10) { try await client.state.get() == .connected }
+        let state = try await client.state.get()
+        #expect(connected, "\(state)")
+        let stats = try await client.stats.get()
+        #expect(stats.transport == "relay/\(transport.rawValue)", "\(stats)")
+        // The server sees the relayed address (coturn's relay range), not the client's socket.
+        let seen = try #require(try await session.selectedAddress.get())
+        #expect(seen.port != client.localAddress?.port && (coturn.port + 1000...coturn.port + 1100).contains(seen.port ?? 0), "\(seen)")
+        for sequence in UInt16(0)..<50 {
+            client.sendRTP(Self.rtp(ssrc: 7, sequence: sequence))
+            session.sendRTP(Self.rtp(ssrc: 8, sequence: sequence))
+        }
+        #expect(await eventually { atServer.withLockedValue { $0.count } == 50 })
+        #expect(await eventually { atClient.withLockedValue { $0.count } == 50 })
+        print("TURN relay over \(transport.rawValue): connected through \(seen), 50/50 packets each way")
+        await client.close()
+        await port.close()
+    }
+
+    @Test("relay only with a TURN server that refuses the credential, or does not answer: the transport fails with that reason, within the connect timeout")
+    func relayRefused() async throws {
+        guard let coturn = try startCoturn() else {
+            withKnownIssue("coturn (turnserver) is not installed") { Issue.record("skipped") }
+            return
+        }
+        defer {
+            kill(coturn.process.processIdentifier, SIGKILL)
+            coturn.process.waitUntilExit()
+        }
+        #expect(try await ready(coturn.port), "coturn did not answer")
+        let port = try await SharedMediaPort.bind(.server(), group: Self.group)
+        for (name, server, reason) in [
+            ("forged", TURNServer(address: try SocketAddress(ipAddress: "127.0.0.1", port: coturn.port), transport: .udp,
+                                  username: "\(Int(Date().timeIntervalSince1970) + 600):1001", password: "forged"), "401"),
+            ("silent", TURNServer(address: try SocketAddress(ipAddress: "127.0.0.1", port: 9), transport: .udp,
+                                  username: "u", password: "p"), "no answer"),
+            ("closed", TURNServer(address: try SocketAddress(ipAddress: "127.0.0.1", port: 9), transport: .tcp,
+                                  username: "u", password: "p"), "TCP"),
+        ] {
+            var configuration = MediaTransportConfiguration.client()
+            configuration.turnServers = [server]
+            configuration.relayOnly = true
+            let client = try await MediaTransport.bind(configuration, group: Self.group)
+            let session = try await port.makeSession(remote: TransportParameters(
+                ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint, candidates: [], dtlsRole: .client)).get()
+            let started = Date()
+            client.start(remote: port.localParameters(credentials: session.localParameters.ice))
+            #expect(await eventually(11) { if case .failed = try await client.state.get() { true } else { false } })
+            let state = try await client.state.get()
+            #expect("\(state)".contains(reason), "\(name): \(state)")
+            #expect(Date().timeIntervalSince(started) <= 10.5, "\(name): failed after \(Date().timeIntervalSince(started)) s")
+            await client.close()
+            await port.remove(session)
+        }
+        await port.close()
+    }
+
+    static func rtp(ssrc: UInt32, sequence: UInt16) -> ByteBuffer {
+        RTPPacket(header: RTPHeader(payloadType: 96, sequenceNumber: sequence, timestamp: UInt32(sequence) * 3000, ssrc: ssrc),
+                  payload: ByteBuffer(bytes: [1, 2, 3])).serialized
     }
 
     @Test("ICE server URLs: parsed with defaults, refused with a clear message", arguments: [
