@@ -37,6 +37,12 @@ struct JoinCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-subscribe"), help: "Receive nothing (auto-subscribe off).") var noSubscribe = false
     @Option(help: "Local address the media sockets bind to (default 0.0.0.0: every interface, one candidate per address).")
     var bind: String = "0.0.0.0"
+    @Option(name: .customLong("ice-server"),
+            help: "A TURN server to relay through, turn:HOST[:PORT][?transport=udp|tcp] (repeatable; default: those the server hands out).")
+    var iceServer: [String] = []
+    @Option(name: .customLong("ice-username"), help: "Username for --ice-server.") var iceUsername: String?
+    @Option(name: .customLong("ice-credential"), help: "Credential for --ice-server.") var iceCredential: String?
+    @Flag(name: .customLong("relay-only"), help: "Send media only through a TURN server (iceTransportPolicy relay).") var relayOnly = false
     @Flag(help: "Print no stats lines.") var quiet = false
     @Option(help: "Screen-share mode (a `_sub` uid): pattern, x11[:DISPLAY], FILE.y4m, or - for raw BGRA on stdin.")
     var source: String = "pattern"
@@ -54,6 +60,17 @@ struct JoinCommand: AsyncParsableCommand {
         guard token != nil || secret != nil else { throw ValidationError("give --token, or --secret to mint one") }
         guard ["broadcaster", "audience"].contains(role) else { throw ValidationError("--role is broadcaster or audience, not \(role)") }
         guard (1...60).contains(fps) else { throw ValidationError("--fps must be 1...60") }
+        for url in iceServer {
+            do {
+                let parsed = try ICEServerURL(parsing: url)
+                guard parsed.scheme == .turn else { throw ValidationError("--ice-server \(url): only turn: URLs (UDP or TCP) are used") }
+            } catch let error as ICEServerURL.ParseError {
+                throw ValidationError("--ice-server \(error)")
+            }
+        }
+        guard iceServer.isEmpty || (iceUsername != nil && iceCredential != nil) else {
+            throw ValidationError("--ice-server needs --ice-username and --ice-credential")
+        }
         guard (try? SocketAddress(ipAddress: bind, port: 0)) != nil else { throw ValidationError("--bind \(bind) is not an IPv4 or IPv6 address") }
         guard ownerWait.isFinite, ownerWait >= 0 else { throw ValidationError("--owner-wait is seconds, 0 or more, not \(ownerWait)") }
         if let duration, !(duration > 0) { throw ValidationError("--duration must be positive") }
@@ -147,6 +164,8 @@ struct JoinCommand: AsyncParsableCommand {
                                       role: role == "audience" ? .audience : .broadcaster, video: videoSource, audio: audioSource,
                                       settings: VideoEncoderConfiguration(dimensions: size, frameRate: fps, bitrateKbps: bitrate),
                                       subscribe: !noSubscribe, record: record, printStats: !quiet, bind: bind,
+                                      iceServers: iceServer.isEmpty ? nil : [ICEServer(urls: iceServer, username: iceUsername, credential: iceCredential)],
+                                      relayOnly: relayOnly,
                                       recordOptions: ChannelRecorder.Options(layout: ChannelRecorder.Options.Layout(rawValue: recordFormat) ?? .tracks,
                                                                              uids: recordUID.isEmpty ? nil : Set(recordUID)))
         var host: ScreenShareHost?
@@ -204,10 +223,13 @@ final class Bot: Sendable {
 
     static func start(server: String, channel: String, uid: String, token: String, role: ClientRole, video: BotVideoSource,
                       audio: BotAudioSource, settings: VideoEncoderConfiguration, subscribe: Bool, record: String?,
-                      printStats: Bool, bind: String = "0.0.0.0", recordOptions: ChannelRecorder.Options = ChannelRecorder.Options(),
+                      printStats: Bool, bind: String = "0.0.0.0", iceServers: [ICEServer]? = nil, relayOnly: Bool = false,
+                      recordOptions: ChannelRecorder.Options = ChannelRecorder.Options(),
                       source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone)) async throws -> Bot {
         var configuration = RTCEngineConfiguration(serverURL: server, clientRole: role)
         configuration.bindAddress = bind
+        configuration.iceServers = iceServers
+        configuration.iceTransportPolicy = relayOnly ? .relay : .all
         configuration.statsIntervalSeconds = 1
         let engine = RTCEngine(configuration: configuration)
         do { try engine.setVideoEncoderConfiguration(settings) } catch { throw CLIError("\(error)") }

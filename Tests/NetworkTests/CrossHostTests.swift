@@ -74,6 +74,54 @@ struct CrossHostTests {
         #expect(downPath?.contains("path down tcp 10.77.0.1:7883") == true, "\(String(describing: downPath))")
     }
 
+    @Test("UDP blocked on the viewer's network, relay only: it reaches the server through coturn over TCP with the credentials joined hands out; ≥ 95 % of frames, and the stats say relay/tcp")
+    func relayOnlyOverTCP() async throws {
+        if let reason = NetworkLab.unavailableReason {
+            withKnownIssue("no network namespaces here: \(reason)") { Issue.record("skipped") }
+            return
+        }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver") else {
+            withKnownIssue("coturn (turnserver) is not installed") { Issue.record("skipped") }
+            return
+        }
+        let lab = try NetworkLab()
+        defer { lab.close() }
+        let serverHost = try lab.addHost("s"), publisherHost = try lab.addHost("p")
+        let viewerHost = try lab.addHost("v", udpBlocked: true)
+        let dir = temporaryDirectory("lab-turn"), clip = "\(dir)/clip.y4m", recording = "\(dir)/rec"
+        let made = try runTool([cliPath, "pattern", "--output", clip, "--size", "640x360", "--frames", "150", "--fps", "15", "--kind", "camera"])
+        #expect(made.status == 0, "\(made.err)")
+        let turnSecret = "lab-turn-secret"
+        let coturn = try LabProcess(lab.command(in: serverHost, [
+            "turnserver", "-n", "--listening-ip", serverHost.address, "--relay-ip", serverHost.address, "--listening-port", "3478",
+            "--min-port", "49152", "--max-port", "49300", "--use-auth-secret", "--static-auth-secret", turnSecret, "--realm", "lab",
+            "--no-tls", "--no-dtls", "--no-cli", "--log-file", "stdout", "--pidfile", "\(dir)/turn.pid"]))
+        defer { coturn.stop() }
+        let server = try await startServer(lab, on: serverHost, ["--turn-url", "turn:\(serverHost.address):3478?transport=tcp",
+                                                                 "--turn-secret", turnSecret])
+        defer { server.stop() }
+        try await Task.sleep(for: .milliseconds(500))  // coturn listening
+        let viewer = try join(lab, on: viewerHost, server: serverHost, uid: "2001", quiet: false,
+                              ["--role", "audience", "--record", recording, "--duration", "18", "--relay-only"])
+        defer { viewer.stop() }
+        try await Task.sleep(for: .milliseconds(2500))
+        let publisher = try join(lab, on: publisherHost, server: serverHost, uid: "1001", quiet: false,
+                                 ["--video", clip, "--audio", "tone", "--fps", "15", "--size", "640x360", "--bitrate", "1500",
+                                  "--duration", "12", "--no-subscribe"])
+        defer { publisher.stop() }
+        #expect(await publisher.wait(40) == 0, "publisher: \(publisher.output.suffix(5)) \(publisher.errorText)")
+        #expect(await viewer.wait(40) == 0, "viewer: \(viewer.output.suffix(5)) \(viewer.errorText)")
+        let summary = try #require(publisher.output.first { $0.hasPrefix("1001: pushed") }, "\(publisher.output.suffix(5))")
+        let sent = summary.components(separatedBy: "sent video ").last.flatMap { Int($0.prefix { $0.isNumber }) } ?? 0
+        let camera = try #require(try frames("\(recording)/1001-camera.ivf"), "no camera recording: \(viewer.output.suffix(5))")
+        let downPath = viewer.output.last { $0.contains("path down ") }
+        print("relay only over TCP: the publisher sent \(sent) frames, the viewer recorded \(camera) "
+            + "(\(String(format: "%.1f", 100 * Double(camera) / Double(max(sent, 1)))) %) over \(downPath.map(Self.path) ?? "?")")
+        #expect(sent > 100, "\(summary)")
+        #expect(Double(camera) >= 0.95 * Double(sent), "\(camera) of \(sent) frames")
+        #expect(downPath?.contains("path down relay/tcp") == true, "\(String(describing: downPath))")
+    }
+
     /// The "path ..." part of a stats line.
     static func path(_ line: String) -> String {
         line.components(separatedBy: " | ").first { $0.hasPrefix("path ") } ?? line

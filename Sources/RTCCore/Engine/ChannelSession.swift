@@ -55,6 +55,8 @@ final class ChannelSession: @unchecked Sendable {
     // MARK: State (under `lock`)
     private var _token: String
     private var participantSid = ""
+    /// The TURN servers transports may relay through (the configuration's, else the server's).
+    private var turnServers: [TURNServer] = []
     private var _publisher: PublisherTransport?
     private var _subscriber: SubscriberTransport?
     private var directory: RemoteUserDirectory
@@ -124,8 +126,10 @@ final class ChannelSession: @unchecked Sendable {
                 await self.signalingConnection(event)
             }
         }
+        let relays = ICEServer.turnServers(context.configuration.iceServers ?? joined.iceServers)
         lock.withLock {
             participantSid = joined.participant.sid
+            turnServers = relays.usable
             self.playout = playout
             self.rtcpTask = rtcpTask
             self.eventTask = eventTask
@@ -258,6 +262,8 @@ final class ChannelSession: @unchecked Sendable {
         let timeout = max(0.5, context.configuration.mediaTimeoutSeconds)
         transport.iceTimers.consentInterval = min(2.5, timeout / 2)
         transport.iceTimers.disconnectAfter = timeout
+        transport.turnServers = lock.withLock { turnServers }
+        transport.relayOnly = configuration.iceTransportPolicy == .relay
         return transport
     }
 
@@ -483,5 +489,30 @@ final class ChannelSession: @unchecked Sendable {
         report.publisherPath = path(publisherStats)
         report.subscriberPath = path(subscriberStats)
         emit(.rtcStats(report))
+    }
+}
+
+extension ICEServer {
+    /// The TURN servers among these URLs that a client transport can relay through: `turn:` over
+    /// UDP or TCP with a username and credential; numeric hosts, `localhost` or names resolved
+    /// here. Each skipped URL comes back with why.
+    static func turnServers(_ servers: [ICEServer]) -> (usable: [TURNServer], skipped: [String]) {
+        var usable: [TURNServer] = [], skipped: [String] = []
+        for server in servers {
+            for text in server.urls {
+                guard let url = try? ICEServerURL(parsing: text) else { skipped.append("\(text): not an ICE server URL"); continue }
+                guard url.scheme == .turn else { skipped.append("\(text): only turn: URLs are used"); continue }
+                guard let username = server.username, let credential = server.credential else {
+                    skipped.append("\(text): no username and credential")
+                    continue
+                }
+                let address = (try? SocketAddress(ipAddress: url.host, port: url.port))
+                    ?? (try? SocketAddress.makeAddressResolvingHost(url.host, port: url.port))
+                guard let address else { skipped.append("\(text): \(url.host) does not resolve"); continue }
+                usable.append(TURNServer(address: address, transport: url.transport == .tcp ? .tcp : .udp,
+                                         username: username, password: credential))
+            }
+        }
+        return (usable, skipped)
     }
 }

@@ -95,6 +95,14 @@ public struct RTCEngineConfiguration: Sendable {
     /// interface and offers a host candidate per interface address (loopback only when the server
     /// is on this machine); one address binds and offers just that one.
     public var bindAddress: String = "0.0.0.0"
+    /// TURN servers to relay through when no direct path answers (or always, with the `.relay`
+    /// policy); nil: those the server hands out in `joined` (its `--turn-url`, with short-lived
+    /// credentials). `turn:` URLs over UDP or TCP are used; `turns:` and `stun:` ones are skipped
+    /// (an ICE-lite server learns a client's mapped address from its checks).
+    public var iceServers: [ICEServer]?
+    /// `.all`: direct paths first (UDP, then ICE-TCP and TURN when UDP stays silent); `.relay`:
+    /// only through a TURN server.
+    public var iceTransportPolicy: ICETransportPolicy = .all
 
     public enum LogLevel: Int, Sendable, Hashable, Comparable, CaseIterable {
         case none = 0, error, warning, info, debug
@@ -302,4 +310,9 @@ extension VideoEncoderConfiguration {
     /// Whether the resolution may give under congestion: not for screen content, nor when the app
     /// asked to keep it. The sender scales by it and congestion control sets its floor by it.
     var mayScaleDown: Bool { degradationPreference != .maintainResolution && contentHint != .detail }
+}
+
+/// Which paths media may take (as `RTCConfiguration.iceTransportPolicy` in browsers).
+public enum ICETransportPolicy: String, Sendable, Hashable, CaseIterable {
+    case all, relay
 }
