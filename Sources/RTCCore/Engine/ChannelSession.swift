@@ -127,6 +127,9 @@ final class ChannelSession: @unchecked Sendable {
             }
         }
         let relays = ICEServer.turnServers(context.configuration.iceServers ?? joined.iceServers)
+        // An ICE server that cannot be used is told to the app (an error event), not a failed join:
+        // the direct paths may well work.
+        for reason in relays.skipped { emit(.error(RTCEngineError(.invalidArgument, "ICE server skipped: \(reason)"))) }
         lock.withLock {
             participantSid = joined.participant.sid
             turnServers = relays.usable
