@@ -24,10 +24,11 @@ struct ResilienceBench: AsyncParsableCommand {
             + "a capped uplink): figures per run and medians, nothing asserted.")
 
     enum Scenario: String, CaseIterable, ExpressibleByArgument {
-        case lossy, steps, downlink, degrade, all
+        case lossy, steps, downlink, degrade, camera, all
     }
 
-    @Option(help: "lossy, steps, downlink, degrade or all.") var scenario: Scenario = .all
+    @Option(help: "lossy, steps, downlink, degrade, camera (720p30 at 10 % loss, per second; not in all) or all.")
+    var scenario: Scenario = .all
     @Option(help: "Runs of each scenario (every run is printed, then the median of each figure).") var runs: Int = 1
     @Option(help: "Seconds of the lossy share's measured window (after 2 s of warm-up).") var seconds: Double = 20
     @Option(help: "Seconds per capacity phase of the steps scenario (2.5, 0.5, then 2.5 Mbps).") var phase: Double = 15
@@ -46,6 +47,7 @@ struct ResilienceBench: AsyncParsableCommand {
             case .steps: try await steps()
             case .downlink: try await downlink()
             case .degrade: try await degrade()
+            case .camera: try await lossyCamera()
             case .all: break
             }
         }
@@ -135,6 +137,64 @@ struct ResilienceBench: AsyncParsableCommand {
             up: proxyStats.up, upDropped: proxyStats.upDropped, down: proxyStats.down, downDropped: proxyStats.downDropped,
             nacksReceived: counters.nacksReceived, nacksSent: counters.nacksSent, retransmissions: counters.retransmissions,
             keyframeRequests: counters.keyframeRequestsForwarded)
+    }
+
+    // MARK: - camera: a 720p30 camera through 10 % loss each way, second by second
+
+    /// What the publisher encodes and the viewer decodes each second, with the publisher's send-side
+    /// estimate: where a sender's own rate falls under loss (not the network's doing) shows here.
+    private func lossyCamera() async throws {
+        print("camera: a 1280x720 camera at 30 fps asking 2500 kbps, watched by one viewer, 10 % random loss each way and 15 ms each "
+            + "way on both legs; \(fixed0(seconds)) s; per second: frames encoded, frames decoded, the publisher's estimate")
+        let server = try await BenchServer()
+        let channel = "camera"
+        let profile = ImpairmentProfile(loss: 0.10, delayMs: 15)
+        let proxy = try await startProxy(server, upstream: profile, downstream: profile, seed: 42)
+        let viewer = RTCEngine(configuration: RTCEngineConfiguration(serverURL: server.url))
+        let decoded = NIOLockedValueBox<[Int64]>([])
+        viewer.setRemoteVideoSink { _ in decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
+        try await viewer.join(token: server.token("2001", channel), channel: channel, uid: "2001")
+        var configuration = RTCEngineConfiguration(serverURL: server.url)
+        configuration.statsIntervalSeconds = 1
+        let publisher = RTCEngine(configuration: configuration)
+        let estimate = NIOLockedValueBox<Int?>(nil)
+        let statsTask = Task {
+            for await event in publisher.events {
+                if case .rtcStats(let stats) = event { estimate.withLockedValue { $0 = stats.estimatedBandwidthKbps } }
+            }
+        }
+        defer { statsTask.cancel() }
+        try publisher.setVideoEncoderConfiguration(VideoEncoderConfiguration(
+            dimensions: VideoSize(width: 1280, height: 720), frameRate: 30, bitrateKbps: 2500))
+        try await publisher.enableVideo()
+        try await publisher.join(token: server.token("1001", channel), channel: channel, uid: "1001")
+        let source = try startPattern(kind: .camera, size: VideoSize(width: 1280, height: 720), fps: 30) { _ = publisher.pushVideoFrame($0) }
+        defer { source.stop() }
+        var encodedBefore = publisher.localVideoFramesEncoded
+        var rows: [(encoded: Int, decoded: Int, kbps: Int?)] = []
+        let start = MediaClock.monotonicUs()
+        for second in 1...Int(seconds) {
+            try await Task.sleep(for: .seconds(1))
+            let now = publisher.localVideoFramesEncoded
+            let from = start + Int64(second - 1) * 1_000_000, to = start + Int64(second) * 1_000_000
+            let inSecond = decoded.withLockedValue { $0 }.filter { $0 >= from && $0 < to }.count
+            rows.append((now - encodedBefore, inSecond, estimate.withLockedValue { $0 }))
+            encodedBefore = now
+        }
+        source.stop()
+        let window = decoded.withLockedValue { $0 }.filter { $0 >= start && $0 <= start + Int64(seconds * 1e6) }
+        let gaps = zip(window.dropFirst(), window).map { Double($0 - $1) / 1000 }
+        print("s   encoded  decoded  estimate kbps")
+        for (index, row) in rows.enumerated() {
+            print(String(format: "%-3d %-8d %-8d %@", index + 1, row.encoded, row.decoded, row.kbps.map(String.init) ?? "-"))
+        }
+        print("encoded: min \(rows.map(\.encoded).min() ?? 0) fps, \(rows.filter { $0.encoded < 10 }.count) s under 10 fps; decoded: "
+            + "\(window.count) frames, longest gap \(fixed0(gaps.max() ?? 0)) ms")
+        await publisher.leave()
+        await viewer.leave()
+        await proxy.close()
+        await server.app.shutdown()
+        fflush(nil)
     }
 
     // MARK: - steps: uplink capacity 2.5 → 0.5 → 2.5 Mbps
