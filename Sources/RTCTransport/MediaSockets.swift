@@ -115,10 +115,17 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
             }
             guard let delay = configuration.tcpFallbackAfter, !remote.tcpCandidates.isEmpty || !configuration.turnServers.isEmpty else { return }
             self.fallback?.cancel()
+            // Direct first: ICE-TCP to the server's passive candidates, then (if that has not come
+            // up within the same delay, or there are none) the TURN relays.
             self.fallback = self.channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) { [weak self] in
                 guard let self, self.session.isSearchingOnLoop else { return }
+                guard !remote.tcpCandidates.isEmpty else { return self.startRelays(remote, stopping: remote.candidates) }
                 self.fallBackToTCP(remote)
-                self.startRelays(remote, stopping: remote.candidates)
+                guard !configuration.turnServers.isEmpty else { return }
+                self.fallback = self.channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) { [weak self] in
+                    guard let self, self.session.isSearchingOnLoop else { return }
+                    self.startRelays(remote, stopping: remote.candidates)
+                }
             }
         }
     }

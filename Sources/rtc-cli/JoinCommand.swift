@@ -261,7 +261,9 @@ final class Bot: Sendable {
                 case .userJoined(let other): log.withLockedValue { $0.append("\(uid): \(other) joined") }
                 case .userOffline(let other, let reason): log.withLockedValue { $0.append("\(uid): \(other) offline (\(reason.rawValue))") }
                 case .firstRemoteVideoFrameDecoded(let other, let source, let size, let elapsed):
-                    log.withLockedValue { $0.append("\(uid): first frame of \(other)/\(source.rawValue) \(size) after \(elapsed) ms") }
+                    let line = "\(uid): first frame of \(other)/\(source.rawValue) \(size) after \(elapsed) ms"
+                    log.withLockedValue { $0.append(line) }
+                    if printStats { print(line); fflush(nil) }
                 case .connectionStateChanged(let state, let reason):
                     log.withLockedValue { $0.append("\(uid): \(state.rawValue) (\(reason.rawValue))") }
                     if printStats { print("\(uid): connection \(state.rawValue) (\(reason.rawValue))"); fflush(nil) }

@@ -1,5 +1,6 @@
 import Foundation
 import RTCTestSupport
+import Signaling
 import Testing
 
 /// The product across hosts: the server, each client and the screen share in network namespaces of
@@ -120,6 +121,81 @@ struct CrossHostTests {
         #expect(sent > 100, "\(summary)")
         #expect(Double(camera) >= 0.95 * Double(sent), "\(camera) of \(sent) frames")
         #expect(downPath?.contains("path down relay/tcp") == true, "\(String(describing: downPath))")
+    }
+
+    /// The aiortc viewer (`Tests/Tools/aiortc_viewer.py`: aiortc answering the server's offers over
+    /// this signaling) in a namespace; its JSON report.
+    func aiortc(_ lab: NetworkLab, on host: NetworkLab.Host, server: NetworkLab.Host, uid: String, _ extra: [String]) throws -> LabProcess {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Tools/aiortc_viewer.py").path
+        return try LabProcess(lab.command(in: host, ["python3", script, "--server", "ws://\(server.address):7880/rtc", "--channel", "lab",
+                                                     "--uid", uid, "--secret", Self.secret] + extra))
+    }
+
+    @Test("side by side with aiortc as the viewer: behind a home NAT, and with UDP blocked (ours over ICE-TCP, aiortc through coturn over TCP)")
+    func aiortcSideBySide() async throws {
+        if let reason = NetworkLab.unavailableReason {
+            withKnownIssue("no network namespaces here: \(reason)") { Issue.record("skipped") }
+            return
+        }
+        guard (try? runTool(["python3", "-c", "import aiortc"]))?.status == 0,
+              FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver") else {
+            withKnownIssue("aiortc or coturn is not installed") { Issue.record("skipped") }
+            return
+        }
+        let lab = try NetworkLab()
+        defer { lab.close() }
+        let serverHost = try lab.addHost("s"), publisherHost = try lab.addHost("p")
+        let natHost = try lab.addHost("n", behindNAT: true), blockedHost = try lab.addHost("b", udpBlocked: true)
+        let dir = temporaryDirectory("lab-aiortc")
+        let turnSecret = "lab-turn-secret", turnURL = "turn:\(serverHost.address):3478?transport=tcp"
+        let coturn = try LabProcess(lab.command(in: serverHost, [
+            "turnserver", "-n", "--listening-ip", serverHost.address, "--relay-ip", serverHost.address, "--listening-port", "3478",
+            "--min-port", "49152", "--max-port", "49300", "--use-auth-secret", "--static-auth-secret", turnSecret, "--realm", "lab",
+            "--no-tls", "--no-dtls", "--no-cli", "--log-file", "stdout", "--pidfile", "\(dir)/turn.pid"]))
+        defer { coturn.stop() }
+        let server = try await startServer(lab, on: serverHost, ["--tcp-port", "7883", "--turn-url", turnURL, "--turn-secret", turnSecret])
+        defer { server.stop() }
+        let publisher = try join(lab, on: publisherHost, server: serverHost, uid: "1001",
+                                 ["--size", "640x360", "--fps", "15", "--bitrate", "1200", "--audio", "tone", "--duration", "30", "--no-subscribe"])
+        defer { publisher.stop() }
+        try await Task.sleep(for: .seconds(2))
+        let seconds = "12"
+        let credentials = TURNCredentials.make(secret: turnSecret, uid: "3002", now: Int64(Date().timeIntervalSince1970), ttl: 600)
+        // Four viewers at once, each for 12 s: ours and aiortc behind the NAT, ours and aiortc with UDP blocked.
+        let viewers: [(name: String, record: String?, process: LabProcess)] = [
+            ("ours, behind NAT", "\(dir)/nat", try join(lab, on: natHost, server: serverHost, uid: "2001", quiet: false,
+                                                        ["--role", "audience", "--record", "\(dir)/nat", "--duration", seconds])),
+            ("aiortc, behind NAT", nil, try aiortc(lab, on: natHost, server: serverHost, uid: "3001", ["--seconds", seconds])),
+            ("ours, UDP blocked", "\(dir)/blocked", try join(lab, on: blockedHost, server: serverHost, uid: "2002", quiet: false,
+                                                            ["--role", "audience", "--record", "\(dir)/blocked", "--duration", seconds])),
+            ("aiortc, UDP blocked", nil, try aiortc(lab, on: blockedHost, server: serverHost, uid: "3002",
+                                                    ["--seconds", seconds, "--ice-server", turnURL, "--ice-username", credentials.username,
+                                                     "--ice-credential", credentials.credential])),
+        ]
+        var rows: [String] = []
+        for viewer in viewers {
+            #expect(await viewer.process.wait(60) == 0, "\(viewer.name): \(viewer.process.output.suffix(3)) \(viewer.process.errorText.suffix(500))")
+            let frames: Int, first: Double?, path: String
+            if let record = viewer.record {
+                frames = try self.frames("\(record)/1001-camera.ivf") ?? 0
+                first = viewer.process.output.first { $0.contains("first frame of 1001/camera") }
+                    .flatMap { $0.components(separatedBy: "after ").last?.split(separator: " ").first }.flatMap { Double($0) }
+                path = viewer.process.output.last { $0.contains("path down ") }.map(Self.path) ?? "?"
+            } else {
+                let line = viewer.process.output.last ?? ""
+                let json = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] ?? [:]
+                let videos = json["videos"] as? [String: [String: Any]] ?? [:]
+                frames = (videos["1001/camera"]?["frames"] as? NSNumber)?.intValue ?? 0
+                first = (json["firstFrameMs"] as? NSNumber)?.doubleValue
+                path = json["path"] as? String ?? "? \(json["errors"] ?? "")"
+            }
+            rows.append("\(viewer.name.padding(toLength: 22, withPad: " ", startingAt: 0)) \(String(frames).padding(toLength: 8, withPad: " ", startingAt: 0)) "
+                        + "\((first.map { String(format: "%.0f ms", $0) } ?? "none").padding(toLength: 12, withPad: " ", startingAt: 0)) \(path)")
+            #expect(frames >= 100, "\(viewer.name): \(frames) frames in \(seconds) s")
+        }
+        print("side by side, 640x360 at 15 fps for \(seconds) s:\nviewer                 frames   first frame  path\n" + rows.joined(separator: "\n"))
+        #expect(rows[0].contains("udp") && rows[2].contains("tcp 10.77.0.1:7883") && rows[3].contains("relay"), "\(rows)")
     }
 
     /// The "path ..." part of a stats line.
