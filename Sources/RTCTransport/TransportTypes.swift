@@ -49,7 +49,7 @@ public struct MediaTransportConfiguration: Sendable {
     /// Client: seconds without an answer over UDP after which checks go over TCP to the peer's
     /// passive candidates too (the UDP checks stop then, so the peer's choice cannot flip back);
     /// nil: never.
-    public var tcpFallbackAfter: Double? = 1.5
+    public var tcpFallbackAfter: Double? = 0.8
     /// Client: TURN servers to relay through when the direct paths stay silent (with the ICE-TCP
     /// fallback), or always with `relayOnly`.
     public var turnServers: [TURNServer] = []
