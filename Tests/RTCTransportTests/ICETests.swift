@@ -45,6 +45,31 @@ struct ICETests {
         #expect(client.roundTripTime == 0.02)
     }
 
+    @Test("with two server candidates, the first answered wins: checks to the other stop, and the winner is nominated again at once so the lite server ends on it")
+    func firstAnswerWins() throws {
+        let other = try SocketAddress(ipAddress: "10.0.0.1", port: 7882)
+        let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
+        _ = server.start(remote: client.local, candidates: [], now: 0)
+        let first = client.start(remote: server.local, candidates: [other, serverAddress], now: 0)
+        #expect(first.datagrams.map(\.to) == [other, serverAddress])
+        // Only the check to serverAddress reaches the server; the one to `other` arrives later,
+        // from the client's second address (another interface), and the lite side follows it.
+        let secondAddress = try SocketAddress(ipAddress: "10.0.0.2", port: 40000)
+        var reached = ICEOutput()
+        reached.datagrams = [first.datagrams[1]]
+        pump(reached, from: client, fromAddress: clientAddress, to: server, toAddress: serverAddress,
+             now: 0.02)
+        #expect(client.selectedAddress == serverAddress)
+        _ = server.receive(first.datagrams[0].bytes, from: secondAddress, now: 0.05)
+        #expect(server.selectedAddress == secondAddress)
+        // No retransmission to `other` any more; the selected pair is checked again within 0.2 s.
+        let later = client.handleTimers(now: 0.25)
+        #expect(later.datagrams.map(\.to) == [serverAddress])
+        pump(later, from: client, fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 0.26)
+        #expect(server.selectedAddress == clientAddress)
+        #expect(client.handleTimers(now: 1.0).datagrams.isEmpty)
+    }
+
     @Test("a wrong password is answered 401 and fails the check with the reason")
     func wrongPassword() {
         let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)

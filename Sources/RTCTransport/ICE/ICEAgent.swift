@@ -210,6 +210,11 @@ public final class ICEAgent {
         if selectedAddress == nil || state != .connected {
             selectedAddress = transaction.to
             output.selectedAddress = transaction.to
+            // The checks to the other candidates stop, and the chosen pair is nominated once more
+            // shortly: an ICE-lite peer follows the latest nomination, and a check to another of its
+            // candidates still in flight must not be the last one it sees.
+            transactions = transactions.filter { $0.value.to == transaction.to }
+            nextConsentCheck = now + 0.2
         }
         setState(.connected, &output)
     }
