@@ -59,6 +59,8 @@ let package = Package(
             dependencies: [
                 "CSRTP", "COpenSSL", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                // TURN over TLS (`turns:`).
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]),
         // The network impairment proxy (loss, delay, jitter, reorder, duplication, bandwidth cap,
         // blackouts) on loopback: the kernel here has no netem.

@@ -38,8 +38,10 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(help: "Local address the media sockets bind to (default 0.0.0.0: every interface, one candidate per address).")
     var bind: String = "0.0.0.0"
     @Option(name: .customLong("ice-server"),
-            help: "A TURN server to relay through, turn:HOST[:PORT][?transport=udp|tcp] (repeatable; default: those the server hands out).")
+            help: "A TURN server to relay through, turn:HOST[:PORT][?transport=udp|tcp] or turns:HOST[:PORT] (TLS) (repeatable; default: those the server hands out).")
     var iceServer: [String] = []
+    @Option(name: .customLong("ice-trust"), help: "PEM certificates to trust for turns: servers instead of the system's roots.")
+    var iceTrust: String?
     @Option(name: .customLong("ice-username"), help: "Username for --ice-server.") var iceUsername: String?
     @Option(name: .customLong("ice-credential"), help: "Credential for --ice-server.") var iceCredential: String?
     @Flag(name: .customLong("relay-only"), help: "Send media only through a TURN server (iceTransportPolicy relay).") var relayOnly = false
@@ -63,7 +65,9 @@ struct JoinCommand: AsyncParsableCommand {
         for url in iceServer {
             do {
                 let parsed = try ICEServerURL(parsing: url)
-                guard parsed.scheme == .turn else { throw ValidationError("--ice-server \(url): only turn: URLs (UDP or TCP) are used") }
+                guard parsed.scheme == .turn || parsed.scheme == .turns else {
+                    throw ValidationError("--ice-server \(url): only turn: (UDP or TCP) and turns: (TLS) URLs are used")
+                }
             } catch let error as ICEServerURL.ParseError {
                 throw ValidationError("--ice-server \(error)")
             }
@@ -165,7 +169,7 @@ struct JoinCommand: AsyncParsableCommand {
                                       settings: VideoEncoderConfiguration(dimensions: size, frameRate: fps, bitrateKbps: bitrate),
                                       subscribe: !noSubscribe, record: record, printStats: !quiet, bind: bind,
                                       iceServers: iceServer.isEmpty ? nil : [ICEServer(urls: iceServer, username: iceUsername, credential: iceCredential)],
-                                      relayOnly: relayOnly,
+                                      relayOnly: relayOnly, iceTrust: iceTrust,
                                       recordOptions: ChannelRecorder.Options(layout: ChannelRecorder.Options.Layout(rawValue: recordFormat) ?? .tracks,
                                                                              uids: recordUID.isEmpty ? nil : Set(recordUID)))
         var host: ScreenShareHost?
@@ -224,12 +228,14 @@ final class Bot: Sendable {
     static func start(server: String, channel: String, uid: String, token: String, role: ClientRole, video: BotVideoSource,
                       audio: BotAudioSource, settings: VideoEncoderConfiguration, subscribe: Bool, record: String?,
                       printStats: Bool, bind: String = "0.0.0.0", iceServers: [ICEServer]? = nil, relayOnly: Bool = false,
+                      iceTrust: String? = nil,
                       recordOptions: ChannelRecorder.Options = ChannelRecorder.Options(),
                       source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone)) async throws -> Bot {
         var configuration = RTCEngineConfiguration(serverURL: server, clientRole: role)
         configuration.bindAddress = bind
         configuration.iceServers = iceServers
         configuration.iceTransportPolicy = relayOnly ? .relay : .all
+        configuration.turnTrustedCertificates = iceTrust
         configuration.statsIntervalSeconds = 1
         let engine = RTCEngine(configuration: configuration)
         do { try engine.setVideoEncoderConfiguration(settings) } catch { throw CLIError("\(error)") }

@@ -15,16 +15,18 @@ struct TURNInteropTests {
     static let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
     static let secret = "turn-shared-secret"
 
-    /// coturn on loopback with `use-auth-secret`, on a free port; nil when it is not installed.
-    func startCoturn() throws -> (process: Process, port: Int)? {
+    /// coturn on loopback with `use-auth-secret`, on a free port (TLS on the next one when given a
+    /// certificate and key); nil when it is not installed.
+    func startCoturn(tls: (certificate: String, key: String)? = nil) throws -> (process: Process, port: Int)? {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver") else { return nil }
         let port = Int.random(in: 20000...29000)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/turnserver")
+        let secure = tls.map { ["--cert", $0.certificate, "--pkey", $0.key, "--tls-listening-port", "\(port + 1)"] } ?? ["--no-tls"]
         process.arguments = ["-n", "--listening-ip", "127.0.0.1", "--relay-ip", "127.0.0.1", "--listening-port", "\(port)",
                              "--min-port", "\(port + 1000)", "--max-port", "\(port + 1100)", "--use-auth-secret",
-                             "--static-auth-secret", Self.secret, "--realm", "rtc.test", "--no-tls", "--no-dtls", "--no-cli",
-                             "--allow-loopback-peers", "--log-file", "stdout", "--pidfile", NSTemporaryDirectory() + "turn-\(port).pid"]
+                             "--static-auth-secret", Self.secret, "--realm", "rtc.test", "--no-dtls", "--no-cli",
+                             "--allow-loopback-peers", "--log-file", "stdout", "--pidfile", NSTemporaryDirectory() + "turn-\(port).pid"] + secure
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -148,6 +150,50 @@ struct TURNInteropTests {
         #expect(await eventually { atClient.withLockedValue { $0.count } == 50 })
         print("TURN relay over \(transport.rawValue): connected through \(seen), 50/50 packets each way")
         await client.close()
+        await port.close()
+    }
+
+    @Test("relay only over TLS (turns:) to coturn: connects when the certificate is trusted, fails with the TLS error when it is not")
+    func relayOverTLS() async throws {
+        let dir = temporaryDirectory("turn-tls"), certificate = "\(dir)/turn.pem", key = "\(dir)/turn.key"
+        let made = try runTool(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                                "-keyout", key, "-out", certificate, "-days", "1", "-subj", "/CN=turn.test",
+                                "-addext", "subjectAltName=IP:127.0.0.1"])
+        #expect(made.status == 0, "\(made.err)")
+        guard let coturn = try startCoturn(tls: (certificate, key)) else {
+            withKnownIssue("coturn (turnserver) is not installed") { Issue.record("skipped") }
+            return
+        }
+        defer {
+            kill(coturn.process.processIdentifier, SIGKILL)
+            coturn.process.waitUntilExit()
+        }
+        #expect(try await ready(coturn.port), "coturn did not answer")
+        let port = try await SharedMediaPort.bind(.server(), group: Self.group)
+        let credentials = TURNCredentials.make(secret: Self.secret, uid: "1001", now: Int64(Date().timeIntervalSince1970), ttl: 600)
+        for trusted in [true, false] {
+            var configuration = MediaTransportConfiguration.client()
+            configuration.turnServers = [TURNServer(address: try SocketAddress(ipAddress: "127.0.0.1", port: coturn.port + 1), transport: .tls,
+                                                    username: credentials.username, password: credentials.credential, hostname: "127.0.0.1",
+                                                    trustedCertificates: trusted ? certificate : nil)]
+            configuration.relayOnly = true
+            let client = try await MediaTransport.bind(configuration, group: Self.group)
+            let session = try await port.makeSession(remote: TransportParameters(
+                ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint, candidates: [], dtlsRole: .client)).get()
+            client.start(remote: port.localParameters(credentials: session.localParameters.ice))
+            if trusted {
+                #expect(await eventually(10) { try await client.state.get() == .connected })
+                let stats = try await client.stats.get()
+                #expect(stats.transport == "relay/tls", "\(stats)")
+                print("TURN relay over TLS: \(stats.transport ?? "?") \(stats.remoteAddress ?? "?")")
+            } else {
+                #expect(await eventually(10) { if case .failed = try await client.state.get() { true } else { false } })
+                let state = try await client.state.get()
+                #expect("\(state)".contains("TLS"), "\(state)")
+            }
+            await client.close()
+            await port.remove(session)
+        }
         await port.close()
     }
 

@@ -126,7 +126,8 @@ final class ChannelSession: @unchecked Sendable {
                 await self.signalingConnection(event)
             }
         }
-        let relays = ICEServer.turnServers(context.configuration.iceServers ?? joined.iceServers)
+        let relays = ICEServer.turnServers(context.configuration.iceServers ?? joined.iceServers,
+                                           trustedCertificates: context.configuration.turnTrustedCertificates)
         // An ICE server that cannot be used is told to the app (an error event), not a failed join:
         // the direct paths may well work.
         for reason in relays.skipped { emit(.error(RTCEngineError(.invalidArgument, "ICE server skipped: \(reason)"))) }
@@ -499,12 +500,12 @@ extension ICEServer {
     /// The TURN servers among these URLs that a client transport can relay through: `turn:` over
     /// UDP or TCP with a username and credential; numeric hosts, `localhost` or names resolved
     /// here. Each skipped URL comes back with why.
-    static func turnServers(_ servers: [ICEServer]) -> (usable: [TURNServer], skipped: [String]) {
+    static func turnServers(_ servers: [ICEServer], trustedCertificates: String? = nil) -> (usable: [TURNServer], skipped: [String]) {
         var usable: [TURNServer] = [], skipped: [String] = []
         for server in servers {
             for text in server.urls {
                 guard let url = try? ICEServerURL(parsing: text) else { skipped.append("\(text): not an ICE server URL"); continue }
-                guard url.scheme == .turn else { skipped.append("\(text): only turn: URLs are used"); continue }
+                guard url.scheme == .turn || url.scheme == .turns else { skipped.append("\(text): only turn: and turns: URLs are used"); continue }
                 guard let username = server.username, let credential = server.credential else {
                     skipped.append("\(text): no username and credential")
                     continue
@@ -512,8 +513,9 @@ extension ICEServer {
                 let address = (try? SocketAddress(ipAddress: url.host, port: url.port))
                     ?? (try? SocketAddress.makeAddressResolvingHost(url.host, port: url.port))
                 guard let address else { skipped.append("\(text): \(url.host) does not resolve"); continue }
-                usable.append(TURNServer(address: address, transport: url.transport == .tcp ? .tcp : .udp,
-                                         username: username, password: credential))
+                let transport: TURNServer.Transport = url.scheme == .turns ? .tls : url.transport == .tcp ? .tcp : .udp
+                usable.append(TURNServer(address: address, transport: transport, username: username, password: credential,
+                                         hostname: url.host, trustedCertificates: trustedCertificates))
             }
         }
         return (usable, skipped)

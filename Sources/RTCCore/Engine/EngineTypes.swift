@@ -97,12 +97,14 @@ public struct RTCEngineConfiguration: Sendable {
     public var bindAddress: String = "0.0.0.0"
     /// TURN servers to relay through when no direct path answers (or always, with the `.relay`
     /// policy); nil: those the server hands out in `joined` (its `--turn-url`, with short-lived
-    /// credentials). `turn:` URLs over UDP or TCP are used; `turns:` and `stun:` ones are skipped
-    /// (an ICE-lite server learns a client's mapped address from its checks).
+    /// credentials). `turn:` URLs over UDP or TCP and `turns:` (TLS) are used; `stun:` ones are
+    /// skipped (an ICE-lite server learns a client's mapped address from its checks).
     public var iceServers: [ICEServer]?
     /// `.all`: direct paths first (UDP, then ICE-TCP and TURN when UDP stays silent); `.relay`:
     /// only through a TURN server.
     public var iceTransportPolicy: ICETransportPolicy = .all
+    /// A PEM file of certificates to trust for `turns:` servers instead of the system's roots.
+    public var turnTrustedCertificates: String?
 
     public enum LogLevel: Int, Sendable, Hashable, Comparable, CaseIterable {
         case none = 0, error, warning, info, debug

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+import NIOSSL
 
 extension STUNMessage {
     public static let sendMethod: UInt16 = 0x006
@@ -68,17 +69,26 @@ final class TURNStreamDecoder: ByteToMessageDecoder {
 
 /// A TURN server a client may relay through: where, over what, and its credentials.
 public struct TURNServer: Sendable, Hashable {
-    public enum Transport: String, Sendable, Hashable { case udp, tcp }
+    /// `tls`: TCP with TLS (`turns:`), the server's certificate checked against `trustedCertificates`
+    /// (a PEM file) or the system's roots, for `hostname`.
+    public enum Transport: String, Sendable, Hashable { case udp, tcp, tls }
     public var address: SocketAddress
     public var transport: Transport
     public var username: String
     public var password: String
+    /// The name the TLS certificate must carry (the URL's host).
+    public var hostname: String?
+    /// PEM certificates to trust for TLS instead of the system's roots (a private CA).
+    public var trustedCertificates: String?
 
-    public init(address: SocketAddress, transport: Transport, username: String, password: String) {
+    public init(address: SocketAddress, transport: Transport, username: String, password: String, hostname: String? = nil,
+                trustedCertificates: String? = nil) {
         self.address = address
         self.transport = transport
         self.username = username
         self.password = password
+        self.hostname = hostname
+        self.trustedCertificates = trustedCertificates
     }
 }
 
@@ -134,16 +144,26 @@ final class TURNRelay: @unchecked Sendable {
     /// "relay/udp" or "relay/tcp": the path's name in stats.
     var pathName: String { "relay/\(server.transport.rawValue)" }
 
-    /// Connects (TCP) and allocates; `peers` are permitted and bound once allocated.
+    /// Connects (TCP, TLS) and allocates; `peers` are permitted and bound once allocated.
     func start(peers: [SocketAddress]) {
         self.peers = peers
         timer = loop.scheduleRepeatedTask(initialDelay: .milliseconds(50), delay: .milliseconds(50)) { [weak self] _ in self?.tick() }
-        guard server.transport == .tcp else { return request(.allocate) }
+        guard server.transport != .udp else { return request(.allocate) }
+        let tls: NIOSSLContext?
+        do { tls = server.transport == .tls ? try Self.tlsContext(server) : nil } catch {
+            return fail("TLS to the TURN server \(server.address): \(error)")
+        }
+        let hostname = server.hostname
         ClientBootstrap(group: loop)
             .connectTimeout(.seconds(3))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { [weak self] channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tls {
+                        // SNI only for names, not addresses (RFC 6066 §3).
+                        let name = hostname.flatMap { (try? SocketAddress(ipAddress: $0, port: 0)) == nil ? $0 : nil }
+                        try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: name))
+                    }
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(TURNStreamDecoder()))
                     try channel.pipeline.syncOperations.addHandler(Inbound(relay: self))
                 }
@@ -159,6 +179,16 @@ final class TURNRelay: @unchecked Sendable {
                     self.fail("cannot reach the TURN server \(self.server.address) over TCP: \(error)")
                 }
             }
+    }
+
+    /// A client TLS context that checks the server's certificate against the given PEM file (or
+    /// the system's roots) and, for an address, its IP address entries.
+    private static func tlsContext(_ server: TURNServer) throws -> NIOSSLContext {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        if let path = server.trustedCertificates {
+            configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(path))
+        }
+        return try NIOSSLContext(configuration: configuration)
     }
 
     func close() {
@@ -185,7 +215,7 @@ final class TURNRelay: @unchecked Sendable {
             message.writeInteger(number)
             message.writeInteger(UInt16(bytes.readableBytes))
             message.writeImmutableBuffer(bytes)
-            if server.transport == .tcp { message.writeRepeatingByte(0, count: (4 - bytes.readableBytes % 4) % 4) }
+            if server.transport != .udp { message.writeRepeatingByte(0, count: (4 - bytes.readableBytes % 4) % 4) }
             transmit(message)
             return
         }
@@ -200,7 +230,7 @@ final class TURNRelay: @unchecked Sendable {
     private func transmit(_ bytes: [UInt8]) { transmit(ByteBuffer(bytes: bytes)) }
 
     private func transmit(_ bytes: ByteBuffer) {
-        if server.transport == .tcp {
+        if server.transport != .udp {
             tcp?.writeAndFlush(bytes, promise: nil)
         } else {
             udp.writeAndFlush(AddressedEnvelope(remoteAddress: server.address, data: bytes), promise: nil)
@@ -357,11 +387,16 @@ final class TURNRelay: @unchecked Sendable {
         weak var relay: TURNRelay?
         init(relay: TURNRelay?) { self.relay = relay }
         func channelRead(context: ChannelHandlerContext, data: NIOAny) { relay?.receive(unwrapInboundIn(data)) }
+        private var error: (any Error)?
         func channelInactive(context: ChannelHandlerContext) {
-            relay?.fail("the TCP connection to the TURN server closed")
+            relay?.fail("the \(relay?.server.transport == .tls ? "TLS" : "TCP") connection to the TURN server closed"
+                        + (error.map { ": \($0)" } ?? ""))
             context.fireChannelInactive()
         }
-        func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            self.error = self.error ?? error
+            context.close(promise: nil)
+        }
     }
 }
 
