@@ -69,9 +69,18 @@ extension FuzzHarness {
     public static func stun(_ bytes: [UInt8]) {
         _ = STUNMessage.verifyFingerprint(bytes)
         _ = STUNMessage.verifyIntegrity(bytes, key: [0x6B])
+        // The same bytes as a TURN TCP stream (RFC 8656 §12.5): whole messages only, never more
+        // than arrived.
+        var stream = ByteBuffer(bytes: bytes)
+        var taken = 0
+        while let message = TURNStream.nextMessage(from: &stream) {
+            taken += message.readableBytes
+            precondition(taken + stream.readableBytes <= bytes.count, "TURN stream framing took more than arrived")
+        }
         guard let message = try? STUNMessage(parsing: bytes) else { return }
         precondition(message.serialized == bytes, "STUN re-serialization differs")
         _ = (message.username, message.priority, message.errorCode, message.xorMappedAddress, message.iceControlling)
+        _ = (message.xorPeerAddress, message.xorRelayedAddress, message.data, message.realm, message.nonce, message.lifetime)
         let signed = message.serialized(integrityKey: [1, 2, 3], fingerprint: true)
         precondition(STUNMessage.verifyIntegrity(signed, key: [1, 2, 3]) && STUNMessage.verifyFingerprint(signed))
         precondition(try! STUNMessage(parsing: signed).transactionID == message.transactionID)

@@ -115,3 +115,28 @@ struct ICETCPTests {
         await port.close()
     }
 }
+
+@Suite("TURN stream framing (RFC 8656 §12.5)")
+struct TURNStreamTests {
+    @Test("STUN messages and padded ChannelData come off a TCP stream whole; a partial message waits; other bytes end the stream", arguments: [
+        // A 20-byte STUN header with no attributes.
+        ([0, 1, 0, 0, 0x21, 0x12, 0xA4, 0x42] + [UInt8](repeating: 7, count: 12), [20], 0),
+        // ChannelData of 5 bytes, padded to 8 on the stream; the message handed on has no padding.
+        ([0x40, 0x00, 0, 5, 1, 2, 3, 4, 5, 0, 0, 0], [9], 0),
+        // ChannelData whose padding has not all arrived yet.
+        ([0x40, 0x01, 0, 5, 1, 2, 3, 4, 5, 0], [], 10),
+        // Two ChannelData back to back.
+        ([0x40, 0x00, 0, 4, 1, 2, 3, 4, 0x40, 0x00, 0, 1, 9, 0, 0, 0], [8, 5], 0),
+        // A header only.
+        ([0x40, 0x00], [], 2),
+        // Neither STUN nor ChannelData: dropped.
+        ([0xC0, 0, 0, 1, 2], [], 0),
+    ] as [([UInt8], [Int], Int)])
+    func splitting(stream: [UInt8], sizes: [Int], left: Int) {
+        var buffer = ByteBuffer(bytes: stream)
+        var found: [Int] = []
+        while let message = TURNStream.nextMessage(from: &buffer) { found.append(message.readableBytes) }
+        #expect(found == sizes)
+        #expect(buffer.readableBytes == left)
+    }
+}
