@@ -58,6 +58,13 @@ public struct ScreenShareConfiguration: Sendable, Hashable, Codable {
     /// whose owner is absent, 3003), asking again with backoff; nil: ``defaultOwnerWaitSeconds``.
     public var ownerWaitSeconds: Double?
     public static let defaultOwnerWaitSeconds = 10.0
+    /// The share's own TURN servers (`turn:`/`turns:` URLs and their credential; nil: those the
+    /// server hands out), whether media may only be relayed, and PEM certificates to trust for TLS.
+    public var turnURLs: [String]?
+    public var turnUsername: String?
+    public var turnCredential: String?
+    public var relayOnly: Bool?
+    public var turnTrustedCertificates: String?
 
     public init(serverURL: String, channel: String, hostUID: String, token: String, uidSuffix: String = ScreenShareUID.suffix,
                 policy: ScreenSharePolicy = ScreenSharePolicy(), shareAudio: Bool = false, ownerWaitSeconds: Double? = nil) {

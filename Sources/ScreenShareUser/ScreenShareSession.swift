@@ -41,7 +41,13 @@ public final class ScreenShareSession: @unchecked Sendable {
 
     public init(configuration: ScreenShareConfiguration, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.configuration = configuration
-        engine = RTCEngine(configuration: RTCEngineConfiguration(serverURL: configuration.serverURL, clientRole: .broadcaster), group: group)
+        var engineConfiguration = RTCEngineConfiguration(serverURL: configuration.serverURL, clientRole: .broadcaster)
+        if let urls = configuration.turnURLs, !urls.isEmpty {
+            engineConfiguration.iceServers = [ICEServer(urls: urls, username: configuration.turnUsername, credential: configuration.turnCredential)]
+        }
+        engineConfiguration.iceTransportPolicy = configuration.relayOnly == true ? .relay : .all
+        engineConfiguration.turnTrustedCertificates = configuration.turnTrustedCertificates
+        engine = RTCEngine(configuration: engineConfiguration, group: group)
         (events, continuation) = AsyncStream.makeStream(of: ScreenShareEvent.self)
         limiter = FrameRateLimiter(maxFramesPerSecond: Double(configuration.policy.framesPerSecond))
     }

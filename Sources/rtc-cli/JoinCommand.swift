@@ -122,8 +122,14 @@ struct JoinCommand: AsyncParsableCommand {
         ScreenShareSharer.prepareProcess()
         let token = self.token ?? mint(uid)
         guard let host = ScreenShareUID.host(of: uid) else { throw CLIError("\(uid) is not a screen-share uid") }
-        let setup = ScreenShareSetup(configuration: ScreenShareConfiguration(serverURL: server, channel: channel, hostUID: host, token: token,
-                                                                              policy: policy(), ownerWaitSeconds: ownerWait),
+        var configuration = ScreenShareConfiguration(serverURL: server, channel: channel, hostUID: host, token: token,
+                                                     policy: policy(), ownerWaitSeconds: ownerWait)
+        configuration.turnURLs = iceServer.isEmpty ? nil : iceServer
+        configuration.turnUsername = iceUsername
+        configuration.turnCredential = iceCredential
+        configuration.relayOnly = relayOnly
+        configuration.turnTrustedCertificates = iceTrust
+        let setup = ScreenShareSetup(configuration: configuration,
                                      source: source, rawSize: rawSize)
         let screen: ScreenSource
         do { screen = try ScreenShareSharer.defaultSource(setup) } catch { throw CLIError(error.message) }

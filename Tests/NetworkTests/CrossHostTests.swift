@@ -75,7 +75,7 @@ struct CrossHostTests {
         #expect(downPath?.contains("path down tcp 10.77.0.1:7883") == true, "\(String(describing: downPath))")
     }
 
-    @Test("UDP blocked on the viewer's network, relay only: it reaches the server through coturn over TCP with the credentials joined hands out; ≥ 95 % of frames, and the stats say relay/tcp")
+    @Test("UDP blocked on the viewer's network, relay only: it and a _sub share from there reach the server through coturn over TCP with the credentials joined hands out; ≥ 95 % of frames, and the stats say relay/tcp")
     func relayOnlyOverTCP() async throws {
         if let reason = NetworkLab.unavailableReason {
             withKnownIssue("no network namespaces here: \(reason)") { Issue.record("skipped") }
@@ -110,13 +110,19 @@ struct CrossHostTests {
                                  ["--video", clip, "--audio", "tone", "--fps", "15", "--size", "640x360", "--bitrate", "1500",
                                   "--duration", "12", "--no-subscribe"])
         defer { publisher.stop() }
+        // The publisher's screen share, from the UDP-blocked network too, relay only.
+        let share = try join(lab, on: viewerHost, server: serverHost, uid: "1001_sub", ["--source", "pattern", "--duration", "8", "--relay-only"])
+        defer { share.stop() }
         #expect(await publisher.wait(40) == 0, "publisher: \(publisher.output.suffix(5)) \(publisher.errorText)")
+        #expect(await share.wait(40) == 0, "share: \(share.output.suffix(5)) \(share.errorText)")
         #expect(await viewer.wait(40) == 0, "viewer: \(viewer.output.suffix(5)) \(viewer.errorText)")
         let summary = try #require(publisher.output.first { $0.hasPrefix("1001: pushed") }, "\(publisher.output.suffix(5))")
         let sent = summary.components(separatedBy: "sent video ").last.flatMap { Int($0.prefix { $0.isNumber }) } ?? 0
         let camera = try #require(try frames("\(recording)/1001-camera.ivf"), "no camera recording: \(viewer.output.suffix(5))")
+        let screen = try frames("\(recording)/1001_sub-screen.ivf") ?? 0
+        #expect(screen > 50, "the relayed share: \(screen) frames")
         let downPath = viewer.output.last { $0.contains("path down ") }
-        print("relay only over TCP: the publisher sent \(sent) frames, the viewer recorded \(camera) "
+        print("relay only over TCP: the share sent through the relay gave \(screen) frames; the publisher sent \(sent) frames, the viewer recorded \(camera) "
             + "(\(String(format: "%.1f", 100 * Double(camera) / Double(max(sent, 1)))) %) over \(downPath.map(Self.path) ?? "?")")
         #expect(sent > 100, "\(summary)")
         #expect(Double(camera) >= 0.95 * Double(sent), "\(camera) of \(sent) frames")
