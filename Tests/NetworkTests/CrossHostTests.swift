@@ -22,6 +22,20 @@ struct CrossHostTests {
         return Int(probe.out.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").first ?? "")
     }
 
+    /// A 640x360 15 fps camera clip of 150 frames (10 s) at `path`.
+    func makeClip(_ path: String) throws {
+        let made = try runTool([cliPath, "pattern", "--output", path, "--size", "640x360", "--frames", "150", "--fps", "15", "--kind", "camera"])
+        #expect(made.status == 0, "\(made.err)")
+    }
+
+    /// coturn on `host` at port 3478 (UDP and TCP), REST credentials with `secret`.
+    func startCoturn(_ lab: NetworkLab, on host: NetworkLab.Host, secret: String, dir: String) throws -> LabProcess {
+        try LabProcess(lab.command(in: host, [
+            "turnserver", "-n", "--listening-ip", host.address, "--relay-ip", host.address, "--listening-port", "3478",
+            "--min-port", "49152", "--max-port", "49300", "--use-auth-secret", "--static-auth-secret", secret, "--realm", "lab",
+            "--no-tls", "--no-dtls", "--no-cli", "--log-file", "stdout", "--pidfile", "\(dir)/turn.pid"]))
+    }
+
     /// `rtc-cli server` listening on every interface of `host`, offering `host`'s address.
     func startServer(_ lab: NetworkLab, on host: NetworkLab.Host, _ extra: [String] = []) async throws -> LabProcess {
         let server = try LabProcess(lab.command(in: host, [cliPath, "server", "--host", "0.0.0.0", "--port", "7880", "--udp-port", "7882",
@@ -48,8 +62,7 @@ struct CrossHostTests {
         let serverHost = try lab.addHost("s")
         let publisherHost = try lab.addHost("p", udpBlocked: true), viewerHost = try lab.addHost("v", udpBlocked: true)
         let dir = temporaryDirectory("lab-tcp"), clip = "\(dir)/clip.y4m", recording = "\(dir)/rec"
-        let made = try runTool([cliPath, "pattern", "--output", clip, "--size", "640x360", "--frames", "150", "--fps", "15", "--kind", "camera"])
-        #expect(made.status == 0, "\(made.err)")
+        try makeClip(clip)
         let server = try await startServer(lab, on: serverHost, ["--tcp-port", "7883"])
         defer { server.stop() }
         #expect(server.output.contains { $0.contains("ICE-TCP on port 7883") }, "\(server.output)")
@@ -90,13 +103,9 @@ struct CrossHostTests {
         let serverHost = try lab.addHost("s"), publisherHost = try lab.addHost("p")
         let viewerHost = try lab.addHost("v", udpBlocked: true)
         let dir = temporaryDirectory("lab-turn"), clip = "\(dir)/clip.y4m", recording = "\(dir)/rec"
-        let made = try runTool([cliPath, "pattern", "--output", clip, "--size", "640x360", "--frames", "150", "--fps", "15", "--kind", "camera"])
-        #expect(made.status == 0, "\(made.err)")
+        try makeClip(clip)
         let turnSecret = "lab-turn-secret"
-        let coturn = try LabProcess(lab.command(in: serverHost, [
-            "turnserver", "-n", "--listening-ip", serverHost.address, "--relay-ip", serverHost.address, "--listening-port", "3478",
-            "--min-port", "49152", "--max-port", "49300", "--use-auth-secret", "--static-auth-secret", turnSecret, "--realm", "lab",
-            "--no-tls", "--no-dtls", "--no-cli", "--log-file", "stdout", "--pidfile", "\(dir)/turn.pid"]))
+        let coturn = try startCoturn(lab, on: serverHost, secret: turnSecret, dir: dir)
         defer { coturn.stop() }
         let server = try await startServer(lab, on: serverHost, ["--turn-url", "turn:\(serverHost.address):3478?transport=tcp",
                                                                  "--turn-secret", turnSecret])
@@ -155,10 +164,7 @@ struct CrossHostTests {
         let natHost = try lab.addHost("n", behindNAT: true), blockedHost = try lab.addHost("b", udpBlocked: true)
         let dir = temporaryDirectory("lab-aiortc")
         let turnSecret = "lab-turn-secret", turnURL = "turn:\(serverHost.address):3478?transport=tcp"
-        let coturn = try LabProcess(lab.command(in: serverHost, [
-            "turnserver", "-n", "--listening-ip", serverHost.address, "--relay-ip", serverHost.address, "--listening-port", "3478",
-            "--min-port", "49152", "--max-port", "49300", "--use-auth-secret", "--static-auth-secret", turnSecret, "--realm", "lab",
-            "--no-tls", "--no-dtls", "--no-cli", "--log-file", "stdout", "--pidfile", "\(dir)/turn.pid"]))
+        let coturn = try startCoturn(lab, on: serverHost, secret: turnSecret, dir: dir)
         defer { coturn.stop() }
         let server = try await startServer(lab, on: serverHost, ["--tcp-port", "7883", "--turn-url", turnURL, "--turn-secret", turnSecret])
         defer { server.stop() }
@@ -220,8 +226,7 @@ struct CrossHostTests {
         let serverHost = try lab.addHost("s"), viewerHost = try lab.addHost("v"), shareHost = try lab.addHost("h")
         let homeHost = try lab.addHost("n", behindNAT: true)
         let dir = temporaryDirectory("lab"), clip = "\(dir)/clip.y4m", recording = "\(dir)/rec"
-        let made = try runTool([cliPath, "pattern", "--output", clip, "--size", "640x360", "--frames", "150", "--fps", "15", "--kind", "camera"])
-        #expect(made.status == 0, "\(made.err)")
+        try makeClip(clip)
 
         let server = try await startServer(lab, on: serverHost)
         defer { server.stop() }

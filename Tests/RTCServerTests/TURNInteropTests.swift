@@ -109,10 +109,10 @@ struct TURNInteropTests {
         return false
     }
 
-    @Test("relay only, through coturn over UDP and over TCP: ICE, DTLS and SRTP run through the relay both ways, and the stats name it",
-          arguments: [TURNServer.Transport.udp, .tcp])
-    func relayOnly(transport: TURNServer.Transport) async throws {
-        guard let coturn = try startCoturn() else {
+    /// Runs `body` with coturn's port while coturn runs (killed after); records a known issue when
+    /// coturn is not installed.
+    func withCoturn(tls: (certificate: String, key: String)? = nil, _ body: (Int) async throws -> Void) async throws {
+        guard let coturn = try startCoturn(tls: tls) else {
             withKnownIssue("coturn (turnserver) is not installed") { Issue.record("skipped") }
             return
         }
@@ -121,36 +121,51 @@ struct TURNInteropTests {
             coturn.process.waitUntilExit()
         }
         #expect(try await ready(coturn.port), "coturn did not answer")
-        let port = try await SharedMediaPort.bind(.server(), group: Self.group)
-        let made = TURNCredentials.make(secret: Self.secret, uid: "1001", now: Int64(Date().timeIntervalSince1970), ttl: 600)
+        try await body(coturn.port)
+    }
+
+    /// A relay-only client transport through `server`, started towards a new session of `port`.
+    func relayClient(_ server: TURNServer, to port: SharedMediaPort) async throws -> (client: MediaTransport, session: MediaSession) {
         var configuration = MediaTransportConfiguration.client()
-        configuration.turnServers = [TURNServer(address: try SocketAddress(ipAddress: "127.0.0.1", port: coturn.port), transport: transport,
-                                                username: made.username, password: made.credential)]
+        configuration.turnServers = [server]
         configuration.relayOnly = true
         let client = try await MediaTransport.bind(configuration, group: Self.group)
         let session = try await port.makeSession(remote: TransportParameters(
             ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint, candidates: [], dtlsRole: .client)).get()
-        let atServer = NIOLockedValueBox<[UInt16]>([]), atClient = NIOLockedValueBox<[UInt16]>([])
-        session.onRTP = { packet in atServer.withLockedValue { $0.append(packet.getInteger(at: 2, as: UInt16.self) ?? 0) } }
-        client.onRTP = { packet in atClient.withLockedValue { $0.append(packet.getInteger(at: 2, as: UInt16.self) ?? 0) } }
-        client.start(remote: port.localParameters(credentials: session.localParameters.ice))
-        let connected = await eventually(10) { try await client.state.get() == .connected }
-        let state = try await client.state.get()
-        #expect(connected, "\(state)")
-        let stats = try await client.stats.get()
-        #expect(stats.transport == "relay/\(transport.rawValue)", "\(stats)")
-        // The server sees the relayed address (coturn's relay range), not the client's socket.
-        let seen = try #require(try await session.selectedAddress.get())
-        #expect(seen.port != client.localAddress?.port && (coturn.port + 1000...coturn.port + 1100).contains(seen.port ?? 0), "\(seen)")
-        for sequence in UInt16(0)..<50 {
-            client.sendRTP(Self.rtp(ssrc: 7, sequence: sequence))
-            session.sendRTP(Self.rtp(ssrc: 8, sequence: sequence))
+        return (client, session)
+    }
+
+    @Test("relay only, through coturn over UDP and over TCP: ICE, DTLS and SRTP run through the relay both ways, and the stats name it",
+          arguments: [TURNServer.Transport.udp, .tcp])
+    func relayOnly(transport: TURNServer.Transport) async throws {
+        try await withCoturn { coturnPort in
+            let port = try await SharedMediaPort.bind(.server(), group: Self.group)
+            let made = TURNCredentials.make(secret: Self.secret, uid: "1001", now: Int64(Date().timeIntervalSince1970), ttl: 600)
+            let (client, session) = try await relayClient(TURNServer(address: try SocketAddress(ipAddress: "127.0.0.1", port: coturnPort),
+                                                                     transport: transport, username: made.username, password: made.credential),
+                                                          to: port)
+            let atServer = NIOLockedValueBox<[UInt16]>([]), atClient = NIOLockedValueBox<[UInt16]>([])
+            session.onRTP = { packet in atServer.withLockedValue { $0.append(packet.getInteger(at: 2, as: UInt16.self) ?? 0) } }
+            client.onRTP = { packet in atClient.withLockedValue { $0.append(packet.getInteger(at: 2, as: UInt16.self) ?? 0) } }
+            client.start(remote: port.localParameters(credentials: session.localParameters.ice))
+            let connected = await eventually(10) { try await client.state.get() == .connected }
+            let state = try await client.state.get()
+            #expect(connected, "\(state)")
+            let stats = try await client.stats.get()
+            #expect(stats.transport == "relay/\(transport.rawValue)", "\(stats)")
+            // The server sees the relayed address (coturn's relay range), not the client's socket.
+            let seen = try #require(try await session.selectedAddress.get())
+            #expect(seen.port != client.localAddress?.port && (coturnPort + 1000...coturnPort + 1100).contains(seen.port ?? 0), "\(seen)")
+            for sequence in UInt16(0)..<50 {
+                client.sendRTP(Self.rtp(ssrc: 7, sequence: sequence))
+                session.sendRTP(Self.rtp(ssrc: 8, sequence: sequence))
+            }
+            #expect(await eventually { atServer.withLockedValue { $0.count } == 50 })
+            #expect(await eventually { atClient.withLockedValue { $0.count } == 50 })
+            print("TURN relay over \(transport.rawValue): connected through \(seen), 50/50 packets each way")
+            await client.close()
+            await port.close()
         }
-        #expect(await eventually { atServer.withLockedValue { $0.count } == 50 })
-        #expect(await eventually { atClient.withLockedValue { $0.count } == 50 })
-        print("TURN relay over \(transport.rawValue): connected through \(seen), 50/50 packets each way")
-        await client.close()
-        await port.close()
     }
 
     @Test("relay only over TLS (turns:) to coturn: connects when the certificate is trusted, fails with the TLS error when it is not")
@@ -160,79 +175,56 @@ struct TURNInteropTests {
                                 "-keyout", key, "-out", certificate, "-days", "1", "-subj", "/CN=turn.test",
                                 "-addext", "subjectAltName=IP:127.0.0.1"])
         #expect(made.status == 0, "\(made.err)")
-        guard let coturn = try startCoturn(tls: (certificate, key)) else {
-            withKnownIssue("coturn (turnserver) is not installed") { Issue.record("skipped") }
-            return
-        }
-        defer {
-            kill(coturn.process.processIdentifier, SIGKILL)
-            coturn.process.waitUntilExit()
-        }
-        #expect(try await ready(coturn.port), "coturn did not answer")
-        let port = try await SharedMediaPort.bind(.server(), group: Self.group)
-        let credentials = TURNCredentials.make(secret: Self.secret, uid: "1001", now: Int64(Date().timeIntervalSince1970), ttl: 600)
-        for trusted in [true, false] {
-            var configuration = MediaTransportConfiguration.client()
-            configuration.turnServers = [TURNServer(address: try SocketAddress(ipAddress: "127.0.0.1", port: coturn.port + 1), transport: .tls,
-                                                    username: credentials.username, password: credentials.credential, hostname: "127.0.0.1",
-                                                    trustedCertificates: trusted ? certificate : nil)]
-            configuration.relayOnly = true
-            let client = try await MediaTransport.bind(configuration, group: Self.group)
-            let session = try await port.makeSession(remote: TransportParameters(
-                ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint, candidates: [], dtlsRole: .client)).get()
-            client.start(remote: port.localParameters(credentials: session.localParameters.ice))
-            if trusted {
-                #expect(await eventually(10) { try await client.state.get() == .connected })
-                let stats = try await client.stats.get()
-                #expect(stats.transport == "relay/tls", "\(stats)")
-                print("TURN relay over TLS: \(stats.transport ?? "?") \(stats.remoteAddress ?? "?")")
-            } else {
-                #expect(await eventually(10) { if case .failed = try await client.state.get() { true } else { false } })
-                let state = try await client.state.get()
-                #expect("\(state)".contains("TLS"), "\(state)")
+        try await withCoturn(tls: (certificate, key)) { coturnPort in
+            let port = try await SharedMediaPort.bind(.server(), group: Self.group)
+            let credentials = TURNCredentials.make(secret: Self.secret, uid: "1001", now: Int64(Date().timeIntervalSince1970), ttl: 600)
+            for trusted in [true, false] {
+                let (client, session) = try await relayClient(
+                    TURNServer(address: try SocketAddress(ipAddress: "127.0.0.1", port: coturnPort + 1), transport: .tls,
+                               username: credentials.username, password: credentials.credential, hostname: "127.0.0.1",
+                               trustedCertificates: trusted ? certificate : nil), to: port)
+                client.start(remote: port.localParameters(credentials: session.localParameters.ice))
+                if trusted {
+                    #expect(await eventually(10) { try await client.state.get() == .connected })
+                    let stats = try await client.stats.get()
+                    #expect(stats.transport == "relay/tls", "\(stats)")
+                    print("TURN relay over TLS: \(stats.transport ?? "?") \(stats.remoteAddress ?? "?")")
+                } else {
+                    #expect(await eventually(10) { if case .failed = try await client.state.get() { true } else { false } })
+                    let state = try await client.state.get()
+                    #expect("\(state)".contains("TLS"), "\(state)")
+                }
+                await client.close()
+                await port.remove(session)
             }
-            await client.close()
-            await port.remove(session)
+            await port.close()
         }
-        await port.close()
     }
 
     @Test("relay only with a TURN server that refuses the credential, or does not answer: the transport fails with that reason, within the connect timeout")
     func relayRefused() async throws {
-        guard let coturn = try startCoturn() else {
-            withKnownIssue("coturn (turnserver) is not installed") { Issue.record("skipped") }
-            return
+        try await withCoturn { coturnPort in
+            let port = try await SharedMediaPort.bind(.server(), group: Self.group)
+            for (name, server, reason) in [
+                ("forged", TURNServer(address: try SocketAddress(ipAddress: "127.0.0.1", port: coturnPort), transport: .udp,
+                                      username: "\(Int(Date().timeIntervalSince1970) + 600):1001", password: "forged"), "401"),
+                ("silent", TURNServer(address: try SocketAddress(ipAddress: "127.0.0.1", port: 9), transport: .udp,
+                                      username: "u", password: "p"), "no answer"),
+                ("closed", TURNServer(address: try SocketAddress(ipAddress: "127.0.0.1", port: 9), transport: .tcp,
+                                      username: "u", password: "p"), "TCP"),
+            ] {
+                let (client, session) = try await relayClient(server, to: port)
+                let started = Date()
+                client.start(remote: port.localParameters(credentials: session.localParameters.ice))
+                #expect(await eventually(11) { if case .failed = try await client.state.get() { true } else { false } })
+                let state = try await client.state.get()
+                #expect("\(state)".contains(reason), "\(name): \(state)")
+                #expect(Date().timeIntervalSince(started) <= 10.5, "\(name): failed after \(Date().timeIntervalSince(started)) s")
+                await client.close()
+                await port.remove(session)
+            }
+            await port.close()
         }
-        defer {
-            kill(coturn.process.processIdentifier, SIGKILL)
-            coturn.process.waitUntilExit()
-        }
-        #expect(try await ready(coturn.port), "coturn did not answer")
-        let port = try await SharedMediaPort.bind(.server(), group: Self.group)
-        for (name, server, reason) in [
-            ("forged", TURNServer(address: try SocketAddress(ipAddress: "127.0.0.1", port: coturn.port), transport: .udp,
-                                  username: "\(Int(Date().timeIntervalSince1970) + 600):1001", password: "forged"), "401"),
-            ("silent", TURNServer(address: try SocketAddress(ipAddress: "127.0.0.1", port: 9), transport: .udp,
-                                  username: "u", password: "p"), "no answer"),
-            ("closed", TURNServer(address: try SocketAddress(ipAddress: "127.0.0.1", port: 9), transport: .tcp,
-                                  username: "u", password: "p"), "TCP"),
-        ] {
-            var configuration = MediaTransportConfiguration.client()
-            configuration.turnServers = [server]
-            configuration.relayOnly = true
-            let client = try await MediaTransport.bind(configuration, group: Self.group)
-            let session = try await port.makeSession(remote: TransportParameters(
-                ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint, candidates: [], dtlsRole: .client)).get()
-            let started = Date()
-            client.start(remote: port.localParameters(credentials: session.localParameters.ice))
-            #expect(await eventually(11) { if case .failed = try await client.state.get() { true } else { false } })
-            let state = try await client.state.get()
-            #expect("\(state)".contains(reason), "\(name): \(state)")
-            #expect(Date().timeIntervalSince(started) <= 10.5, "\(name): failed after \(Date().timeIntervalSince(started)) s")
-            await client.close()
-            await port.remove(session)
-        }
-        await port.close()
     }
 
     static func rtp(ssrc: UInt32, sequence: UInt16) -> ByteBuffer {
