@@ -180,6 +180,21 @@ struct BotCommandTests {
         }
     }
 
+    @Test("a server that announces an address nobody can reach: the publisher's join fails at the connect timeout, naming the candidates it tried")
+    func unreachableAnnouncedAddress() async throws {
+        let process = try ChildProcess([cliPath, "server", "--port", "0", "--udp-port", "0", "--secret", "s", "--announce-ip", "192.0.2.1",
+                                       "--log-level", "error"])
+        #expect(await eventually(15) { process.output.contains { $0.contains("/rtc") } }, "\(process.errorText)")
+        let url = try #require(process.output.lazy.compactMap { $0.split(separator: " ").first { $0.hasPrefix("ws://") } }.first.map(String.init))
+        let started = Date()
+        let result = try cli(["join", "--server", url, "--channel", "c", "--uid", "1001", "--secret", "s", "--quiet", "--duration", "3"])
+        let seconds = Date().timeIntervalSince(started)
+        #expect(result.status != 0)
+        #expect(result.err.contains("did not connect") && result.err.contains("udp 192.0.2.1:"), "\(result.err)")
+        #expect(seconds < 15, "failed after \(seconds) s")
+        process.stop()
+    }
+
     @Test("join rejects bad flags with one clear line")
     func joinBadFlags() throws {
         for (arguments, message) in [

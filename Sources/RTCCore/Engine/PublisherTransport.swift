@@ -186,7 +186,11 @@ final class PublisherTransport: Sendable {
             if case .failed(let reason) = state { throw RTCEngineError(.transportFailed, "publisher transport: \(reason)") }
             try await Task.sleep(for: .milliseconds(5))
         }
-        throw RTCEngineError(.transportFailed, "the publisher transport did not connect within 10 s")
+        // Name what was tried: a server announcing an address nobody can reach shows here.
+        let tried = remote.candidates.map { "udp \($0.ipAddress ?? "?"):\($0.port ?? 0)" }
+            + remote.tcpCandidates.map { "tcp \($0.ipAddress ?? "?"):\($0.port ?? 0)" }
+        throw RTCEngineError(.transportFailed, "the publisher transport did not connect within 10 s (the server's candidates: "
+                             + (tried.isEmpty ? "none" : tried.joined(separator: ", ")) + ")")
     }
 
     /// Offers again with new ICE credentials and restarts the checks towards the candidates of the
