@@ -17,9 +17,12 @@ public final class ImpairmentProxy: @unchecked Sendable {
     private var downstream: ImpairmentModel
     private let counters = NIOLockedValueBox((up: 0, down: 0, upDropped: 0, downDropped: 0))
 
+    /// `host` and `port`: where clients send (loopback and a free port unless told; `rtc-cli proxy`
+    /// listens on a network's address). Each client's socket toward the target binds to the
+    /// target's side: loopback for a loopback target, any address otherwise.
     public static func start(target: SocketAddress, upstream: ImpairmentProfile = ImpairmentProfile(),
                              downstream: ImpairmentProfile = ImpairmentProfile(), seed: UInt64 = 1,
-                             group: EventLoopGroup) async throws -> ImpairmentProxy {
+                             group: EventLoopGroup, host: String = "127.0.0.1", port: Int = 0) async throws -> ImpairmentProxy {
         let proxy = ImpairmentProxy(target: target, upstream: upstream, downstream: downstream, seed: seed, group: group)
         proxy.front = try await DatagramBootstrap(group: proxy.loop)
             .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
@@ -28,7 +31,7 @@ public final class ImpairmentProxy: @unchecked Sendable {
                     try channel.pipeline.syncOperations.addHandler(Relay { [weak proxy] envelope in proxy?.fromClient(envelope) })
                 }
             }
-            .bind(host: "127.0.0.1", port: 0).get()
+            .bind(host: host, port: port).get()
         return proxy
     }
 
@@ -114,7 +117,7 @@ public final class ImpairmentProxy: @unchecked Sendable {
                     try channel.pipeline.syncOperations.addHandler(Relay { [weak self] answer in self?.fromTarget(answer, to: client) })
                 }
             }
-            .bind(host: "127.0.0.1", port: 0)
+            .bind(host: target.ipAddress?.hasPrefix("127.") == true ? "127.0.0.1" : "0.0.0.0", port: 0)
     }
 
     private func fromTarget(_ envelope: AddressedEnvelope<ByteBuffer>, to client: SocketAddress) {

@@ -8,7 +8,7 @@ struct RTCCLI: AsyncParsableCommand {
         abstract: "Media tools, bots and benchmarks of the Swift RTC SDK.",
         subcommands: [
             PatternCommand.self, EncodeCommand.self, DecodeCommand.self, EncodeAudioCommand.self,
-            DecodeAudioCommand.self, TokenCommand.self, ServerCommand.self, JoinCommand.self, ShareCommand.self, BenchCommand.self, DemoCommand.self,
+            DecodeAudioCommand.self, TokenCommand.self, ServerCommand.self, JoinCommand.self, ShareCommand.self, BenchCommand.self, DemoCommand.self, ProxyCommand.self,
         ])
 }
 

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Joins and a long run under loss, measured across network namespaces (issue 16's figures):
+# server, publisher and viewer each in a namespace of their own behind a router namespace. The
+# kernel drops 10 % of the media each way (nftables `numgen random` on the router); the delay comes
+# from `rtc-cli proxy` on the router (the kernel here has no netem): 30 ms each way, 60 ms RTT. The
+# server announces the router's address, so every client's media goes through the proxy.
+#
+#   Benchmarks/lossy-namespaces.sh [RTC_CLI] [JOINS] [SECONDS]     (root; cleans up on exit)
+set -euo pipefail
+CLI=${1:-.build/debug/rtc-cli}
+JOINS=${2:-10}
+SECONDS_LONG=${3:-60}
+CLI=$(realpath "$CLI")
+P=lossy$$
+OUT=$(mktemp -d)
+
+cleanup() {
+    for ns in s p v r; do
+        ip netns pids $P$ns 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+        ip netns del $P$ns 2>/dev/null || true
+    done
+    rm -rf "$OUT"
+}
+trap cleanup EXIT
+
+ip netns add ${P}r
+ip -n ${P}r link set lo up
+ip netns exec ${P}r sysctl -qw net.ipv4.ip_forward=1
+n=0
+for h in s p v; do
+    ip netns add $P$h
+    ip -n $P$h link set lo up
+    ip link add ${P}h$n netns $P$h type veth peer name ${P}r$n netns ${P}r
+    ip -n $P$h addr add 10.89.$n.1/24 dev ${P}h$n
+    ip -n $P$h link set ${P}h$n up
+    ip -n $P$h route add default via 10.89.$n.254
+    ip -n ${P}r addr add 10.89.$n.254/24 dev ${P}r$n
+    ip -n ${P}r link set ${P}r$n up
+    n=$((n + 1))
+done
+# 10 % of the media each way between the clients and the proxy, dropped by the kernel.
+ip netns exec ${P}r nft -f - <<'NFT'
+table ip loss {
+    chain in {
+        type filter hook input priority 0;
+        udp dport 7882 ip saddr != 10.89.0.0/24 numgen random mod 100 < 10 drop
+    }
+    chain out {
+        type filter hook output priority 0;
+        udp sport 7882 ip daddr != 10.89.0.0/24 numgen random mod 100 < 10 drop
+    }
+}
+NFT
+ip netns exec ${P}r "$CLI" proxy --listen 10.89.0.254:7882 --target 10.89.0.1:7882 --delay-ms 30 > "$OUT/proxy.log" 2>&1 &
+ip netns exec ${P}s "$CLI" server --host 0.0.0.0 --port 7880 --udp-port 7882 --secret s --announce-ip 10.89.0.254 \
+    --log-level error > "$OUT/server.log" 2>&1 &
+sleep 2
+SERVER=ws://10.89.0.1:7880/rtc
+
+echo "== $JOINS joins at 10 % loss each way (kernel) and 60 ms RTT (proxy): join to the first decoded frame (640x360 publisher)"
+ip netns exec ${P}p "$CLI" join --server $SERVER --channel joins --uid 1001 --secret s --no-subscribe --quiet \
+    --duration $((JOINS * 5 + 10)) > "$OUT/pub1.log" 2>&1 &
+sleep 2
+: > "$OUT/first.txt"
+for i in $(seq 1 "$JOINS"); do
+    ip netns exec ${P}v "$CLI" join --server $SERVER --channel joins --uid v$i --secret s --role audience --video none \
+        --audio none --duration 3 > "$OUT/v$i.log" 2>&1 || true
+    grep -o "first frame of 1001/camera [0-9x]* after [0-9]* ms" "$OUT/v$i.log" | awk '{print $(NF-1)}' >> "$OUT/first.txt" || true
+    sleep 1
+done
+sort -n "$OUT/first.txt" | awk '{a[NR]=$1} END {if (NR == 0) {print "no first frames"; exit}
+    printf "first frame: %d joins, p50 %d ms, min %d ms, max %d ms\n", NR, a[int((NR + 1) / 2)], a[1], a[NR]}'
+
+echo "== $SECONDS_LONG s of 1280x720 at 30 fps through the same path: frames per second sent and decoded"
+ip netns exec ${P}v "$CLI" join --server $SERVER --channel long --uid 2001 --secret s --role audience --video none --audio none \
+    --duration $((SECONDS_LONG + 6)) > "$OUT/viewer.log" 2>&1 &
+sleep 2
+ip netns exec ${P}p "$CLI" join --server $SERVER --channel long --uid 1002 --secret s --size 1280x720 --fps 30 --bitrate 2500 \
+    --audio tone --no-subscribe --duration "$SECONDS_LONG" > "$OUT/pub2.log" 2>&1 || true
+sleep 5
+sent=$(grep -o "send video [0-9]* kbps [0-9]* fps" "$OUT/pub2.log" | awk '{print $5}' | tr '\n' ' ')
+got=$(grep -o "recv 1002/camera [0-9]* kbps [0-9]* fps" "$OUT/viewer.log" | awk '{print $5}' | tr '\n' ' ')
+echo "sent fps per second:    $sent"
+echo "decoded fps per second: $got"
+echo "$got" | tr ' ' '\n' | grep -v '^$' | sed '1d;$d' | sort -n | awk '{a[NR]=$1} END {
+    under = 0; for (i = 1; i <= NR; i++) if (a[i] < 15) under++
+    printf "decoded: min %d fps, median %d fps, %d of %d seconds under 15 fps (first and last second left out)\n", a[1], a[int((NR + 1) / 2)], under, NR}'
+ip netns pids ${P}r | xargs -r kill -TERM 2>/dev/null || true
+sleep 1
+grep -h "dropped" "$OUT/proxy.log" || true
