@@ -38,18 +38,29 @@ struct RFC4571Tests {
 
 @Suite("ICE-TCP: a client whose UDP gets no answer connects over TCP", .serialized)
 struct ICETCPTests {
+    /// A shared port with a passive ICE-TCP listener.
+    func tcpPort() async throws -> SharedMediaPort {
+        var server = MediaTransportConfiguration.server()
+        server.tcpPort = 0
+        return try await SharedMediaPort.bind(server, group: MediaTransportTests.group)
+    }
+
+    /// A client that falls back to TCP after `fallback` seconds, and its session on `port`.
+    func client(of port: SharedMediaPort, fallback: Double) async throws -> (client: MediaTransport, session: MediaSession) {
+        var configuration = MediaTransportConfiguration.client()
+        configuration.tcpFallbackAfter = fallback
+        let client = try await MediaTransport.bind(configuration, group: MediaTransportTests.group)
+        let session = try await port.makeSession(remote: TransportParameters(
+            ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint, candidates: [], dtlsRole: .client)).get()
+        return (client, session)
+    }
+
     @Test("the server offers passive TCP candidates; with its UDP candidate silent the client checks over TCP, and DTLS and SRTP run over it both ways")
     func fallback() async throws {
         let group = MediaTransportTests.group
-        var server = MediaTransportConfiguration.server()
-        server.tcpPort = 0
-        let port = try await SharedMediaPort.bind(server, group: group)
+        let port = try await tcpPort()
         let tcp = try #require(port.tcpAddress)
-        var configuration = MediaTransportConfiguration.client()
-        configuration.tcpFallbackAfter = 0.5
-        let client = try await MediaTransport.bind(configuration, group: group)
-        let session = try await port.makeSession(remote: TransportParameters(
-            ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint, candidates: [], dtlsRole: .client)).get()
+        let (client, session) = try await client(of: port, fallback: 0.5)
         let atServer = NIOLockedValueBox<[UInt16]>([]), atClient = NIOLockedValueBox<[UInt16]>([])
         session.onRTP = { packet in atServer.withLockedValue { $0.append(packet.getInteger(at: 2, as: UInt16.self) ?? 0) } }
         client.onRTP = { packet in atClient.withLockedValue { $0.append(packet.getInteger(at: 2, as: UInt16.self) ?? 0) } }
@@ -84,15 +95,8 @@ struct ICETCPTests {
 
     @Test("with UDP answering, the client stays on UDP and never opens TCP")
     func udpPreferred() async throws {
-        let group = MediaTransportTests.group
-        var server = MediaTransportConfiguration.server()
-        server.tcpPort = 0
-        let port = try await SharedMediaPort.bind(server, group: group)
-        var configuration = MediaTransportConfiguration.client()
-        configuration.tcpFallbackAfter = 0.3
-        let client = try await MediaTransport.bind(configuration, group: group)
-        let session = try await port.makeSession(remote: TransportParameters(
-            ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint, candidates: [], dtlsRole: .client)).get()
+        let port = try await tcpPort()
+        let (client, session) = try await client(of: port, fallback: 0.3)
         client.start(remote: port.localParameters(credentials: session.localParameters.ice))
         #expect(await eventually { try await client.state.get() == .connected })
         try await Task.sleep(for: .milliseconds(600))
@@ -104,11 +108,8 @@ struct ICETCPTests {
 
     @Test("bytes that are not a session's are dropped: a stray TCP client sending garbage does not disturb the port")
     func strayConnection() async throws {
-        let group = MediaTransportTests.group
-        var server = MediaTransportConfiguration.server()
-        server.tcpPort = 0
-        let port = try await SharedMediaPort.bind(server, group: group)
-        let stray = try await ClientBootstrap(group: group).connect(to: port.tcpAddress!).get()
+        let port = try await tcpPort()
+        let stray = try await ClientBootstrap(group: MediaTransportTests.group).connect(to: port.tcpAddress!).get()
         try await stray.writeAndFlush(ByteBuffer(bytes: [0, 4, 0x80, 0x60, 1, 2, 0xFF, 0xFF, 9])).get()
         #expect(await eventually { try await port.unroutableDatagrams.get() == 1 })
         try await stray.close()
