@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Joins and a long run under loss, measured across network namespaces (issue 16's figures):
 # server, publisher and viewer each in a namespace of their own behind a router namespace. The
-# kernel drops 10 % of the media each way (nftables `numgen random` on the router); the delay comes
-# from `rtc-cli proxy` on the router (the kernel here has no netem): 30 ms each way, 60 ms RTT. The
-# server announces the router's address, so every client's media goes through the proxy.
+# router's kernel drops 10 % of the forwarded UDP each way (nftables `numgen random`); the delay
+# comes from `rtc-cli proxy` in the server's namespace (the kernel here has no netem): 30 ms each
+# way, 60 ms RTT. The server listens on 10.89.0.1 and announces the proxy's 10.89.0.2, so every
+# client's media goes through the proxy. (The drops are on the router's forward path: a packet a
+# host's own OUTPUT chain drops fails the sender's sendto with EPERM instead of vanishing.)
 #
 #   Benchmarks/lossy-namespaces.sh [RTC_CLI] [JOINS] [SECONDS]     (root; cleans up on exit)
 set -euo pipefail
@@ -19,7 +21,7 @@ cleanup() {
         ip netns pids $P$ns 2>/dev/null | xargs -r kill -9 2>/dev/null || true
         ip netns del $P$ns 2>/dev/null || true
     done
-    rm -rf "$OUT"
+    [ -n "${KEEP:-}" ] || rm -rf "$OUT"; [ -n "${KEEP:-}" ] && echo "logs in $OUT"
 }
 trap cleanup EXIT
 
@@ -38,21 +40,18 @@ for h in s p v; do
     ip -n ${P}r link set ${P}r$n up
     n=$((n + 1))
 done
-# 10 % of the media each way between the clients and the proxy, dropped by the kernel.
+# 10 % of the UDP each way between the clients and the server's network, dropped by the router.
 ip netns exec ${P}r nft -f - <<'NFT'
 table ip loss {
-    chain in {
-        type filter hook input priority 0;
-        udp dport 7882 ip saddr != 10.89.0.0/24 numgen random mod 100 < 10 drop
-    }
-    chain out {
-        type filter hook output priority 0;
-        udp sport 7882 ip daddr != 10.89.0.0/24 numgen random mod 100 < 10 drop
+    chain gate {
+        type filter hook forward priority 0;
+        meta l4proto udp numgen random mod 10 == 0 drop
     }
 }
 NFT
-ip netns exec ${P}r "$CLI" proxy --listen 10.89.0.254:7882 --target 10.89.0.1:7882 --delay-ms 30 > "$OUT/proxy.log" 2>&1 &
-ip netns exec ${P}s "$CLI" server --host 0.0.0.0 --port 7880 --udp-port 7882 --secret s --announce-ip 10.89.0.254 \
+ip -n ${P}s addr add 10.89.0.2/24 dev ${P}h0
+ip netns exec ${P}s "$CLI" proxy --listen 10.89.0.2:7882 --target 10.89.0.1:7882 --delay-ms 30 > "$OUT/proxy.log" 2>&1 &
+ip netns exec ${P}s "$CLI" server --host 10.89.0.1 --port 7880 --udp-port 7882 --secret s --announce-ip 10.89.0.2 \
     --log-level error > "$OUT/server.log" 2>&1 &
 sleep 2
 SERVER=ws://10.89.0.1:7880/rtc
@@ -85,6 +84,6 @@ echo "decoded fps per second: $got"
 echo "$got" | tr ' ' '\n' | grep -v '^$' | sed '1d;$d' | sort -n | awk '{a[NR]=$1} END {
     under = 0; for (i = 1; i <= NR; i++) if (a[i] < 15) under++
     printf "decoded: min %d fps, median %d fps, %d of %d seconds under 15 fps (first and last second left out)\n", a[1], a[int((NR + 1) / 2)], under, NR}'
-ip netns pids ${P}r | xargs -r kill -TERM 2>/dev/null || true
+pkill -TERM -f "proxy --listen 10.89.0.2:7882" 2>/dev/null || true
 sleep 1
 grep -h "dropped" "$OUT/proxy.log" || true
