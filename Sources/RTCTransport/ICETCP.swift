@@ -1,6 +1,10 @@
 import NIOCore
 import NIOPosix
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// RFC 4571 framing: each packet on a TCP connection is preceded by its length (16 bits, big
 /// endian). ICE-TCP (RFC 6544) carries STUN, DTLS, SRTP and SRTCP this way, one datagram a frame.
 public enum RFC4571 {
@@ -85,6 +89,29 @@ final class MediaPaths: @unchecked Sendable {
         let envelope = AddressedEnvelope(remoteAddress: address, data: bytes)
         if flush { udp.writeAndFlush(envelope, promise: nil) } else { udp.write(envelope, promise: nil) }
     }
+
+    /// Whether the UDP socket can send to `address` at all: the same address family, and a route
+    /// (a throwaway UDP socket's `connect` finds one). NIO closes a datagram channel on any send
+    /// error but EMSGSIZE and EHOSTUNREACH, so one candidate of the wrong family (an IPv6 address
+    /// to an IPv4 socket) or without a route would take the whole transport down.
+    func canSend(to address: SocketAddress) -> Bool {
+        if let known = sendable[address] { return known }
+        let family: Int32
+        switch (udp.localAddress, address) {
+        case (.v4?, .v4): family = AF_INET
+        case (.v6?, .v6): family = AF_INET6
+        default:
+            sendable[address] = false
+            return false
+        }
+        let probe = socket(family, Int32(SOCK_DGRAM.rawValue), 0)
+        guard probe >= 0 else { return true }
+        defer { close(probe) }
+        let routed = address.withSockAddr { pointer, size in connect(probe, pointer, socklen_t(size)) == 0 }
+        sendable[address] = routed
+        return routed
+    }
+    private var sendable: [SocketAddress: Bool] = [:]
 
     func closeAll() {
         for connection in tcp.values { connection.close(promise: nil) }

@@ -36,6 +36,9 @@ public final class MediaSession: @unchecked Sendable {
     var onDatagramSent: ((ByteBuffer, SocketAddress) -> Void)?
     /// The transport ("udp"/"tcp") an address is reached over (its owner's paths).
     var transportOf: ((SocketAddress) -> String)?
+    /// Whether the owner's socket can send to an address at all (family, route); remote candidates
+    /// it cannot are left out of the checks.
+    var canSendTo: ((SocketAddress) -> Bool)?
     /// Candidates found after the start (ICE-TCP connections), kept through ICE restarts.
     private var addedCandidates: [SocketAddress] = []
 
@@ -85,7 +88,7 @@ public final class MediaSession: @unchecked Sendable {
                 return
             }
             self.setState(.connecting)
-            self.apply(self.ice.start(remote: remote.ice, candidates: remote.candidates, now: Self.now()))
+            self.apply(self.ice.start(remote: remote.ice, candidates: self.sendableCandidates(remote), now: Self.now()))
             self.rearmTimer()
         }
     }
@@ -108,12 +111,18 @@ public final class MediaSession: @unchecked Sendable {
                 self.onStateChange?(.connecting)
             }
             let old = self.ice.local.ufrag
-            let candidates = remote.candidates + self.addedCandidates.filter { !remote.candidates.contains($0) }
+            let candidates = self.sendableCandidates(remote) + self.addedCandidates.filter { !remote.candidates.contains($0) }
             self.apply(self.ice.restart(local: credentials, remote: remote.ice, candidates: candidates, now: Self.now()))
             self.onCredentialsChanged?(old, credentials.ufrag)
             self.rearmTimer()
         }
         return credentials
+    }
+
+    /// The peer's UDP candidates this side's socket can send to.
+    private func sendableCandidates(_ remote: TransportParameters) -> [SocketAddress] {
+        guard let canSendTo else { return remote.candidates }
+        return remote.candidates.filter(canSendTo)
     }
 
     /// Checks a candidate found after the start (an ICE-TCP connection), on the event loop; the

@@ -70,6 +70,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
                                localCandidates: configuredCandidates(configuration, channel: channel),
                                eventLoop: channel.eventLoop, writer: paths.write)
         session.transportOf = paths.transport(of:)
+        session.canSendTo = paths.canSend(to:)
     }
 
     func route(_ envelope: AddressedEnvelope<ByteBuffer>) {

@@ -141,3 +141,21 @@ struct TURNStreamTests {
         #expect(buffer.readableBytes == left)
     }
 }
+
+@Suite("Candidates the client cannot send to", .serialized)
+struct UnsendableCandidateTests {
+    @Test("a server candidate of another address family (IPv6 to an IPv4 socket) is skipped: one unsendable address does not take the transport down")
+    func otherFamilySkipped() async throws {
+        let port = try await SharedMediaPort.bind(.server(), group: MediaTransportTests.group)
+        let client = try await MediaTransport.bind(.client(), group: MediaTransportTests.group)
+        let session = try await port.makeSession(remote: TransportParameters(
+            ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint, candidates: [], dtlsRole: .client)).get()
+        var offered = port.localParameters(credentials: session.localParameters.ice)
+        offered.candidates = [try SocketAddress(ipAddress: "2001:db8::1", port: 7882)] + offered.candidates
+        client.start(remote: offered)
+        #expect(await eventually(10) { try await client.state.get() == .connected })
+        #expect(client.channel.isActive)
+        await client.close()
+        await port.close()
+    }
+}
