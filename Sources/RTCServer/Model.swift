@@ -136,13 +136,15 @@ final class Participant: @unchecked Sendable {
     /// Changes of others not yet sent, latest per uid, in order of their first change: a burst of
     /// joins reaches each participant as one `participantUpdate` (a delta), not one message per join.
     private var pendingUpdates: [ParticipantInfo] = []
+    private var pendingIndex: [String: Int] = [:]
     var updateFlushScheduled = false
 
     /// Queues `other`'s state for the next ``flushUpdates()`` (the caller schedules one).
     func queueUpdate(_ other: ParticipantInfo) {
-        if let index = pendingUpdates.firstIndex(where: { $0.uid == other.uid }) {
+        if let index = pendingIndex[other.uid] {
             pendingUpdates[index] = other
         } else {
+            pendingIndex[other.uid] = pendingUpdates.count
             pendingUpdates.append(other)
         }
     }
@@ -153,6 +155,7 @@ final class Participant: @unchecked Sendable {
         guard !pendingUpdates.isEmpty else { return }
         let updates = pendingUpdates
         pendingUpdates = []
+        pendingIndex = [:]
         peer?.send(ServerEnvelope(.participantUpdate(updates), requestID: nil))
     }
 }

@@ -32,20 +32,25 @@ public enum RFC4571 {
         return framed
     }
 
-    /// Splits a TCP byte stream into frames.
-    final class Decoder: ByteToMessageDecoder {
-        typealias InboundOut = ByteBuffer
+}
 
-        func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-            guard let frame = RFC4571.nextFrame(from: &buffer) else { return .needMoreData }
-            context.fireChannelRead(wrapInboundOut(frame))
-            return .continue
-        }
+/// Splits a TCP byte stream into the messages `next` takes off its front (RFC 4571 frames for
+/// ICE-TCP, STUN and ChannelData for TURN over TCP).
+final class StreamFrameDecoder: ByteToMessageDecoder {
+    typealias InboundOut = ByteBuffer
+    private let next: (inout ByteBuffer) -> ByteBuffer?
 
-        func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
-            while let frame = RFC4571.nextFrame(from: &buffer) { context.fireChannelRead(wrapInboundOut(frame)) }
-            return .needMoreData
-        }
+    init(_ next: @escaping (inout ByteBuffer) -> ByteBuffer?) { self.next = next }
+
+    func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let frame = next(&buffer) else { return .needMoreData }
+        context.fireChannelRead(wrapInboundOut(frame))
+        return .continue
+    }
+
+    func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+        while let frame = next(&buffer) { context.fireChannelRead(wrapInboundOut(frame)) }
+        return .needMoreData
     }
 }
 
@@ -71,21 +76,22 @@ final class MediaPaths: @unchecked Sendable {
 
     /// "tcp" for an address reached over ICE-TCP, "relay/udp" or "relay/tcp" through TURN, else "udp".
     func transport(of address: SocketAddress) -> String {
-        if tcp[address] != nil { return "tcp" }
+        if !tcp.isEmpty, tcp[address] != nil { return "tcp" }
         return relayed[address]?.pathName ?? "udp"
     }
 
     /// Writes `bytes` to `address` over its path; unflushed UDP writes go out together at the next
     /// flush (sendmmsg). A TCP path that does not drain drops media rather than queue it without bound.
     func write(_ bytes: ByteBuffer, to address: SocketAddress, flush: Bool) {
-        if let connection = tcp[address] {
+        // Every packet the server forwards comes here: the lookups only when there are such paths.
+        if !tcp.isEmpty, let connection = tcp[address] {
             guard connection.isWritable || !PacketDemultiplexer.isMedia(bytes.readableBytesView),
                   let framed = RFC4571.frame(bytes, allocator: connection.allocator)
             else { return }
             connection.writeAndFlush(framed, promise: nil)
             return
         }
-        if let relay = relayed[address] { return relay.send(bytes, to: address) }
+        if !relayed.isEmpty, let relay = relayed[address] { return relay.send(bytes, to: address) }
         let envelope = AddressedEnvelope(remoteAddress: address, data: bytes)
         if flush { udp.writeAndFlush(envelope, promise: nil) } else { udp.write(envelope, promise: nil) }
     }
@@ -177,7 +183,7 @@ enum ICETCP {
     /// The pipeline of an ICE-TCP connection: framing, then the path.
     static func configure(_ channel: Channel, paths: MediaPaths, deliver: @escaping (ByteBuffer, SocketAddress) -> Void) -> EventLoopFuture<Void> {
         channel.eventLoop.makeCompletedFuture {
-            try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(RFC4571.Decoder()))
+            try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(StreamFrameDecoder(RFC4571.nextFrame)))
             try channel.pipeline.syncOperations.addHandler(TCPPathHandler(paths: paths, deliver: deliver))
         }
     }

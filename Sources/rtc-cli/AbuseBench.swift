@@ -188,11 +188,7 @@ struct AbuseBench: AsyncParsableCommand {
     }
 
     /// Resident memory of a process, bytes (0 when it is gone).
-    static func rss(_ pid: pid_t) -> Int {
-        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
-        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
-        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
-    }
+    static func rss(_ pid: pid_t) -> Int { ShareMemoryBench.status(pid, "VmRSS") * 1024 }
 }
 
 /// The secret both servers' tokens are signed with (Janus takes none).

@@ -42,8 +42,7 @@ struct BrowserBench: AsyncParsableCommand {
             AccessToken(uid: uid, channel: channel, now: Int64(Date().timeIntervalSince1970), ttl: 3600).signed(secret: configuration.secret)
         }
         // The share's owner (the server takes a share only while its host is in the channel).
-        let owner = RTCEngine(configuration: RTCEngineConfiguration(serverURL: url, clientRole: .audience))
-        try await owner.join(token: token("1001"), channel: channel, uid: "1001", options: JoinOptions(autoSubscribeAudio: false, autoSubscribeVideo: false))
+        let owner = try await presentOwner(url: url, token: token("1001"), uid: "1001", channel: channel)
         defer { Task { await owner.leave() } }
         let share = try ProcessRunner.spawn([ProcessRunner.selfPath, "join", "--server", url, "--channel", channel, "--uid", "1001_sub",
                                              "--token", token("1001_sub"), "--source", "pattern", "--quiet",

@@ -33,6 +33,14 @@ struct BenchServer {
     }
 }
 
+/// `uid` in `channel` as an audience member that subscribes to nothing: the owner a screen share
+/// (`<uid>_sub`) needs present before the server takes it.
+func presentOwner(url: String, token: String, uid: String, channel: String) async throws -> RTCEngine {
+    let owner = RTCEngine(configuration: RTCEngineConfiguration(serverURL: url, clientRole: .audience))
+    try await owner.join(token: token, channel: channel, uid: uid, options: JoinOptions(autoSubscribeAudio: false, autoSubscribeVideo: false))
+    return owner
+}
+
 func percentile(_ values: [Double], _ p: Double) -> Double {
     guard !values.isEmpty else { return .nan }
     let sorted = values.sorted()

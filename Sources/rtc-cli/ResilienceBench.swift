@@ -99,7 +99,7 @@ struct ResilienceBench: AsyncParsableCommand {
             decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) }
         }
         try await viewer.join(token: server.token("2001", channel), channel: channel, uid: "2001")
-        let owner = try await presentOwner(server, uid: "1001", channel: channel)
+        let owner = try await presentOwner(url: server.url, token: server.token("1001", channel), uid: "1001", channel: channel)
         let session = ScreenShareSession(configuration: ScreenShareConfiguration(
             serverURL: server.url, channel: channel, hostUID: "1001", token: server.token("1001_sub", channel)))
         try await session.start()
@@ -482,15 +482,6 @@ struct ResilienceBench: AsyncParsableCommand {
                                                     group: MultiThreadedEventLoopGroup.singleton)
         server.app.sfu.port.announcedAddress = proxy.address
         return proxy
-    }
-
-    /// `uid` in `channel` as an audience member that subscribes to nothing: the owner a screen share
-    /// (`<uid>_sub`) needs present before it may join.
-    private func presentOwner(_ server: BenchServer, uid: String, channel: String) async throws -> RTCEngine {
-        let owner = RTCEngine(configuration: RTCEngineConfiguration(serverURL: server.url, clientRole: .audience))
-        try await owner.join(token: server.token(uid, channel), channel: channel, uid: uid,
-                             options: JoinOptions(autoSubscribeAudio: false, autoSubscribeVideo: false))
-        return owner
     }
 }
 

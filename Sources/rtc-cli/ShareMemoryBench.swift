@@ -42,9 +42,7 @@ struct ShareMemoryBench: AsyncParsableCommand {
             viewer.setRemoteVideoSink { frame in if frame.uid == "1001_sub" { frames.add() } }
             try await viewer.join(token: server.token("2001", "bench"), channel: "bench", uid: "2001")
             // The share's owner, present as the server requires (it publishes nothing here).
-            let owner = RTCEngine(configuration: RTCEngineConfiguration(serverURL: server.url, clientRole: .audience))
-            try await owner.join(token: server.token("1001", "bench"), channel: "bench", uid: "1001",
-                                 options: JoinOptions(autoSubscribeAudio: false, autoSubscribeVideo: false))
+            let owner = try await presentOwner(url: server.url, token: server.token("1001", "bench"), uid: "1001", channel: "bench")
             let pid: pid_t, name: String
             var host: ScreenShareHost?
             switch mode {

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import RTCTestSupport
 import Testing
 
@@ -158,11 +159,11 @@ struct AbuseTests {
         #expect(await scene.streaming(), "the pair never streamed")
         let rssBefore = scene.serverRSS
         let start = scene.viewerFPS.count
-        let peakBox = SampledValue(rssBefore)
+        let peakBox = NIOLockedValueBox(rssBefore)
         let sampling = Task {
             while !Task.isCancelled {
                 let now = scene.serverRSS
-                peakBox.withLocked { $0 = max($0, now) }
+                peakBox.withLockedValue { $0 = max($0, now) }
                 try? await Task.sleep(for: .milliseconds(200))
             }
         }
@@ -193,7 +194,7 @@ struct AbuseTests {
         }
         try await Task.sleep(for: .seconds(1))
         sampling.cancel()
-        let peak = peakBox.withLocked { $0 }
+        let peak = peakBox.withLockedValue { $0 }
         let samples = scene.viewerFPS
         let health = Self.pairHealth(samples, baseline: start, from: start)
         let growth = Double(peak - rssBefore) / 1e6
@@ -253,11 +254,11 @@ struct AbuseTests {
         defer { scene.stop() }
         #expect(await scene.streaming(), "the pair never streamed")
         let before = scene.serverRSS
-        let peak = SampledValue(before)
+        let peak = NIOLockedValueBox(before)
         let sampling = Task {
             while !Task.isCancelled {
                 let now = scene.serverRSS
-                peak.withLocked { $0 = max($0, now) }
+                peak.withLockedValue { $0 = max($0, now) }
                 try? await Task.sleep(for: .milliseconds(100))
             }
         }
@@ -268,7 +269,7 @@ struct AbuseTests {
         }.value
         sampling.cancel()
         let dropped = Date()
-        let perParticipant = Double(peak.withLocked { $0 } - before) / 300
+        let perParticipant = Double(peak.withLockedValue { $0 } - before) / 300
         #expect(Self.number(result["joined"]) == 300, "\(result)")
         let forgotten = await eventually(Double(Self.resumeWindow) + 10) { (try? scene.metric("rtc_participants")) == 2 }
         let after = Date().timeIntervalSince(dropped)
@@ -277,17 +278,5 @@ struct AbuseTests {
               + "(resume window \(Self.resumeWindow) s)")
         #expect(perParticipant <= 256 * 1024, "\(perParticipant) bytes per participant")
         #expect(forgotten, "participants left: \(String(describing: try? scene.metric("rtc_participants")))")
-    }
-}
-
-/// A value shared with a sampling task.
-final class SampledValue<Value>: @unchecked Sendable {
-    private var value: Value
-    private let lock = NSLock()
-    init(_ value: Value) { self.value = value }
-    func withLocked<T>(_ body: (inout Value) -> T) -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&value)
     }
 }

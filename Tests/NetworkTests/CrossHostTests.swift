@@ -53,10 +53,7 @@ struct CrossHostTests {
 
     @Test("UDP blocked on the publisher's and the viewer's networks: both reach the server over ICE-TCP, ≥ 95 % of frames arrive, and the stats say tcp")
     func udpBlocked() async throws {
-        if let reason = NetworkLab.unavailableReason {
-            withKnownIssue("no network namespaces here: \(reason)") { Issue.record("skipped") }
-            return
-        }
+        guard NetworkLab.availableOrKnownIssue() else { return }
         let lab = try NetworkLab()
         defer { lab.close() }
         let serverHost = try lab.addHost("s")
@@ -90,10 +87,7 @@ struct CrossHostTests {
 
     @Test("UDP blocked on the viewer's network, relay only: it and a _sub share from there reach the server through coturn over TCP with the credentials joined hands out; ≥ 95 % of frames, and the stats say relay/tcp")
     func relayOnlyOverTCP() async throws {
-        if let reason = NetworkLab.unavailableReason {
-            withKnownIssue("no network namespaces here: \(reason)") { Issue.record("skipped") }
-            return
-        }
+        guard NetworkLab.availableOrKnownIssue() else { return }
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver") else {
             withKnownIssue("coturn (turnserver) is not installed") { Issue.record("skipped") }
             return
@@ -149,10 +143,7 @@ struct CrossHostTests {
 
     @Test("side by side with aiortc as the viewer: behind a home NAT, and with UDP blocked (ours over ICE-TCP, aiortc through coturn over TCP)")
     func aiortcSideBySide() async throws {
-        if let reason = NetworkLab.unavailableReason {
-            withKnownIssue("no network namespaces here: \(reason)") { Issue.record("skipped") }
-            return
-        }
+        guard NetworkLab.availableOrKnownIssue() else { return }
         guard (try? runTool(["python3", "-c", "import aiortc"]))?.status == 0,
               FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver") else {
             withKnownIssue("aiortc or coturn is not installed") { Issue.record("skipped") }
@@ -217,10 +208,7 @@ struct CrossHostTests {
 
     @Test("a publisher behind a home NAT, a viewer and the _sub share each on another host: every frame arrives, PSNR >= 30 dB")
     func natPublisherRemoteViewerAndShare() async throws {
-        if let reason = NetworkLab.unavailableReason {
-            withKnownIssue("no network namespaces here: \(reason)") { Issue.record("skipped") }
-            return
-        }
+        guard NetworkLab.availableOrKnownIssue() else { return }
         let lab = try NetworkLab()
         defer { lab.close() }
         let serverHost = try lab.addHost("s"), viewerHost = try lab.addHost("v"), shareHost = try lab.addHost("h")

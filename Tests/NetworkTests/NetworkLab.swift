@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 import RTCTestSupport
 
 /// Hosts on separate networks, made of Linux network namespaces for one test: a router namespace
@@ -29,6 +30,14 @@ final class NetworkLab: @unchecked Sendable {
         guard let probe = try? runTool(["ip", "netns", "list"]), probe.status == 0 else { return "`ip netns` does not work here" }
         guard let nft = try? runTool(["nft", "--version"]), nft.status == 0 else { return "nftables (nft) is not installed" }
         return nil
+    }
+
+    /// Whether a lab can be made here; when not, records why as a known issue (the test is not
+    /// run, and says so).
+    static func availableOrKnownIssue() -> Bool {
+        guard let reason = unavailableReason else { return true }
+        withKnownIssue("no network namespaces here: \(reason)") { Issue.record("skipped") }
+        return false
     }
 
     init() throws {

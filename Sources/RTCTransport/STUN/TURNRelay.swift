@@ -57,16 +57,6 @@ public enum TURNStream {
     }
 }
 
-/// Splits a TURN TCP stream into messages.
-final class TURNStreamDecoder: ByteToMessageDecoder {
-    typealias InboundOut = ByteBuffer
-    func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        guard let message = TURNStream.nextMessage(from: &buffer) else { return .needMoreData }
-        context.fireChannelRead(wrapInboundOut(message))
-        return .continue
-    }
-}
-
 /// A TURN server a client may relay through: where, over what, and its credentials.
 public struct TURNServer: Sendable, Hashable {
     /// `tls`: TCP with TLS (`turns:`), the server's certificate checked against `trustedCertificates`
@@ -164,7 +154,7 @@ final class TURNRelay: @unchecked Sendable {
                         let name = hostname.flatMap { (try? SocketAddress(ipAddress: $0, port: 0)) == nil ? $0 : nil }
                         try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: name))
                     }
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(TURNStreamDecoder()))
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(StreamFrameDecoder(TURNStream.nextMessage)))
                     try channel.pipeline.syncOperations.addHandler(Inbound(relay: self))
                 }
             }
@@ -211,7 +201,7 @@ final class TURNRelay: @unchecked Sendable {
     func send(_ bytes: ByteBuffer, to peer: SocketAddress) {
         guard relayed != nil, !failed else { return }
         if let number = channels[peer] {
-            var message = ByteBufferAllocator().buffer(capacity: 4 + bytes.readableBytes + 3)
+            var message = udp.allocator.buffer(capacity: 4 + bytes.readableBytes + 3)
             message.writeInteger(number)
             message.writeInteger(UInt16(bytes.readableBytes))
             message.writeImmutableBuffer(bytes)
