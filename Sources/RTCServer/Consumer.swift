@@ -23,12 +23,12 @@ final class Consumer: @unchecked Sendable {
             switch packet {
             case .pictureLossIndication(let pli):
                 if let subscription = subscriber.subscriptions.first(where: { $0.rewriter.outputSSRC == pli.mediaSSRC }) {
-                    requestKeyframe(subscription.track, nowUs: nowUs)
+                    requestKeyframe(for: subscription, nowUs: nowUs)
                 }
             case .fullIntraRequest(let fir):
                 for entry in fir.entries {
                     if let subscription = subscriber.subscriptions.first(where: { $0.rewriter.outputSSRC == entry.ssrc }) {
-                        requestKeyframe(subscription.track, nowUs: nowUs)
+                        requestKeyframe(for: subscription, nowUs: nowUs)
                     }
                 }
             case .transportFeedback(let feedback):
@@ -53,15 +53,22 @@ final class Consumer: @unchecked Sendable {
     private func repair(_ lost: [UInt16], on subscription: Subscription, nowUs: Int64) {
         let subscriber = subscription.subscriber
         guard let session = subscriber.subscriber else { return }
+        let streams = subscription.track.streams
         for sequence in lost {
-            guard var packet = subscription.track.cache.packet(subscription.rewriter.inputSequence(of: sequence)) else { continue }
+            let source = subscription.rewriter.source(of: sequence)
+            guard source.layer < streams.count, var packet = streams[source.layer].cache.packet(source.sequence) else { continue }
             guard subscriber.downstream.mayRetransmit(bytes: packet.payload.readableBytes + 30, nowUs: nowUs) else {
                 context.counters.retransmissionsSkipped += 1
                 continue
             }
-            var rewriter = subscription.rewriter
             _ = Producer.renumber(&packet.header, for: subscriber, sequenceAt: nil)
-            rewriter.rewrite(&packet.header)
+            let segment = subscription.rewriter.rewriteRepair(&packet.header, output: sequence)
+            if subscription.track.isSimulcast, let layout = VP8DescriptorLayout(payload: packet.payload) {
+                // As first sent: the picture id and TL0PICIDX of the segment it went out in.
+                let picture = layout.pictureID(inPayload: packet.payload).map { ($0 &+ segment.pictureIDOffset) & 0x7FFF }
+                let tl0 = layout.tl0PictureIndex(inPayload: packet.payload).map { $0 &+ segment.tl0Offset }
+                layout.write(pictureID: picture, tl0: tl0, into: &packet.payload, payloadStart: packet.payload.readerIndex)
+            }
             if let payloadType = subscription.rtxPayloadType {
                 packet = RTXPacket.wrap(packet, ssrc: subscription.rtxSSRC, payloadType: payloadType, sequenceNumber: subscription.rtxSequence)
                 subscription.rtxSequence &+= 1
@@ -74,23 +81,32 @@ final class Consumer: @unchecked Sendable {
         }
     }
 
-    /// Asks a track's publisher for a keyframe with a PLI, at most once per interval per track;
-    /// requests inside the interval coalesce into one sent when it ends.
-    func requestKeyframe(_ track: PublishedTrack, nowUs: Int64) {
-        guard track.info.kind == .video, let ssrc = track.info.ssrc, let session = track.owner.publisher else { return }
+    /// A keyframe for what `subscription` needs: the layer it waits to switch to, else the one it gets.
+    func requestKeyframe(for subscription: Subscription, nowUs: Int64) {
+        let streams = subscription.track.streams
+        guard let layer = subscription.targetLayer ?? subscription.currentLayer, layer < streams.count else { return }
+        requestKeyframe(subscription.track, stream: streams[layer], nowUs: nowUs)
+    }
+
+    /// Asks a track's publisher for a keyframe of one of its streams with a PLI, at most once per
+    /// interval per stream; requests inside the interval coalesce into one sent when it ends.
+    func requestKeyframe(_ track: PublishedTrack, stream: PublishedStream, nowUs: Int64) {
+        guard track.info.kind == .video, let ssrc = stream.ssrc, let session = track.owner.publisher else { return }
         let nowMs = nowUs / 1000
-        guard track.keyframeThrottle.allow(nowMs: nowMs) else {
+        guard stream.keyframeThrottle.allow(nowMs: nowMs) else {
             context.counters.keyframeRequestsThrottled += 1
             // Coalesce: one request goes out when the window ends, so a subscriber that asked
             // inside it (a new one, most often) is not left waiting for its own retry.
-            if !track.keyframeRequestDeferred {
-                track.keyframeRequestDeferred = true
+            if !stream.keyframeRequestDeferred {
+                stream.keyframeRequestDeferred = true
                 let owner = track.owner
-                context.loop.scheduleTask(in: .milliseconds(track.keyframeThrottle.waitMs(nowMs: nowMs) + 1)) {
-                    [weak self, weak track, weak owner] in
-                    guard let self, let track, let owner, owner.tracks.contains(where: { $0 === track }) else { return }
-                    track.keyframeRequestDeferred = false
-                    self.requestKeyframe(track, nowUs: self.context.nowUs)
+                context.loop.scheduleTask(in: .milliseconds(stream.keyframeThrottle.waitMs(nowMs: nowMs) + 1)) {
+                    [weak self, weak track, weak stream, weak owner] in
+                    guard let self, let track, let stream, let owner, owner.tracks.contains(where: { $0 === track }),
+                          track.streams.contains(where: { $0 === stream })
+                    else { return }
+                    stream.keyframeRequestDeferred = false
+                    self.requestKeyframe(track, stream: stream, nowUs: self.context.nowUs)
                 }
             }
             return

@@ -15,6 +15,12 @@ struct DownstreamCongestion {
                                                     maximumBps: DownstreamCongestion.maximumBps)
     private(set) var lastFeedbackUs: Int64?
     private(set) var feedbackReports = 0
+    /// What probe clusters sent on the leg measured (simulcast up-switches need capacity the
+    /// layer being sent does not show).
+    private var probes = ProbeRateEstimator()
+    private var nextProbeCluster = 1
+    /// The latest probe result (bits per second), for tests and stats.
+    private(set) var lastProbeBps: Double?
 
     /// Where a leg's estimate starts and stops: a leg carries what publishers send, so the
     /// estimate only has to come down when the path cannot carry that.
@@ -32,11 +38,24 @@ struct DownstreamCongestion {
     /// Writes the leg's next transport-wide number into a serialized packet at `at` (from
     /// ``sequenceOffset(in:sourceID:)``), when the leg negotiated the extension under the same id
     /// (the extension block is forwarded as the publisher wrote it), and logs it as sent now.
-    mutating func stamp(_ packet: inout ByteBuffer, at: (id: UInt8, offset: Int)?, nowUs: Int64) {
+    mutating func stamp(_ packet: inout ByteBuffer, at: (id: UInt8, offset: Int)?, nowUs: Int64, probeCluster: Int? = nil) {
         guard let at, at.id == extensionID else { return }
         packet.setInteger(nextSequence, at: packet.readerIndex + at.offset)
-        log.record(sequence: nextSequence, bytes: packet.readableBytes, sendUs: nowUs)
+        log.record(sequence: nextSequence, bytes: packet.readableBytes, sendUs: nowUs, probeCluster: probeCluster)
         nextSequence &+= 1
+    }
+
+    /// A new probe cluster's id.
+    mutating func makeProbeCluster() -> Int {
+        defer { nextProbeCluster += 1 }
+        return nextProbeCluster
+    }
+
+    /// Whether the leg is calm enough to probe: feedback flows, no overuse, no standing queue, no
+    /// cut in the last second (a probe into a queue measures its drain rate, not spare capacity).
+    func mayProbe(nowUs: Int64) -> Bool {
+        guard estimateBps(nowUs: nowUs) != nil, estimator.usage != .overusing, estimator.queueDelayMs < 20 else { return false }
+        return nowUs - (estimator.lastDecreaseUs ?? .min / 2) >= 1_000_000
     }
 
     /// Takes the subscriber's transport-wide feedback.
@@ -44,6 +63,10 @@ struct DownstreamCongestion {
         let results = log.results(for: feedback)
         guard !results.isEmpty else { return }
         estimator.update(feedback: results, nowUs: nowUs, rttMs: rttMs)
+        if let measured = probes.update(feedback: results, nowUs: nowUs) {
+            lastProbeBps = measured
+            estimator.applyProbe(bps: measured)
+        }
         lastFeedbackUs = nowUs
         feedbackReports += 1
     }

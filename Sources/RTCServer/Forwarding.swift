@@ -1,27 +1,82 @@
 import NIOCore
 import RTCTransport
 
-/// Rewrites one published stream for one subscriber: its own SSRC, and sequence numbers and
-/// timestamps offset from random starting points, so a receiver never sees the publisher's values
-/// and a later change of source can be spliced in without a jump (``splice(nextSequence:nextTimestamp:)``).
+/// Rewrites what a subscriber is sent of one track into one continuous stream: its own SSRC, and
+/// sequence numbers, timestamps and (VP8) picture ids and TL0PICIDX offset from random starting
+/// points, so a receiver never sees the publisher's values. When the source changes (a simulcast
+/// layer switch, at a keyframe) the offsets are re-based so the output goes on without a jump
+/// (``switchSource(to:header:pictureID:tl0:nowUs:clockRate:)``); the earlier sources are kept as
+/// segments, so a NACK for a packet sent before the switch still finds its original.
 struct StreamRewriter {
-    let outputSSRC: UInt32
-    private(set) var sequenceOffset: UInt16
-    private(set) var timestampOffset: UInt32
-    private(set) var lastOutput: (sequence: UInt16, timestamp: UInt32)?
-
-    init(outputSSRC: UInt32) {
-        self.outputSSRC = outputSSRC
-        var random = SystemRandomNumberGenerator()
-        sequenceOffset = UInt16.random(in: 0...UInt16.max, using: &random)
-        timestampOffset = UInt32.random(in: 0...UInt32.max, using: &random)
+    /// One source's stretch of the output: from `firstOutput` on, output = input + offsets.
+    struct Segment {
+        var layer: Int
+        var firstOutput: UInt16
+        var sequenceOffset: UInt16
+        var timestampOffset: UInt32
+        var pictureIDOffset: UInt16
+        var tl0Offset: UInt8
     }
 
-    mutating func rewrite(_ header: inout RTPHeader) {
+    let outputSSRC: UInt32
+    /// The segments, oldest first; the last is the current source. At most ``maxSegments``.
+    private(set) var segments: [Segment]
+    private(set) var lastOutput: (sequence: UInt16, timestamp: UInt32)?
+    private(set) var lastOutputUs: Int64?
+    private(set) var lastPictureID: UInt16?
+    private(set) var lastTL0: UInt8?
+    static let maxSegments = 4
+
+    init(outputSSRC: UInt32, layer: Int = 0) {
+        self.outputSSRC = outputSSRC
+        var random = SystemRandomNumberGenerator()
+        segments = [Segment(layer: layer, firstOutput: 0, sequenceOffset: UInt16.random(in: 0...UInt16.max, using: &random),
+                            timestampOffset: UInt32.random(in: 0...UInt32.max, using: &random),
+                            pictureIDOffset: UInt16.random(in: 0...0x7FFF, using: &random), tl0Offset: UInt8.random(in: 0...255, using: &random))]
+    }
+
+    private var current: Segment { segments[segments.count - 1] }
+    var sequenceOffset: UInt16 { current.sequenceOffset }
+    var timestampOffset: UInt32 { current.timestampOffset }
+    /// The layer the current segment forwards.
+    var layer: Int { current.layer }
+
+    mutating func rewrite(_ header: inout RTPHeader, nowUs: Int64? = nil) {
         header.ssrc = outputSSRC
-        header.sequenceNumber &+= sequenceOffset
-        header.timestamp &+= timestampOffset
+        header.sequenceNumber &+= current.sequenceOffset
+        header.timestamp &+= current.timestampOffset
         lastOutput = (header.sequenceNumber, header.timestamp)
+        if let nowUs { lastOutputUs = nowUs }
+    }
+
+    /// The output picture id and TL0PICIDX of a VP8 packet of the current source (nil: none in it).
+    mutating func rewriteVP8(pictureID: UInt16?, tl0: UInt8?) -> (pictureID: UInt16?, tl0: UInt8?) {
+        let picture = pictureID.map { ($0 &+ current.pictureIDOffset) & 0x7FFF }
+        let index = tl0.map { $0 &+ current.tl0Offset }
+        if let picture { lastPictureID = picture }
+        if let index { lastTL0 = index }
+        return (picture, index)
+    }
+
+    /// Makes `layer` the source from the packet `header` on (a keyframe's first packet, with its
+    /// picture id and TL0PICIDX): it continues the output one sequence number, one picture and one
+    /// TL0 index after the last, and the timestamp by the time elapsed since the last packet sent.
+    mutating func switchSource(to layer: Int, header: RTPHeader, pictureID: UInt16?, tl0: UInt8?, nowUs: Int64, clockRate: Int) {
+        guard let lastOutput else {
+            segments[segments.count - 1].layer = layer
+            return
+        }
+        let elapsedUs = max(0, nowUs - (lastOutputUs ?? nowUs))
+        let step = UInt32(clamping: max(1, elapsedUs * Int64(clockRate) / 1_000_000))
+        var segment = current
+        segment.layer = layer
+        segment.firstOutput = lastOutput.sequence &+ 1
+        segment.sequenceOffset = (lastOutput.sequence &+ 1) &- header.sequenceNumber
+        segment.timestampOffset = (lastOutput.timestamp &+ step) &- header.timestamp
+        if let pictureID, let last = lastPictureID { segment.pictureIDOffset = (last &+ 1 &- pictureID) & 0x7FFF }
+        if let tl0, let last = lastTL0 { segment.tl0Offset = last &+ 1 &- tl0 }
+        segments.append(segment)
+        if segments.count > Self.maxSegments { segments.removeFirst() }
     }
 
     /// The publisher's sender report as this subscriber's stream: its SSRC and the RTP timestamp on
@@ -29,18 +84,32 @@ struct StreamRewriter {
     /// the sender's wall clock on, so a receiver can still line up audio and video). `packets` and
     /// `octets` are what this subscriber was sent.
     func rewrite(_ report: SenderReport, packets: Int, octets: Int) -> SenderReport {
-        SenderReport(ssrc: outputSSRC, ntpTimestamp: report.ntpTimestamp, rtpTimestamp: report.rtpTimestamp &+ timestampOffset,
+        SenderReport(ssrc: outputSSRC, ntpTimestamp: report.ntpTimestamp, rtpTimestamp: report.rtpTimestamp &+ current.timestampOffset,
                      packetCount: UInt32(truncatingIfNeeded: packets), octetCount: UInt32(truncatingIfNeeded: octets))
     }
 
-    /// The publisher's sequence number behind an output sequence number (for NACKs).
-    func inputSequence(of output: UInt16) -> UInt16 { output &- sequenceOffset }
+    /// The segment an output sequence number was sent in (the newest that began at or before it).
+    func segment(of output: UInt16) -> Segment {
+        for segment in segments.reversed() where output &- segment.firstOutput < 0x8000 { return segment }
+        return segments[0]
+    }
 
-    /// Re-bases the offsets so the next input packet continues the output without a jump.
-    mutating func splice(nextSequence: UInt16, nextTimestamp: UInt32, timestampStep: UInt32 = 3000) {
-        guard let lastOutput else { return }
-        sequenceOffset = (lastOutput.sequence &+ 1) &- nextSequence
-        timestampOffset = (lastOutput.timestamp &+ timestampStep) &- nextTimestamp
+    /// The publisher's layer and sequence number behind an output sequence number (for NACKs).
+    func source(of output: UInt16) -> (layer: Int, sequence: UInt16) {
+        let segment = segment(of: output)
+        return (segment.layer, output &- segment.sequenceOffset)
+    }
+
+    /// The publisher's sequence number behind an output sequence number, on the current source.
+    func inputSequence(of output: UInt16) -> UInt16 { output &- current.sequenceOffset }
+
+    /// A repair of output `output` (its original `header` from the cache) as it was first sent.
+    func rewriteRepair(_ header: inout RTPHeader, output: UInt16) -> Segment {
+        let segment = segment(of: output)
+        header.ssrc = outputSSRC
+        header.sequenceNumber &+= segment.sequenceOffset
+        header.timestamp &+= segment.timestampOffset
+        return segment
     }
 }
 

@@ -57,6 +57,15 @@ final class Participant: @unchecked Sendable {
     /// (a simulcast offer) is found by them.
     var midExtensionID: UInt8?
     var ridExtensionID: UInt8?
+    /// The publisher's id for the RFC 8852 repaired stream id: a layer's repair stream is learnt from it.
+    var repairedRidExtensionID: UInt8?
+    /// The client speaks protocol 1.4 (layer messages: `videoLayers`, `layerChanged`).
+    var speaksLayers = false
+    /// What this subscriber wants of layered video, per publisher uid and by default (`setVideoPreference`).
+    var videoPreferences: [String: LayerSelector.Request] = [:]
+    var defaultVideoPreference = LayerSelector.Request()
+    /// When the leg was last probed for more capacity (simulcast up-switches).
+    var lastProbeUs: Int64?
     var tracks: [PublishedTrack] = []
     /// Our ICE credentials on the subscriber transport (new ones when it restarts ICE).
     var subscriberCredentials = ICECredentials.random()
@@ -101,10 +110,11 @@ final class Participant: @unchecked Sendable {
     func refreshRepairStreams() {
         var streams: [UInt32: InboundStreamMap.RepairStream] = [:]
         for track in tracks {
-            guard let rtxSSRC = track.rtxSSRC, let rtxPayloadType = track.rtxPayloadType, let mediaSSRC = track.info.ssrc,
-                  let payloadType = track.payloadType, streams[rtxSSRC] == nil
-            else { continue }
-            streams[rtxSSRC] = InboundStreamMap.RepairStream(mediaSSRC: mediaSSRC, payloadType: payloadType, rtxPayloadType: rtxPayloadType)
+            guard let rtxPayloadType = track.rtxPayloadType, let payloadType = track.payloadType else { continue }
+            for stream in track.streams {
+                guard let rtxSSRC = stream.rtxSSRC, let mediaSSRC = stream.ssrc, streams[rtxSSRC] == nil else { continue }
+                streams[rtxSSRC] = InboundStreamMap.RepairStream(mediaSSRC: mediaSSRC, payloadType: payloadType, rtxPayloadType: rtxPayloadType)
+            }
         }
         if streams != inbound.repairStreams { inbound.replaceRepairStreams(streams) }
     }
@@ -112,6 +122,17 @@ final class Participant: @unchecked Sendable {
     var info: ParticipantInfo {
         ParticipantInfo(uid: uid, sid: sid, role: role, kind: kind, tracks: tracks.map(\.info), version: version)
     }
+
+    /// The track and stream a packet with SSRC `ssrc` belongs to.
+    func stream(ssrc: UInt32) -> (track: PublishedTrack, stream: PublishedStream)? {
+        for track in tracks {
+            if let stream = track.stream(ssrc: ssrc) { return (track, stream) }
+        }
+        return nil
+    }
+
+    /// What this subscriber wants of `uid`'s layered video.
+    func videoPreference(for uid: String) -> LayerSelector.Request { videoPreferences[uid] ?? defaultVideoPreference }
 
     /// Whether `other` is shown to (and auto-subscribed by) this participant: screen shares are
     /// hidden from their owner by default, and from everyone who asks with `ignoreScreenShare`,
@@ -160,43 +181,70 @@ final class Participant: @unchecked Sendable {
     }
 }
 
-/// A track a participant publishes, with what forwarding needs: its SSRC, a packet cache for
-/// NACKs, reception statistics for receiver reports and a keyframe-request throttle.
+/// A track a participant publishes: what subscribers see of it (``info``), its formats, and the
+/// RTP streams it arrives on: one, or one per simulcast layer (``PublishedStream``).
 final class PublishedTrack: @unchecked Sendable {
     var info: TrackInfo
     unowned let owner: Participant
     var payloadType: UInt8?
-    /// The publisher's RFC 4588 retransmission stream (from its offer), video only.
+    /// The publisher's RFC 4588 retransmission format (from its offer), video only.
     var rtxPayloadType: UInt8?
-    var rtxSSRC: UInt32?
-    /// The RFC 8851 stream id of the one simulcast layer forwarded, when the offer sends several.
-    var simulcastLayer: String?
-    /// The last 512 packets, to answer subscribers' NACKs without asking the publisher.
-    var cache = PacketHistory<RTPPacket>(capacity: 512)
-    var keyframeThrottle: Throttle
-    /// A throttled keyframe request is waiting for the throttle window to end.
-    var keyframeRequestDeferred = false
-    var statistics: ReceptionStatistics?
-    /// Gaps in what the publisher sends, asked for upstream (video).
-    /// Retries every 60 ms: the SFU does not measure its round trip to the publisher (it only receives).
-    var nack = NackGenerator(roundTrip: 40_000)
+    /// The streams the track arrives on: one without simulcast, else one per layer in the offer's
+    /// order (``PublishedStream/rid``). Never empty.
+    private(set) var streams: [PublishedStream]
     var subscriptions: [Subscription] = []
+    private let keyframeIntervalMs: Int
+    /// Dynacast: the layers the publisher was last told to send (nil: never told, all of them).
+    var announcedLayers: [String]?
+    /// When a layer nobody wants was first seen unwanted (it is paused after a grace period).
+    var unwantedSinceUs: [String: Int64] = [:]
 
     init(info: TrackInfo, owner: Participant, keyframeIntervalMs: Int) {
         self.info = info
         self.owner = owner
-        keyframeThrottle = Throttle(intervalMs: keyframeIntervalMs)
+        self.keyframeIntervalMs = keyframeIntervalMs
+        streams = [PublishedStream(rid: nil, ssrc: info.ssrc, keyframeIntervalMs: keyframeIntervalMs)]
     }
 
     var clockRate: Int { info.kind == .video ? 90000 : 48000 }
 
-    /// Takes the formats a publisher's offer gives the track's section: its payload type and its
-    /// RFC 4588 stream.
-    func adoptFormats(of section: MediaSectionDescription, simulcastLayer: String?) {
+    /// Whether the track arrives as simulcast layers.
+    var isSimulcast: Bool { streams.count > 1 || streams[0].rid != nil }
+
+    /// The stream with SSRC `ssrc`.
+    func stream(ssrc: UInt32) -> PublishedStream? {
+        for stream in streams where stream.ssrc == ssrc { return stream }
+        return nil
+    }
+
+    /// The stream a repair stream's SSRC repairs.
+    func stream(rtxSSRC: UInt32) -> PublishedStream? {
+        for stream in streams where stream.rtxSSRC == rtxSSRC { return stream }
+        return nil
+    }
+
+    /// The index of `stream` in ``streams``.
+    func index(of stream: PublishedStream) -> Int? { streams.firstIndex { $0 === stream } }
+
+    /// Takes the formats a publisher's offer gives the track's section: its payload type, its
+    /// RFC 4588 stream, and its simulcast layers (a stream per layer; streams of layers the offer
+    /// still sends are kept with what they learnt).
+    func adoptFormats(of section: MediaSectionDescription, simulcastLayers: [String]) {
         payloadType = section.payloadType
         rtxPayloadType = section.rtxPayloadType
-        rtxSSRC = section.rtxSSRC
-        self.simulcastLayer = simulcastLayer
+        if simulcastLayers.isEmpty {
+            if streams.count != 1 || streams[0].rid != nil {
+                streams = [PublishedStream(rid: nil, ssrc: section.ssrc, keyframeIntervalMs: keyframeIntervalMs)]
+            }
+            streams[0].rtxSSRC = section.rtxSSRC
+            if streams[0].ssrc == nil { streams[0].ssrc = section.ssrc }
+        } else if streams.map(\.rid) != simulcastLayers {
+            streams = simulcastLayers.map { rid in
+                streams.first { $0.rid == rid } ?? PublishedStream(rid: rid, ssrc: nil, keyframeIntervalMs: keyframeIntervalMs)
+            }
+            for subscription in subscriptions { subscription.layersChanged() }
+        }
+        info.ssrc = streams.count == 1 ? streams[0].ssrc : nil
     }
 }
 
@@ -214,6 +262,13 @@ final class Subscription: @unchecked Sendable {
     let rtxSSRC: UInt32
     var rtxPayloadType: UInt8?
     var rtxSequence: UInt16
+    /// Simulcast: the layer forwarded (an index of the track's streams; nil before the first
+    /// keyframe), the layer wanted and why. Without simulcast both stay at the one stream.
+    var currentLayer: Int?
+    var targetLayer: Int?
+    var layerReason: LayerReason = .request
+    /// When the target layer last moved away from the current one (its keyframe is awaited).
+    var targetSinceUs: Int64?
 
     init(track: PublishedTrack, subscriber: Participant, mid: String) {
         self.track = track
@@ -223,7 +278,28 @@ final class Subscription: @unchecked Sendable {
         rewriter = StreamRewriter(outputSSRC: UInt32.random(in: 1...UInt32.max, using: &random))
         rtxSSRC = UInt32.random(in: 1...UInt32.max, using: &random)
         rtxSequence = UInt16.random(in: 0...UInt16.max, using: &random)
+        if !track.isSimulcast {
+            currentLayer = 0
+            targetLayer = 0
+        }
     }
+
+    /// The track's layers changed (a new offer): start over from the next keyframe.
+    func layersChanged() {
+        currentLayer = track.isSimulcast ? nil : 0
+        targetLayer = currentLayer
+    }
+
+    /// Tells the subscriber (protocol 1.4) which layer it now gets and why.
+    func announceLayer() {
+        guard subscriber.speaksLayers, let layer = currentLayer, layer < track.streams.count else { return }
+        let stream = track.streams[layer]
+        subscriber.send(.layerChanged(LayerChange(uid: track.owner.uid, trackSid: track.info.sid, layer: stream.rid ?? "",
+                                                  width: stream.width, height: stream.height, reason: layerReason)))
+    }
+
+    /// The stream forwarded now.
+    var currentStream: PublishedStream? { currentLayer.flatMap { $0 < track.streams.count ? track.streams[$0] : nil } }
 
     /// The subscriber transport's m-section for this subscription.
     var offeredSection: MediaSectionDescription {

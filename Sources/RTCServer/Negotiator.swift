@@ -18,11 +18,11 @@ struct Negotiator {
         let remote: TransportParameters
         /// The id the offer maps the transport-wide sequence number to.
         var transportWideSequenceID: UInt8? { negotiated.extensionID(for: RTPExtensionURI.transportWideSequence) }
-        /// The accepted sections the client sends media on, with the simulcast layer received of each.
-        var sending: [(section: MediaSectionDescription, simulcastLayer: String?)] {
+        /// The accepted sections the client sends media on, with the simulcast layers received of each.
+        var sending: [(section: MediaSectionDescription, simulcastLayers: [String])] {
             negotiated.sections.compactMap { entry in
                 guard let section = entry.section, section.direction == .sendonly || section.direction == .sendrecv else { return nil }
-                return (section, entry.simulcastLayer)
+                return (section, entry.simulcastLayers)
             }
         }
         /// The publisher's extension ids → the SFU's numbering, for what is forwarded.

@@ -11,6 +11,8 @@ final class Producer: @unchecked Sendable {
     private let context: SFUContext
     /// Told the forwarding time of each packet, in nanoseconds (the metrics histogram).
     var onForwardLatency: (@Sendable (Int64) -> Void)?
+    /// Picks a layer for a subscription that has none yet (its track's first layers just arrived).
+    weak var layers: LayerController?
 
     init(context: SFUContext) { self.context = context }
 
@@ -34,8 +36,8 @@ final class Producer: @unchecked Sendable {
             context.counters.rtxDropped += 1
             return
         }
-        guard let track = publisher.tracks.first(where: { $0.info.ssrc == packet.header.ssrc }) ?? unboundTrack(for: packet.header, of: publisher)
-        else {
+        guard let (track, stream) = publisher.stream(ssrc: packet.header.ssrc) ?? unboundStream(for: packet.header, of: publisher) else {
+            if !repair { learnRepairStream(packet.header, of: publisher) }
             context.counters.packetsDropped += 1
             return
         }
@@ -43,40 +45,68 @@ final class Producer: @unchecked Sendable {
         publisher.upstreamExtensions.apply(to: &packet.header)  // allocates only when something changes
         if repair {
             // RFC 4588: the original, unless it is already here (a probe's copy).
-            guard track.cache.packet(packet.header.sequenceNumber) == nil else {
+            guard stream.cache.packet(packet.header.sequenceNumber) == nil else {
                 context.counters.rtxDropped += 1
                 return
             }
             context.counters.rtxRepairs += 1
         }
-        if track.info.ssrc == nil {
-            track.info.ssrc = packet.header.ssrc
+        if stream.ssrc == nil {
+            stream.ssrc = packet.header.ssrc
+            if !track.isSimulcast { track.info.ssrc = packet.header.ssrc }
             publisher.refreshRepairStreams()  // its repair stream can be unwrapped now
         }
-        if track.statistics == nil { track.statistics = ReceptionStatistics(ssrc: packet.header.ssrc, clockRate: track.clockRate) }
-        track.statistics?.record(sequenceNumber: packet.header.sequenceNumber, rtpTimestamp: packet.header.timestamp, arrivalUs: arrivalUs)
-        track.cache.insert(packet, sequence: packet.header.sequenceNumber)
-        if track.info.kind == .video { track.nack.received(packet.header.sequenceNumber, nowUs: arrivalUs) }
+        if stream.statistics == nil { stream.statistics = ReceptionStatistics(ssrc: packet.header.ssrc, clockRate: track.clockRate) }
+        stream.statistics?.record(sequenceNumber: packet.header.sequenceNumber, rtpTimestamp: packet.header.timestamp, arrivalUs: arrivalUs)
+        stream.cache.insert(packet, sequence: packet.header.sequenceNumber)
+        if track.info.kind == .video { stream.nack.received(packet.header.sequenceNumber, nowUs: arrivalUs) }
         guard !track.info.muted else { return }
-        send(&packet, of: track, arrivalUs: arrivalUs)
+        if track.isSimulcast {
+            stream.received(bytes: datagram.readableBytes, sequence: packet.header.sequenceNumber, nowUs: arrivalUs)
+            sendLayer(&packet, of: track, stream: stream, arrivalUs: arrivalUs)
+        } else {
+            send(&packet, of: track, arrivalUs: arrivalUs)
+        }
         let elapsed = Int64(bitPattern: context.monotonicClock() &- startNs)
         context.counters.recordForward(microseconds: Double(elapsed) / 1000)
         onForwardLatency?(elapsed)
     }
 
-    /// The track a packet from an SSRC no track has yet belongs to: one of its payload type without
-    /// an SSRC, of the section its mid extension names and, for a simulcast section, of the layer
-    /// forwarded (its RFC 8852 stream id). A section offered without SSRCs is found this way.
-    private func unboundTrack(for header: RTPHeader, of publisher: Participant) -> PublishedTrack? {
-        // No array per packet: this runs for every packet of a layer nobody forwards.
-        let unbound = { (track: PublishedTrack) in track.info.ssrc == nil && track.payloadType == header.payloadType }
-        guard publisher.tracks.contains(where: unbound) else { return nil }
+    /// The stream a packet from an SSRC no stream has yet belongs to: one of a track of its payload
+    /// type, of the section its mid extension names and, for simulcast, of the layer its RFC 8852
+    /// stream id names. A section offered without SSRCs is found this way.
+    private func unboundStream(for header: RTPHeader, of publisher: Participant) -> (track: PublishedTrack, stream: PublishedStream)? {
+        // No array per packet: this runs for every packet of an unknown stream.
+        let candidate = { (track: PublishedTrack) in
+            track.payloadType == header.payloadType && track.streams.contains { $0.ssrc == nil }
+        }
+        guard publisher.tracks.contains(where: candidate) else { return nil }
         let mid = publisher.midExtensionID.flatMap { header.extensionData(id: $0) }.map { String(buffer: $0) }
         let rid = publisher.ridExtensionID.flatMap { header.extensionData(id: $0) }.map { String(buffer: $0) }
-        // A layer's packets carry its stream id until the browser hears receiver reports for the
-        // SSRC; a packet without one is taken as the one layer the answer accepted.
-        return publisher.tracks.first { track in
-            unbound(track) && (mid == nil || track.info.mid == mid) && (track.simulcastLayer == nil || rid == nil || track.simulcastLayer == rid)
+        for track in publisher.tracks where candidate(track) && (mid == nil || track.info.mid == mid) {
+            if track.isSimulcast {
+                // A layer is bound by its stream id only (it comes with the first packets).
+                guard let rid, let stream = track.streams.first(where: { $0.rid == rid && $0.ssrc == nil }) else { continue }
+                return (track, stream)
+            }
+            return (track, track.streams[0])
+        }
+        return nil
+    }
+
+    /// A repair from an SSRC nobody announced: a simulcast layer's RFC 4588 stream, named by its
+    /// repaired stream id (browsers and this SDK list no SSRCs for layers). Bound for what follows;
+    /// this repair itself is lost (the subscriber's NACK asks again).
+    private func learnRepairStream(_ header: RTPHeader, of publisher: Participant) {
+        guard let id = publisher.repairedRidExtensionID, let data = header.extensionData(id: id) else { return }
+        let rid = String(buffer: data)
+        for track in publisher.tracks where track.isSimulcast && track.rtxPayloadType == header.payloadType {
+            guard let stream = track.streams.first(where: { $0.rid == rid }), stream.ssrc != nil,
+                  track.stream(rtxSSRC: header.ssrc) == nil
+            else { continue }
+            stream.rtxSSRC = header.ssrc
+            publisher.refreshRepairStreams()
+            return
         }
     }
 
@@ -113,6 +143,53 @@ final class Producer: @unchecked Sendable {
         if wrote { context.port.flush() }
     }
 
+    /// Sends a simulcast layer's packet to the subscriptions that forward that layer, and switches
+    /// those waiting for it at its keyframe: the output continues one stream (sequence numbers,
+    /// timestamps, VP8 picture ids and TL0PICIDX re-based at the switch).
+    private func sendLayer(_ packet: inout RTPPacket, of track: PublishedTrack, stream: PublishedStream, arrivalUs: Int64) {
+        guard let layer = track.index(of: stream) else { return }
+        let layout = track.info.kind == .video ? VP8DescriptorLayout(payload: packet.payload) : nil
+        if let layout, layout.startsKeyframe, let width = layout.keyframeWidth, let height = layout.keyframeHeight {
+            stream.width = width
+            stream.height = height
+        }
+        let inputPicture = layout?.pictureID(inPayload: packet.payload)
+        let inputTL0 = layout?.tl0PictureIndex(inPayload: packet.payload)
+        let original = packet.header
+        let sequenceAt = DownstreamCongestion.sequenceOffset(in: original, sourceID: RTPExtensionID.transportWideSequence)
+        var wrote = false
+        for subscription in track.subscriptions {
+            guard let session = subscription.subscriber.subscriber else { continue }
+            if subscription.targetLayer == nil { layers?.update(subscription, nowUs: arrivalUs) }
+            if subscription.currentLayer != layer {
+                guard subscription.targetLayer == layer, layout?.startsKeyframe == true else { continue }
+                subscription.rewriter.switchSource(to: layer, header: original, pictureID: inputPicture, tl0: inputTL0,
+                                                   nowUs: arrivalUs, clockRate: track.clockRate)
+                let up = subscription.currentLayer.map { track.streams[$0].rate.lastBitsPerSecond < stream.rate.lastBitsPerSecond } ?? true
+                subscription.currentLayer = layer
+                subscription.targetSinceUs = nil
+                context.counters.recordLayerSwitch(up: up)
+                subscription.announceLayer()
+            }
+            packet.header = original
+            let legSequenceAt = Self.renumber(&packet.header, for: subscription.subscriber, sequenceAt: sequenceAt)
+            subscription.rewriter.rewrite(&packet.header, nowUs: arrivalUs)
+            let vp8 = subscription.rewriter.rewriteVP8(pictureID: inputPicture, tl0: inputTL0)
+            subscription.packetsForwarded += 1
+            subscription.payloadBytesForwarded += packet.payload.readableBytes
+            var out = packet.serialized
+            if let layout, vp8.pictureID != nil || vp8.tl0 != nil {
+                layout.write(pictureID: vp8.pictureID, tl0: vp8.tl0, into: &out, payloadStart: out.writerIndex - packet.payload.readableBytes)
+            }
+            subscription.subscriber.downstream.stamp(&out, at: legSequenceAt, nowUs: arrivalUs)
+            context.counters.packetsOut += 1
+            context.counters.bytesOut += out.readableBytes
+            session.sendRTPOnLoop(out, flush: false)
+            wrote = true
+        }
+        if wrote { context.port.flush() }
+    }
+
     /// RTCP from `publisher`: its sender reports, for the round-trip fields of our receiver reports,
     /// and passed on to every subscriber that has been sent the stream, on its rewritten clock, so
     /// receivers can place audio and video on the publisher's one clock (lip sync, recordings).
@@ -120,10 +197,11 @@ final class Producer: @unchecked Sendable {
         guard let packets = try? RTCPPacket.parseCompound(datagram) else { return }
         var reports: [ObjectIdentifier: (session: MediaSession, reports: [SenderReport])] = [:]
         for case .senderReport(let report) in packets {
-            guard let track = publisher.tracks.first(where: { $0.info.ssrc == report.ssrc }) else { continue }
-            track.statistics?.recordSenderReport(compactNTP: report.compactNTP, arrivalUs: nowUs)
-            guard !track.info.muted else { continue }
-            for subscription in track.subscriptions where subscription.packetsForwarded > 0 {
+            guard let (track, stream) = publisher.stream(ssrc: report.ssrc) else { continue }
+            stream.statistics?.recordSenderReport(compactNTP: report.compactNTP, arrivalUs: nowUs)
+            guard !track.info.muted, let layer = track.index(of: stream) else { continue }
+            // A layered track: each subscriber hears the report of the layer it is sent.
+            for subscription in track.subscriptions where subscription.packetsForwarded > 0 && subscription.currentLayer == layer {
                 guard let session = subscription.subscriber.subscriber else { continue }
                 let translated = subscription.rewriter.rewrite(report, packets: subscription.packetsForwarded,
                                                                octets: subscription.payloadBytesForwarded)

@@ -27,9 +27,10 @@ final class RTCPTerminator: @unchecked Sendable {
             guard let session = participant.publisher else { continue }
             var reports: [ReceptionReport] = []
             for track in participant.tracks {
-                if var statistics = track.statistics {
+                for stream in track.streams {
+                    guard var statistics = stream.statistics else { continue }
                     reports.append(statistics.makeReport(nowUs: nowUs))
-                    track.statistics = statistics
+                    stream.statistics = statistics
                 }
             }
             guard !reports.isEmpty else { continue }
@@ -41,7 +42,7 @@ final class RTCPTerminator: @unchecked Sendable {
     func sendTransportFeedback() {
         for participant in directory.allParticipants where participant.inbound.hasPendingFeedback {
             guard let session = participant.publisher,
-                  let feedback = participant.inbound.makeFeedback(senderSSRC: serverSSRC, mediaSSRC: participant.tracks.first?.info.ssrc ?? 0)
+                  let feedback = participant.inbound.makeFeedback(senderSSRC: serverSSRC, mediaSSRC: participant.tracks.first?.streams[0].ssrc ?? 0)
             else { continue }
             session.sendRTCP(RTCPCompound.transportFeedback(sender: serverSSRC, feedback))
         }
@@ -52,11 +53,13 @@ final class RTCPTerminator: @unchecked Sendable {
         for participant in directory.allParticipants {
             guard let session = participant.publisher else { continue }
             for track in participant.tracks where track.info.kind == .video {
-                guard let ssrc = track.info.ssrc else { continue }
-                let lost = track.nack.due(nowUs: nowUs)
-                guard !lost.isEmpty else { continue }
-                context.counters.nacksSent += 1
-                session.sendRTCP(RTCPCompound.nack(sender: serverSSRC, media: ssrc, lost: lost))
+                for stream in track.streams {
+                    guard let ssrc = stream.ssrc else { continue }
+                    let lost = stream.nack.due(nowUs: nowUs)
+                    guard !lost.isEmpty else { continue }
+                    context.counters.nacksSent += 1
+                    session.sendRTCP(RTCPCompound.nack(sender: serverSSRC, media: ssrc, lost: lost))
+                }
             }
         }
     }
@@ -64,7 +67,8 @@ final class RTCPTerminator: @unchecked Sendable {
     /// Holds each publisher's video to what its slowest subscriber's downstream leg carries, with
     /// REMB (never below `publisherLimitFloorKbps`; nothing when that is nil). A leg's estimate is
     /// shared among the video it receives, after what its audio needs. Without simulcast layers
-    /// this is the only lever the server has on a leg that cannot carry a track.
+    /// this is the only lever the server has on a leg that cannot carry a track; a layered track
+    /// is never limited (each subscriber gets the layer its leg carries).
     func sendPublisherLimits(nowUs: Int64) {
         guard let floorKbps = context.configuration.publisherLimitFloorKbps else { return }
         let participants = directory.allParticipants
@@ -73,7 +77,7 @@ final class RTCPTerminator: @unchecked Sendable {
         }
         for participant in participants {
             guard let session = participant.publisher else { continue }
-            for track in participant.tracks where track.info.kind == .video {
+            for track in participant.tracks where track.info.kind == .video && !track.isSimulcast {
                 guard let ssrc = track.info.ssrc,
                       let limit = track.subscriptions.compactMap({ Self.videoShare(of: $0.subscriber, nowUs: nowUs) }).min()
                 else { continue }

@@ -42,6 +42,7 @@ extension SFU {
         let pinned = Set((request.pinnedUIDs ?? []).prefix(configuration.limits.maxPinned))
         participant.pinned = pinned
         participant.revealed = pinned
+        participant.speaksLayers = request.sdk.protocolVersion >= ProtocolVersion(major: 1, minor: 4)
         directory.insert(participant)
         directory.bind(peer, to: participant)
         participant.send(.joined(joinResponse(for: participant)), requestID: requestID)

@@ -32,9 +32,16 @@ extension SFU {
         participant.send(.trackPublished(track.info), requestID: requestID)
     }
 
-    private func addTrack(to participant: Participant, kind: TrackKind, source: TrackSource, mid: String?, ssrc: UInt32?) -> PublishedTrack {
+    /// A new track, with the formats of its offer section when it comes from one (before anyone
+    /// subscribes: a subscription starts from what the track is, one stream or layers).
+    private func addTrack(to participant: Participant, kind: TrackKind, source: TrackSource, mid: String?, ssrc: UInt32?,
+                          offered: (section: MediaSectionDescription, layers: [String])? = nil) -> PublishedTrack {
         let track = PublishedTrack(info: TrackInfo(sid: makeID("TR"), kind: kind, source: source, ssrc: ssrc, mid: mid),
                                    owner: participant, keyframeIntervalMs: configuration.keyframeRequestInterval)
+        if let offered {
+            track.adoptFormats(of: offered.section, simulcastLayers: offered.layers)
+            track.info.simulcastLayers = offered.layers.isEmpty ? nil : offered.layers
+        }
         participant.tracks.append(track)
         participantChanged(participant)
         for other in participant.room.participants.values
@@ -94,6 +101,7 @@ extension SFU {
         participant.upstreamExtensions = offer.upstreamExtensions
         participant.midExtensionID = offer.negotiated.extensionID(for: RTPExtensionURI.mid)
         participant.ridExtensionID = offer.negotiated.extensionID(for: RTPExtensionURI.rtpStreamID)
+        participant.repairedRidExtensionID = offer.negotiated.extensionID(for: RTPExtensionURI.repairedRTPStreamID)
         if let session = negotiator.connectPublisher(participant, offer: offer) {
             session.onRTP = { [weak self, weak participant] packet in
                 guard let self, let participant else { return }
@@ -107,20 +115,24 @@ extension SFU {
         }
         guard let session = participant.publisher else { return }
         defer { participant.refreshRepairStreams() }
-        for (section, layer) in sending {
+        var changed = false
+        for (section, layers) in sending {
             let kind: TrackKind = section.kind == .video ? .video : .audio
             if let track = participant.tracks.first(where: { $0.info.mid == section.mid })
                 ?? participant.tracks.first(where: { $0.info.mid == nil && $0.info.kind == kind }) {
+                let before = track.info
                 track.info.mid = section.mid
-                if track.info.ssrc == nil { track.info.ssrc = section.ssrc }
-                track.adoptFormats(of: section, simulcastLayer: layer)
+                track.adoptFormats(of: section, simulcastLayers: layers)
+                track.info.simulcastLayers = layers.isEmpty ? nil : layers
+                changed = changed || track.info != before
             } else {
                 let source: TrackSource = kind == .video ? (screen ? .screen : .camera) : (screen ? .screenAudio : .microphone)
-                let track = addTrack(to: participant, kind: kind, source: source, mid: section.mid, ssrc: section.ssrc)
-                track.adoptFormats(of: section, simulcastLayer: layer)
+                let track = addTrack(to: participant, kind: kind, source: source, mid: section.mid, ssrc: section.ssrc,
+                                     offered: (section, layers))
                 participant.send(.trackPublished(track.info))
             }
         }
+        if changed { participantChanged(participant) }
         participant.send(.answer(negotiator.publisherAnswer(to: offer, for: participant, session: session)), requestID: requestID)
     }
 
@@ -177,6 +189,25 @@ extension SFU {
         }
     }
 
+    /// What a subscriber wants of layered video, for one user or by default; applied at once (the
+    /// switch itself waits for the new layer's keyframe, asked for now).
+    func setVideoPreference(_ preference: VideoPreference, participant: Participant, fail: Fail) {
+        let sizes = [preference.renderWidth, preference.renderHeight].compactMap { $0 }
+        guard sizes.allSatisfy({ (1...16384).contains($0) }), (preference.renderWidth == nil) == (preference.renderHeight == nil) else {
+            return fail(.malformedMessage, "a render size needs a width and a height, each 1...16384")
+        }
+        let request = LayerSelector.Request(streamType: preference.streamType, renderWidth: preference.renderWidth,
+                                            renderHeight: preference.renderHeight)
+        if let uid = preference.uid {
+            guard participant.videoPreferences[uid] != nil || participant.videoPreferences.count < configuration.limits.maxParticipantsPerRoom
+            else { return fail(.limitExceeded, "at most \(configuration.limits.maxParticipantsPerRoom) video preferences") }
+            participant.videoPreferences[uid] = request == LayerSelector.Request() ? nil : request
+        } else {
+            participant.defaultVideoPreference = request
+        }
+        layers.updateAll(of: participant, nowUs: context.nowUs)
+    }
+
     func subscribe(_ participant: Participant, to tracks: [PublishedTrack]) {
         var added = false
         for track in tracks where !participant.subscriptions.contains(where: { $0.track === track }) {
@@ -184,6 +215,8 @@ extension SFU {
             let subscription = Subscription(track: track, subscriber: participant, mid: mid)
             participant.subscriptions.append(subscription)
             track.subscriptions.append(subscription)
+            // A layered track: its first layer is picked now, so the keyframe asked for is that layer's.
+            if track.isSimulcast { layers.update(subscription, nowUs: context.nowUs) }
             participant.subscriberSections.append(subscription.offeredSection)
             added = true
         }
@@ -226,13 +259,13 @@ extension SFU {
             session.onStateChange = { [weak self, weak participant] state in
                 guard let self, let participant, state == .connected else { return }
                 let nowUs = self.context.nowUs
-                for subscription in participant.subscriptions { self.consumer.requestKeyframe(subscription.track, nowUs: nowUs) }
+                for subscription in participant.subscriptions { self.consumer.requestKeyframe(for: subscription, nowUs: nowUs) }
             }
             participant.subscriber = session
         case .success(.updated):
             // New subscriptions on a running transport: their first frames need a keyframe.
             let nowUs = context.nowUs
-            for subscription in participant.subscriptions { consumer.requestKeyframe(subscription.track, nowUs: nowUs) }
+            for subscription in participant.subscriptions { consumer.requestKeyframe(for: subscription, nowUs: nowUs) }
         }
         if participant.subscriberNeedsOffer { offerSubscriber(participant) }
     }

@@ -28,6 +28,7 @@ public final class SFU: @unchecked Sendable {
     let producer: Producer
     let consumer: Consumer
     let terminator: RTCPTerminator
+    let layers: LayerController
     private var timers: [RepeatedTask] = []
     private var nextID = 0
 
@@ -66,10 +67,12 @@ public final class SFU: @unchecked Sendable {
         producer = Producer(context: context)
         terminator = RTCPTerminator(context: context, directory: directory)
         consumer = Consumer(context: context, terminator: terminator)
+        layers = LayerController(context: context, directory: directory, consumer: consumer)
+        producer.layers = layers
     }
 
-    /// Housekeeping once a second, transport-wide feedback to publishers every 100 ms, upstream
-    /// NACKs every 20 ms. The timers keep the SFU alive until ``shutdown()``.
+    /// Housekeeping once a second, simulcast layers every 250 ms, transport-wide feedback to
+    /// publishers every 100 ms, upstream NACKs every 20 ms. The timers keep the SFU alive until ``shutdown()``.
     private func startTimers() {
         timers = [
             loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in self.tick() },
@@ -78,6 +81,9 @@ public final class SFU: @unchecked Sendable {
             },
             loop.scheduleRepeatedTask(initialDelay: .milliseconds(20), delay: .milliseconds(20)) { _ in
                 self.terminator.sendUpstreamNacks(nowUs: self.context.nowUs)
+            },
+            loop.scheduleRepeatedTask(initialDelay: .milliseconds(250), delay: .milliseconds(250)) { _ in
+                self.layers.tick(nowUs: self.context.nowUs)
             },
         ]
     }
@@ -243,6 +249,7 @@ public final class SFU: @unchecked Sendable {
             track.info.muted = request.muted
             participantChanged(participant)
         case .updateSubscription(let update): updateSubscription(update, participant: participant, fail: fail)
+        case .setVideoPreference(let preference): setVideoPreference(preference, participant: participant, fail: fail)
         case .setRole(let role):
             guard role != participant.role else { return }
             if role == .broadcaster {

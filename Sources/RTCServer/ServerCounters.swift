@@ -34,12 +34,22 @@ public struct ServerCounters: Sendable, Hashable {
     /// Connections closed for not joining within `ServerLimits.joinDeadlineSeconds`.
     public var connectionsClosedUnjoined = 0
     public var packetsDropped = 0
+    /// Simulcast: subscriptions moved to a larger or a smaller layer; probes sent on legs for more capacity;
+    /// dynacast messages telling publishers which layers to send.
+    public var layerSwitchesUp = 0
+    public var layerSwitchesDown = 0
+    public var legProbes = 0
+    public var layerPauses = 0
     /// Forwarding latency histogram: counts of packets forwarded within each bound (µs), and the sum.
     public var forwardLatencyBuckets: [Int] = Array(repeating: 0, count: ServerCounters.latencyBoundsUs.count)
     public var forwardLatencySumUs: Double = 0
     public var forwardLatencyCount = 0
 
     public static let latencyBoundsUs: [Double] = [5, 10, 25, 50, 100, 250, 500, 1000, 5000]
+
+    mutating func recordLayerSwitch(up: Bool) {
+        if up { layerSwitchesUp += 1 } else { layerSwitchesDown += 1 }
+    }
 
     mutating func recordForward(microseconds: Double) {
         forwardLatencyCount += 1

@@ -13,7 +13,8 @@ final class ServerMetrics: @unchecked Sendable {
     private let rooms, participants, tracks: CoreMetrics.Gauge
     private let packetsIn, bytesIn, packetsOut, bytesOut, nacks, retransmissions, keyframeRequests, keyframeThrottled,
                 signalingErrors, dropped, rtxRepairs, rtxDropped, iceRestarts, downstreamFeedback, publisherLimits,
-                limitRefusals, permissionRefusals, duplicateIdentities, closedUnjoined: CoreMetrics.Counter
+                limitRefusals, permissionRefusals, duplicateIdentities, closedUnjoined, switchesUp, switchesDown, legProbes,
+                layerPauses: CoreMetrics.Counter
     /// Forwarding latency per packet (time on the event loop from receipt to the last send).
     let forwardLatency: CoreMetrics.Timer
     private var last = ServerCounters()
@@ -48,6 +49,10 @@ final class ServerMetrics: @unchecked Sendable {
         permissionRefusals = counter("rtc_permission_refusals_total")
         duplicateIdentities = counter("rtc_duplicate_identities_total")
         closedUnjoined = counter("rtc_connections_closed_unjoined_total")
+        switchesUp = CoreMetrics.Counter(label: "rtc_layer_switches_total", dimensions: [("direction", "up")], factory: factory)
+        switchesDown = CoreMetrics.Counter(label: "rtc_layer_switches_total", dimensions: [("direction", "down")], factory: factory)
+        legProbes = counter("rtc_leg_probes_total")
+        layerPauses = counter("rtc_layer_requests_total")
         forwardLatency = CoreMetrics.Timer(label: "rtc_forward_latency_seconds", dimensions: [], factory: factory)
     }
 
@@ -76,6 +81,10 @@ final class ServerMetrics: @unchecked Sendable {
         add(permissionRefusals, counters.permissionRefusals, last.permissionRefusals)
         add(duplicateIdentities, counters.duplicateIdentities, last.duplicateIdentities)
         add(closedUnjoined, counters.connectionsClosedUnjoined, last.connectionsClosedUnjoined)
+        add(switchesUp, counters.layerSwitchesUp, last.layerSwitchesUp)
+        add(switchesDown, counters.layerSwitchesDown, last.layerSwitchesDown)
+        add(legProbes, counters.legProbes, last.legProbes)
+        add(layerPauses, counters.layerPauses, last.layerPauses)
         last = counters
         var text: [UInt8] = []
         registry.emit(into: &text)

@@ -168,7 +168,7 @@ private struct Departure: Codable { var uid: String; var reason: LeaveReason }
 
 extension ClientMessage: SignalingMessage {
     public static let types: Set<String> = ["join", "offer", "answer", "publishTrack", "unpublishTrack", "mute",
-                                            "updateSubscription", "setRole", "leave", "ping", "refreshToken", "resume", "restartICE"]
+                                            "updateSubscription", "setRole", "leave", "ping", "refreshToken", "resume", "restartICE", "setVideoPreference"]
 
     public var type: String {
         switch self {
@@ -185,6 +185,7 @@ extension ClientMessage: SignalingMessage {
         case .refreshToken: "refreshToken"
         case .resume: "resume"
         case .restartICE: "restartICE"
+        case .setVideoPreference: "setVideoPreference"
         }
     }
 
@@ -203,6 +204,7 @@ extension ClientMessage: SignalingMessage {
         case "refreshToken": self = .refreshToken(token: try Token(from: decoder).token)
         case "resume": self = .resume(try ResumeRequest(from: decoder))
         case "restartICE": self = .restartICE(transport: try TransportName(from: decoder).transport)
+        case "setVideoPreference": self = .setVideoPreference(try VideoPreference(from: decoder))
         default: throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown type \(type)"))
         }
     }
@@ -221,13 +223,15 @@ extension ClientMessage: SignalingMessage {
         case .refreshToken(let token): try Token(token: token).encode(to: encoder)
         case .resume(let value): try value.encode(to: encoder)
         case .restartICE(let transport): try TransportName(transport: transport).encode(to: encoder)
+        case .setVideoPreference(let value): try value.encode(to: encoder)
         }
     }
 }
 
 extension ServerMessage: SignalingMessage {
     public static let types: Set<String> = ["joined", "error", "offer", "answer", "trackPublished", "participantUpdate",
-                                            "participantLeft", "pong", "tokenWillExpire", "tokenRefreshed", "leave", "resumed"]
+                                            "participantLeft", "pong", "tokenWillExpire", "tokenRefreshed", "leave", "resumed",
+                                            "videoLayers", "layerChanged"]
 
     public var type: String {
         switch self {
@@ -243,6 +247,8 @@ extension ServerMessage: SignalingMessage {
         case .tokenRefreshed: "tokenRefreshed"
         case .leave: "leave"
         case .resumed: "resumed"
+        case .videoLayers: "videoLayers"
+        case .layerChanged: "layerChanged"
         }
     }
 
@@ -262,6 +268,8 @@ extension ServerMessage: SignalingMessage {
         case "tokenRefreshed": self = .tokenRefreshed(expiresAt: try Expiry(from: decoder).expiresAt)
         case "leave": self = .leave(reason: try Reason(from: decoder).reason)
         case "resumed": self = .resumed(try JoinResponse(from: decoder))
+        case "videoLayers": self = .videoLayers(try VideoLayersRequest(from: decoder))
+        case "layerChanged": self = .layerChanged(try LayerChange(from: decoder))
         default: throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown type \(type)"))
         }
     }
@@ -277,6 +285,8 @@ extension ServerMessage: SignalingMessage {
         case .pong(let timestamp): try Timestamp(timestamp: timestamp).encode(to: encoder)
         case .tokenWillExpire(let expiry), .tokenRefreshed(let expiry): try Expiry(expiresAt: expiry).encode(to: encoder)
         case .leave(let reason): try Reason(reason: reason).encode(to: encoder)
+        case .videoLayers(let value): try value.encode(to: encoder)
+        case .layerChanged(let value): try value.encode(to: encoder)
         }
     }
 }

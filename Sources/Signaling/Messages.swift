@@ -35,14 +35,19 @@ public struct TrackInfo: Codable, Sendable, Hashable {
     public var ssrc: UInt32?
     /// `a=mid` of the track's m-section in the publisher's offer.
     public var mid: String?
+    /// The RFC 8851 stream ids of its simulcast layers (protocol 1.4); nil for a single stream.
+    /// A subscriber still receives one stream: the layer the server picks for it.
+    public var simulcastLayers: [String]?
 
-    public init(sid: String, kind: TrackKind, source: TrackSource, muted: Bool = false, ssrc: UInt32? = nil, mid: String? = nil) {
+    public init(sid: String, kind: TrackKind, source: TrackSource, muted: Bool = false, ssrc: UInt32? = nil, mid: String? = nil,
+                simulcastLayers: [String]? = nil) {
         self.sid = sid
         self.kind = kind
         self.source = source
         self.muted = muted
         self.ssrc = ssrc
         self.mid = mid
+        self.simulcastLayers = simulcastLayers
     }
 }
 
@@ -215,6 +220,71 @@ public struct SubscriptionUpdate: Codable, Sendable, Hashable {
     }
 }
 
+/// Which of a publisher's video streams a subscriber wants (Agora's `setRemoteVideoStreamType`):
+/// the full one or the small one.
+public enum VideoStreamType: String, Codable, Sendable, Hashable {
+    case high, low
+}
+
+/// What a subscriber wants of a publisher's layered video (protocol 1.4): a stream type, or the
+/// size it renders at (the smallest layer covering it is sent), for one user (`uid`) or, with no
+/// uid, for every user without a preference of its own. Clearing both fields returns to the
+/// default (the full layer, as far as the path carries it).
+public struct VideoPreference: Codable, Sendable, Hashable {
+    public var uid: String?
+    public var streamType: VideoStreamType?
+    public var renderWidth: Int?
+    public var renderHeight: Int?
+
+    public init(uid: String? = nil, streamType: VideoStreamType? = nil, renderWidth: Int? = nil, renderHeight: Int? = nil) {
+        self.uid = uid
+        self.streamType = streamType
+        self.renderWidth = renderWidth
+        self.renderHeight = renderHeight
+    }
+}
+
+/// Dynacast (protocol 1.4): the simulcast layers of a published track that some subscriber wants;
+/// the publisher pauses the others' encoders until they are wanted again.
+public struct VideoLayersRequest: Codable, Sendable, Hashable {
+    public var trackSid: String
+    public var activeLayers: [String]
+
+    public init(trackSid: String, activeLayers: [String]) {
+        self.trackSid = trackSid
+        self.activeLayers = activeLayers
+    }
+}
+
+/// Why the server forwards a subscriber the layer it does.
+public enum LayerReason: String, Codable, Sendable, Hashable {
+    /// What the subscriber asked for (stream type, render size or the default).
+    case request
+    /// The subscriber's path estimate holds it below what it asked for.
+    case estimate
+    /// The layer asked for is not being sent; the nearest one is.
+    case unavailable
+}
+
+/// The layer a subscriber now receives of a publisher's layered track (protocol 1.4), sent when it changes.
+public struct LayerChange: Codable, Sendable, Hashable {
+    public var uid: String
+    public var trackSid: String
+    public var layer: String
+    public var width: Int?
+    public var height: Int?
+    public var reason: LayerReason
+
+    public init(uid: String, trackSid: String, layer: String, width: Int?, height: Int?, reason: LayerReason) {
+        self.uid = uid
+        self.trackSid = trackSid
+        self.layer = layer
+        self.width = width
+        self.height = height
+        self.reason = reason
+    }
+}
+
 public struct ResumeRequest: Codable, Sendable, Hashable {
     public var token: String
     public var participantSid: String
@@ -244,6 +314,8 @@ public enum ClientMessage: Sendable, Hashable {
     /// answers with a new `offer` carrying new credentials (protocol 1.3). The publisher transport
     /// restarts with a client `offer` instead.
     case restartICE(transport: SessionDescriptionMessage.Transport)
+    /// Which layer of layered video this client wants (protocol 1.4).
+    case setVideoPreference(VideoPreference)
 }
 
 /// Everything the server sends.
@@ -260,4 +332,8 @@ public enum ServerMessage: Sendable, Hashable {
     case tokenRefreshed(expiresAt: Int64)
     case leave(reason: LeaveReason)
     case resumed(JoinResponse)
+    /// Dynacast: the layers of a track this publisher should encode (protocol 1.4).
+    case videoLayers(VideoLayersRequest)
+    /// The layer this subscriber now receives of a layered track (protocol 1.4).
+    case layerChanged(LayerChange)
 }

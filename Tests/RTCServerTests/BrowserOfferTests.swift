@@ -89,36 +89,75 @@ struct BrowserOfferTests {
         await sfu.shutdown()
     }
 
-    @Test("a simulcast offer without SSRCs: one layer (the last rid) is answered, found by mid and rid, and forwarded alone")
-    func simulcastOneLayer() async throws {
+    @Test("a simulcast offer without SSRCs: every layer is answered and found by mid and rid; a viewer gets one continuous stream of the layer it asks for, switched at keyframes")
+    func simulcastLayers() async throws {
         let sfu = try await makeSFU()
         let (publisher, viewer, answer) = try await pair(sfu, offer: try Self.offer("chromium-simulcast.sdp"))
         let video = try #require(answer.media.first { $0.mediaLine.kind == "video" })
-        #expect(video.rids.map(\.id) == ["f"] && video.simulcast == "recv f")
+        #expect(video.rids.map(\.id) == ["q", "h", "f"] && video.simulcast == "recv q;h;f")
         #expect(await eventually { viewer.subscribedSSRCs.withLockedValue { $0.count } == 2 })
         #expect(await eventually { try await viewer.subscriber.withLockedValue { $0 }?.state.get() == .connected })
         try await Task.sleep(nanoseconds: 200_000_000)
-        // Three layers arrive (as a browser that ignored the answer would send them): q, h and f.
-        var packets: [RTPPacket] = []
-        for (layer, ssrc) in [("q", UInt32(0x51)), ("h", 0x52), ("f", 0x53)] {
-            for index in 0..<20 {
-                var packet = TestClient.packet(ssrc: ssrc, payloadType: 96, sequence: UInt16(index))
-                packet.header.extensions = [
-                    RTPHeaderExtension(id: 4, bytes: Array("1".utf8)), RTPHeaderExtension(id: 10, bytes: Array(layer.utf8)),
-                ]
-                packets.append(packet)
+        // Three layers arrive, each a keyframe of its size every 10 frames (a frame per packet).
+        let layers: [(rid: String, ssrc: UInt32, width: Int, height: Int)] = [("q", 0x51, 320, 180), ("h", 0x52, 640, 360), ("f", 0x53, 1280, 720)]
+        func frames(_ range: Range<Int>) -> [RTPPacket] {
+            var packets: [RTPPacket] = []
+            for index in range {
+                for layer in layers {
+                    var packet = RTPPacket(header: RTPHeader(marker: true, payloadType: 96, sequenceNumber: UInt16(index),
+                                                             timestamp: UInt32(index) * 3000 + layer.ssrc, ssrc: layer.ssrc),
+                                           payload: Self.vp8(keyframe: index % 10 == 0, pictureID: UInt16(100 * Int(layer.ssrc & 0xF) + index),
+                                                             width: layer.width, height: layer.height))
+                    packet.header.extensions = [
+                        RTPHeaderExtension(id: 4, bytes: Array("1".utf8)), RTPHeaderExtension(id: 10, bytes: Array(layer.rid.utf8)),
+                    ]
+                    packets.append(packet)
+                }
+            }
+            return packets
+        }
+        // At 30 frames a second (a layer with no packet for 400 ms counts as stopped).
+        func send(_ range: Range<Int>) async throws {
+            for index in range {
+                publisher.sendUnchanged(frames(index..<index + 1))
+                try await Task.sleep(nanoseconds: 33_000_000)
             }
         }
-        publisher.sendUnchanged(packets)
+        // The first frames make the layers known (the first to arrive may be forwarded at once);
+        // the next keyframe moves the viewer to the full layer (nothing limits it).
+        try await send(0..<10)
         let infos = try await sfu.participants(in: "web").get()
         let track = try #require(infos.first { $0.uid == "browser" }?.tracks.first { $0.kind == .video })
+        #expect(track.simulcastLayers == ["q", "h", "f"] && track.ssrc == nil)
         let viewerSSRC = try #require(viewer.subscribedSSRCs.withLockedValue { $0[track.sid] })
-        #expect(await eventually { viewer.receivedCount(ssrc: viewerSSRC) == 20 })
-        try await Task.sleep(nanoseconds: 200_000_000)
-        #expect(viewer.receivedCount(ssrc: viewerSSRC) == 20)
-        #expect(try await sfu.participants(in: "web").get().first { $0.uid == "browser" }?.tracks.first { $0.kind == .video }?.ssrc == 0x53)
+        let before = viewer.receivedCount(ssrc: viewerSSRC)
+        try await send(10..<20)
+        // Frame 10 of the layer it had may still go out just before f's keyframe of the same instant.
+        #expect(await eventually { viewer.receivedCount(ssrc: viewerSSRC) >= before + 10 })
+        let afterFull = viewer.receivedCount(ssrc: viewerSSRC)
+        #expect(afterFull <= before + 11)
+        let full = viewer.receivedPayloads.withLockedValue { $0[viewerSSRC] ?? [] }.suffix(10)
+        #expect(full.first.flatMap { VP8DescriptorLayout(payload: $0)?.keyframeWidth } == 1280)
+        // Asking for the low stream moves it to q at q's next keyframe (frame 20), one continuous stream.
+        _ = viewer.send(.setVideoPreference(VideoPreference(uid: "browser", streamType: .low)))
+        try await Task.sleep(nanoseconds: 30_000_000)
+        try await send(20..<30)
+        #expect(await eventually { viewer.receivedCount(ssrc: viewerSSRC) == afterFull + 10 })
+        let headers = viewer.receivedHeaders.withLockedValue { $0[viewerSSRC] ?? [] }
+        let payloads = viewer.receivedPayloads.withLockedValue { $0[viewerSSRC] ?? [] }
+        #expect(payloads.suffix(10).first.flatMap { VP8DescriptorLayout(payload: $0)?.keyframeWidth } == 320)
+        #expect(zip(headers, headers.dropFirst()).allSatisfy { $1.sequenceNumber == $0.sequenceNumber &+ 1 }, "sequence numbers continue")
+        #expect(zip(headers, headers.dropFirst()).allSatisfy { $1.timestamp &- $0.timestamp > 0 && $1.timestamp &- $0.timestamp < 0x8000_0000 })
+        let pictures = payloads.compactMap { payload in VP8DescriptorLayout(payload: payload)?.pictureID(inPayload: payload) }
+        #expect(pictures.count == payloads.count && zip(pictures, pictures.dropFirst()).allSatisfy { $1 == ($0 + 1) & 0x7FFF },
+                "picture ids continue")
         // Neither the mid nor the stream id reaches the viewer.
-        #expect(viewer.receivedHeaders.withLockedValue { $0[viewerSSRC] ?? [] }.allSatisfy { $0.extensions.isEmpty })
+        #expect(headers.allSatisfy { $0.extensions.isEmpty })
+        // The viewer heard which layer it gets and why.
+        #expect(await eventually { viewer.messages.contains { envelope in
+            if case .layerChanged(let change) = envelope.message { return change.layer == "q" && change.width == 320 && change.reason == .request }
+            return false
+        } })
         await publisher.close()
         await viewer.close()
         await sfu.shutdown()
@@ -202,5 +241,16 @@ struct BrowserOfferTests {
         await publisher.close()
         await viewer.close()
         await sfu.shutdown()
+    }
+
+    /// A VP8 payload: descriptor with a 15-bit picture id and a frame, a keyframe header of the size when `keyframe`.
+    static func vp8(keyframe: Bool, pictureID: UInt16, width: Int, height: Int) -> ByteBuffer {
+        var bytes: [UInt8] = [0x90, 0x80, 0x80 | UInt8(pictureID >> 8 & 0x7F), UInt8(pictureID & 0xFF)]
+        if keyframe {
+            bytes += [0x10, 0x02, 0x00, 0x9D, 0x01, 0x2A, UInt8(width & 0xFF), UInt8(width >> 8), UInt8(height & 0xFF), UInt8(height >> 8)]
+        } else {
+            bytes += [0x11, 0x02, 0x00]
+        }
+        return ByteBuffer(bytes: bytes + [UInt8](repeating: 0x55, count: 100))
     }
 }

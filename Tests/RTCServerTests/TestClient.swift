@@ -37,6 +37,8 @@ final class TestClient: @unchecked Sendable {
     let received = NIOLockedValueBox<[UInt32: [UInt16]]>([:])
     /// Their headers (extensions as they arrived).
     let receivedHeaders = NIOLockedValueBox<[UInt32: [RTPHeader]]>([:])
+    /// Their payloads.
+    let receivedPayloads = NIOLockedValueBox<[UInt32: [ByteBuffer]]>([:])
     /// The SSRC each subscribed track arrives with (from the subscriber offers: trackID → SSRC).
     let subscribedSSRCs = NIOLockedValueBox<[String: UInt32]>([:])
     /// RFC 4588 streams in the subscriber offers (RTX SSRC → media SSRC), and the original
@@ -152,6 +154,7 @@ final class TestClient: @unchecked Sendable {
                 }
                 self.received.withLockedValue { $0[packet.header.ssrc, default: []].append(packet.header.sequenceNumber) }
                 self.receivedHeaders.withLockedValue { $0[packet.header.ssrc, default: []].append(packet.header) }
+                self.receivedPayloads.withLockedValue { $0[packet.header.ssrc, default: []].append(packet.payload) }
             }
             subscriber.withLockedValue { $0 = made }
             transport = made

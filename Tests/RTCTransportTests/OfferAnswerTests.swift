@@ -82,12 +82,14 @@ struct OfferAnswerTests {
             #expect(section.mediaLine.payloadTypes.first == UInt8(payloadType), "\(label): the offer's payload type")
             let codec = try #require(section.rtpMaps.first, "\(label): an rtpmap")
             #expect(codec.payloadType == UInt8(payloadType) && codec.encoding.lowercased() == facts.codec?.lowercased(), "\(label): codec")
-            // RFC 4588 answered with the offer's rtx format, `apt=` the codec, when the offer names its FID SSRC.
-            if let rtx = facts.rtxPayloadType, facts.rtxSSRC != nil {
+            // RFC 4588 answered with the offer's rtx format, `apt=` the codec, when the offer names its FID
+            // SSRC, or for simulcast layers the repaired stream id their repairs carry.
+            let repairsNamed = !negotiated.sections[index].simulcastLayers.isEmpty && facts.extmap?[RTPExtensionURI.repairedRTPStreamID] != nil
+            if let rtx = facts.rtxPayloadType, facts.rtxSSRC != nil || repairsNamed {
                 #expect(section.mediaLine.payloadTypes == [UInt8(payloadType), UInt8(rtx)], "\(label): rtx format kept")
                 #expect(section.formatParameters[UInt8(rtx)] == "apt=\(payloadType)", "\(label): apt mapping")
             } else {
-                #expect(section.mediaLine.payloadTypes == [UInt8(payloadType)], "\(label): no rtx without an FID SSRC")
+                #expect(section.mediaLine.payloadTypes == [UInt8(payloadType)], "\(label): no rtx without an FID SSRC or repaired ids")
             }
             // Extension ids: exactly the offered ones the server uses, under the offer's ids.
             let supported = AnswerCapabilities.sfu.extensions[facts.kind == "video" ? .video : .audio] ?? []
@@ -103,11 +105,12 @@ struct OfferAnswerTests {
             // Direction: the server receives what the offer sends and sends nothing on this transport.
             let offered = facts.direction ?? "sendrecv"
             #expect(section.direction == (offered == "sendrecv" || offered == "sendonly" ? "recvonly" : "inactive"), "\(label): direction")
-            // Simulcast: one layer, the offer's last.
-            if let rids = facts.rids, let last = rids.last {
-                #expect(section.rids.map(\.id) == [last] && section.rids.first?.direction == "recv", "\(label): one rid received")
-                #expect(section.simulcast == "recv \(last)", "\(label): simulcast answered with that layer")
-                #expect(negotiated.sections[index].simulcastLayer == last)
+            // Simulcast: every layer the offer sends (at most three), in its order.
+            if let rids = facts.rids, !rids.isEmpty {
+                let layers = Array(rids.prefix(3))
+                #expect(section.rids.map(\.id) == layers && section.rids.allSatisfy { $0.direction == "recv" }, "\(label): every rid received")
+                #expect(section.simulcast == "recv " + layers.joined(separator: ";"), "\(label): simulcast answered with those layers")
+                #expect(negotiated.sections[index].simulcastLayers == layers)
             } else {
                 #expect(section.rids.isEmpty && section.simulcast == nil, "\(label): no simulcast")
             }
@@ -199,13 +202,15 @@ struct OfferAnswerTests {
         #expect(throws: NegotiationError("the offer has no media sections")) { try empty.negotiate() }
     }
 
-    @Test("simulcast layers: the last one sent, its first alternative, without a pause marker", arguments: [
-        ("send q;h;f", "f"), ("send f;h;q", "q"), ("send 1,2;3,4", "3"), ("send q;~f", "f"), ("recv a;b", nil), ("send", nil),
-    ] as [(String, String?)])
-    func receivedLayer(value: String, layer: String?) {
+    @Test("simulcast layers: every one sent with an a=rid, in order, its first alternative, no paused ones, at most three", arguments: [
+        ("send q;h;f", ["q", "h", "f"]), ("send f;h;q", ["f", "h", "q"]), ("send 1,2;3,4", ["1", "3"]), ("send q;~f", ["q"]),
+        ("recv a;b", []), ("send", []), ("send q;x;f", ["q", "f"]), ("send q;h;f;1", ["q", "h", "f"]), ("send q;q", ["q"]),
+    ] as [(String, [String])])
+    func receivedLayers(value: String, layers: [String]) {
+        let rids = ["q", "h", "f", "1", "3"].map { SDPLine.attribute("rid", "\($0) send") }
         let section = MediaDescription(mediaLine: MediaLine(kind: "video", port: "9", proto: "UDP/TLS/RTP/SAVPF", formats: ["96"]),
-                                       lines: [.attribute("simulcast", value)])
-        #expect(SessionDescription.receivedLayer(of: section) == layer)
+                                       lines: rids + [.attribute("rid", "x recv"), .attribute("simulcast", value)])
+        #expect(SessionDescription.receivedLayers(of: section) == layers)
     }
 }
 

@@ -127,7 +127,9 @@ struct SharedReceiverTypesTests {
         #expect(remapped.extensionID(for: RTPExtensionURI.transportWideSequence) == 9)
         let table: [(UInt8, String)] = [(RTPExtensionID.audioLevel, RTPExtensionURI.audioLevel), (RTPExtensionID.absSendTime, RTPExtensionURI.absSendTime),
                                         (RTPExtensionID.transportWideSequence, RTPExtensionURI.transportWideSequence),
-                                        (RTPExtensionID.mid, RTPExtensionURI.mid), (RTPExtensionID.videoOrientation, RTPExtensionURI.videoOrientation)]
+                                        (RTPExtensionID.mid, RTPExtensionURI.mid), (RTPExtensionID.videoOrientation, RTPExtensionURI.videoOrientation),
+                                        (RTPExtensionID.rtpStreamID, RTPExtensionURI.rtpStreamID),
+                                        (RTPExtensionID.repairedRTPStreamID, RTPExtensionURI.repairedRTPStreamID)]
         #expect(SDPCodecs.extensions.map(\.id) == table.map(\.0) && SDPCodecs.extensions.map(\.uri) == table.map(\.1))
     }
 }

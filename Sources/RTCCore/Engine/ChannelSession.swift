@@ -23,6 +23,11 @@ struct LocalSettings: Sendable {
     var role: ClientRole
     /// Users subscribed to in full by `subscribe(uid:)`.
     var pinned: Set<String> = []
+    /// Simulcast layers of the local video (1: one stream, 2: dual stream, 3).
+    var simulcastLayers = 1
+    /// What this client wants of remote layered video, by uid (nil key: the default); sent again
+    /// after every join.
+    var videoPreferences: [String?: VideoPreference] = [:]
 }
 
 /// How a session ended without the app asking, for the engine to act on.
@@ -59,6 +64,8 @@ final class ChannelSession: @unchecked Sendable {
     private var turnServers: [TURNServer] = []
     private var _publisher: PublisherTransport?
     private var _subscriber: SubscriberTransport?
+    /// The simulcast layer the server last said it sends of each remote user's video.
+    private var receivedLayers: [String: LayerChange] = [:]
     private var directory: RemoteUserDirectory
     /// The signaling connection is down and being resumed.
     private var signalingLost = false
@@ -106,6 +113,17 @@ final class ChannelSession: @unchecked Sendable {
     /// handled, so the subscriber offer that follows finds their tracks), timers and the
     /// signaling tasks. Returns the events the users already there make, for the engine to emit
     /// after `joinedChannel`.
+    /// The layer the server last said it sends of `uid`'s video (a layered track only).
+    func receivedLayer(of uid: String) -> LayerChange? { lock.withLock { receivedLayers[uid] } }
+
+    /// Sends what this client wants of remote layered video (after a join: the server starts from defaults).
+    func sendVideoPreferences(_ preferences: [String?: VideoPreference]) async throws {
+        // The default first, then per user.
+        for (_, preference) in preferences.sorted(by: { ($0.key ?? "") < ($1.key ?? "") }) {
+            try await signaling.send(.setVideoPreference(preference))
+        }
+    }
+
     func start(_ joined: JoinResponse) -> [RTCEngineEvent] {
         let pinned = context.settings().pinned
         let events = lock.withLock { directory.apply(joined.others, pinned: pinned) }
@@ -184,10 +202,12 @@ final class ChannelSession: @unchecked Sendable {
         }
         let report: @Sendable (RTCEngineError) -> Void = { [events = context.events] error in events.emit(.error(error)) }
         if wantVideo {
-            let sender = publisher.makeVideoSender(source: options.videoSource, configuration: settings.video)
+            let sender = publisher.makeVideoSender(source: options.videoSource, configuration: settings.video,
+                                                   simulcastLayers: settings.simulcastLayers)
             sender.onError = report
+            // A layered track's streams are bound by their stream ids, not an SSRC announced here.
             try await announce(.video(sender), on: publisher, request: PublishTrackRequest(
-                kind: .video, source: options.videoSource, mid: sender.mid, ssrc: sender.state.ssrc))
+                kind: .video, source: options.videoSource, mid: sender.mid, ssrc: sender.simulcastRids.isEmpty ? sender.state.ssrc : nil))
         }
         if wantAudio {
             let source = options.audioSource
@@ -375,6 +395,14 @@ final class ChannelSession: @unchecked Sendable {
             for event in lock.withLock({ directory.remove(uid: uid, reason: reason) }) { emit(event) }
         case .tokenWillExpire(let expiresAt):
             emit(.tokenPrivilegeWillExpire(expiresAt: expiresAt))
+        case .videoLayers(let request):
+            // Dynacast: encode only the layers some subscriber wants.
+            if let publisher, publisher.trackSid(.video) == request.trackSid {
+                publisher.videoSender?.setActiveLayers(request.activeLayers)
+            }
+        case .layerChanged(let change):
+            lock.withLock { receivedLayers[change.uid] = change }
+            emit(.remoteVideoLayerChanged(change))
         case .leave(.serverShutdown):
             // A server going down for a restart: join the next one.
             await closeSignaling()
@@ -492,6 +520,12 @@ final class ChannelSession: @unchecked Sendable {
         }
         report.publisherPath = path(publisherStats)
         report.subscriberPath = path(subscriberStats)
+        let layers = lock.withLock { receivedLayers }
+        for index in report.remote.indices where report.remote[index].kind == .video {
+            guard let change = layers[report.remote[index].uid] else { continue }
+            report.remote[index].layer = change.layer
+            report.remote[index].layerReason = change.reason
+        }
         emit(.rtcStats(report))
     }
 }

@@ -204,6 +204,8 @@ public enum RTCEngineEvent: Sendable {
     case connectionStateChanged(ConnectionState, reason: ConnectionChangedReason)
     case tokenPrivilegeWillExpire(expiresAt: Int64)
     case rtcStats(RTCStats)
+    /// The server now sends another simulcast layer of a user's video (or the same for another reason).
+    case remoteVideoLayerChanged(LayerChange)
     case error(RTCEngineError)
 }
 
@@ -290,6 +292,10 @@ public struct RemoteTrackStats: Sendable, Hashable {
     public var framesDecoded: Int
     public var width: Int
     public var height: Int
+    /// Layered video: the simulcast layer the server sends (its stream id) and why (request,
+    /// estimate, unavailable); nil for a single stream.
+    public var layer: String?
+    public var layerReason: LayerReason?
 }
 
 /// The `rtcStats` report, every 2 s.

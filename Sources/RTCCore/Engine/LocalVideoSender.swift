@@ -9,33 +9,39 @@ import Synchronization
 /// and abs-send-time). NACKed packets go again as RFC 4588 retransmissions once the server's
 /// answer accepts them (as the original packets before), and recent packets sent again that way
 /// are what bandwidth probes are made of.
+///
+/// With simulcast the track is sent as up to three layers (``VideoLayer``): full, half and
+/// quarter size (dual stream: full and quarter), each its own encoder, SSRC, RTX stream and
+/// RFC 8852 stream id, all encoded from the same captured frame. The estimate is shared out
+/// smallest layer first; a layer it cannot feed, or one the server says nobody wants (dynacast),
+/// is not encoded until it can be.
 final class LocalVideoSender: @unchecked Sendable {
-    let state: SenderState
+    /// The layers, largest first; one layer without a stream id when the track is not simulcast.
+    let layers: [VideoLayer]
+    /// The full-size layer's state: the track's SSRC, counters and stats.
+    var state: SenderState { layers[0].state }
     let source: TrackSource
     let mid: String
-    /// The retransmission stream's SSRC (`a=ssrc-group:FID`).
-    let rtxSSRC: UInt32
+    /// The full-size layer's retransmission stream's SSRC (`a=ssrc-group:FID` without simulcast).
+    var rtxSSRC: UInt32 { layers[0].rtxSSRC }
+    /// The stream ids of the layers (`a=rid`), empty without simulcast.
+    var simulcastRids: [String] { layers.compactMap(\.rid) }
     private let thread: MediaThread
     private let pacer: Pacer
     private let sequencer: TransportSequencer
     /// Mutable state below is confined to `thread`.
     private var configuration: VideoEncoderConfiguration
-    private var encoder: VP8Encoder?
     /// The bounds are divided by this (1 or 2) while bandwidth estimation leaves too little for the
     /// full size; only when the degradation preference lets the resolution give.
     private var downscale = 1
     private var downscaleChangedUs: Int64 = 0
     private let converter = FrameConverter()
-    private var packetizer = VP8Packetizer(initialPictureID: UInt16.random(in: 0...0x7FFF))
-    private var sequenceNumber = UInt16.random(in: 0...UInt16.max)
     private let rtpBase = UInt32.random(in: 0...UInt32.max)
     private var limiter: FrameRateLimiter
     /// The transport's capture clock (shared with the audio track), and the first frame's capture time.
     private let clock: CaptureClock
     private var firstCaptureUs: Int64?
     private let control = Mutex(Control())
-    /// The last packets sent, to answer NACKs (RFC 4585) and to probe with, and the RTX stream.
-    private let history = Mutex(SentVideo())
     var onError: (@Sendable (RTCEngineError) -> Void)?
 
     /// When the current run of frames skipped for pushback began (encode thread).
@@ -51,35 +57,16 @@ final class LocalVideoSender: @unchecked Sendable {
 
     private struct Control {
         var muted = false
-        var keyframeRequested = false
         var pendingConfiguration: VideoEncoderConfiguration?
         /// The bandwidth estimate's target (never above the configured bitrate); nil before any.
         var targetBitrateKbps: Int?
     }
 
-    /// What was sent, by sequence number: 512 packets are 2-3 s of 720p at 1.5-2.5 Mbps, several
-    /// times the NACK horizon, at ~0.7 MB. With the RTX stream's state.
-    private struct SentVideo {
-        var packets = PacketHistory<RTPPacket>(capacity: 512)
-        var newest: UInt16?
-        /// Set once the server's answer accepts RFC 4588 retransmissions.
-        var rtxPayloadType: UInt8?
-        var rtxSequence = UInt16.random(in: 0...UInt16.max)
-        /// How far back from the newest packet the next padding packet is taken.
-        var paddingOffset: UInt16 = 0
-
-        mutating func rtx(of packet: RTPPacket, ssrc: UInt32) -> RTPPacket? {
-            guard let payloadType = rtxPayloadType else { return nil }
-            defer { rtxSequence &+= 1 }
-            return RTXPacket.wrap(packet, ssrc: ssrc, payloadType: payloadType, sequenceNumber: rtxSequence)
-        }
-    }
-
-    init(ssrc: UInt32, mid: String, source: TrackSource, configuration: VideoEncoderConfiguration, sequencer: TransportSequencer,
-         pacer: Pacer, clock: CaptureClock) {
-        state = SenderState(ssrc: ssrc, clockRate: 90000)
+    /// `simulcastLayers` 1 (one stream), 2 (dual stream: full and quarter size) or 3 (full, half, quarter).
+    init(ssrc: UInt32, mid: String, source: TrackSource, configuration: VideoEncoderConfiguration, simulcastLayers: Int = 1,
+         sequencer: TransportSequencer, pacer: Pacer, clock: CaptureClock) {
+        layers = VideoLayer.make(count: simulcastLayers, firstSSRC: ssrc)
         self.clock = clock
-        rtxSSRC = UInt32.random(in: 1...UInt32.max)
         self.mid = mid
         self.source = source
         self.configuration = configuration
@@ -89,13 +76,29 @@ final class LocalVideoSender: @unchecked Sendable {
         thread = MediaThread(name: "video-send-\(ssrc)")
     }
 
+    /// The most the layers together send at `configuration` (the estimate's ceiling).
+    static func maximumKbps(for configuration: VideoEncoderConfiguration, simulcastLayers: Int) -> Int {
+        VideoLayer.make(count: simulcastLayers, firstSSRC: 1).reduce(0) { $0 + $1.maximumKbps(of: configuration) }
+    }
+
     var muted: Bool {
         get { control.withLock { $0.muted } }
         set { control.withLock { $0.muted = newValue } }
     }
 
-    /// The next encoded frame is a keyframe (PLI, FIR, a new subscriber).
-    func requestKeyframe() { control.withLock { $0.keyframeRequested = true } }
+    /// The next encoded frame of every layer is a keyframe (unmute, a new subscriber).
+    func requestKeyframe() { for layer in layers { layer.requestKeyframe() } }
+
+    /// The layer sent as `ssrc` (a PLI, FIR or NACK names it).
+    func layer(ssrc: UInt32) -> VideoLayer? { layers.first { $0.state.ssrc == ssrc } }
+
+    /// Dynacast: encodes only the layers named (by stream id); a layer started again opens with a keyframe.
+    func setActiveLayers(_ rids: [String]) {
+        for layer in layers {
+            guard let rid = layer.rid else { continue }
+            layer.setWanted(rids.contains(rid))
+        }
+    }
 
     func reconfigure(_ configuration: VideoEncoderConfiguration) { control.withLock { $0.pendingConfiguration = configuration } }
 
@@ -103,21 +106,15 @@ final class LocalVideoSender: @unchecked Sendable {
     func setTargetBitrate(kbps: Int) { control.withLock { $0.targetBitrateKbps = kbps } }
 
     /// The server accepted RFC 4588 retransmissions with this payload type.
-    func enableRTX(payloadType: UInt8) { history.withLock { $0.rtxPayloadType = payloadType } }
+    func enableRTX(payloadType: UInt8) { for layer in layers { layer.enableRTX(payloadType: payloadType) } }
 
-    /// A recent packet sent again on the RTX stream, to fill a bandwidth probe: the newest first,
-    /// then further back (up to 32 packets), so the receiver either drops it as a duplicate or
-    /// gains a packet it lost. Nil without RTX or before anything was sent.
+    /// A recent packet of the largest layer being sent, again on its RTX stream, to fill a bandwidth
+    /// probe (``VideoLayer/paddingPacket()``). Nil without RTX or before anything was sent.
     func paddingPacket() -> RTPPacket? {
-        history.withLock { sent in
-            guard sent.rtxPayloadType != nil, let newest = sent.newest else { return nil }
-            for _ in 0..<32 {
-                let sequence = newest &- sent.paddingOffset
-                sent.paddingOffset = (sent.paddingOffset + 1) % 32
-                if let packet = sent.packets.packet(sequence) { return sent.rtx(of: packet, ssrc: rtxSSRC) }
-            }
-            return nil
+        for layer in layers where layer.isSending {
+            if let packet = layer.paddingPacket() { return packet }
         }
+        return nil
     }
 
     /// Queues a frame; a frame that would wait behind two others is dropped (counted).
@@ -129,7 +126,7 @@ final class LocalVideoSender: @unchecked Sendable {
 
     func stop() {
         thread.stop()
-        history.withLock { $0.rtxPayloadType = nil }  // nothing more to probe with
+        for layer in layers { layer.disableRTX() }  // nothing more to probe with
     }
 
     // MARK: On the track's thread
@@ -142,7 +139,7 @@ final class LocalVideoSender: @unchecked Sendable {
         if let changed, changed != configuration {
             configuration = changed
             limiter.setMaxFramesPerSecond(Double(changed.frameRate))
-            encoder = nil
+            for layer in layers { layer.resetEncoder() }
         }
         guard limiter.admit(timestampUs: pushed.timestampUs) else { return }
         // Congestion-window pushback: skip frames while the path is backed up, never for longer
@@ -157,14 +154,12 @@ final class LocalVideoSender: @unchecked Sendable {
             }
         }
         pushbackSinceUs = nil
-        let control = self.control.withLock { control -> Control in
-            defer { control.keyframeRequested = false }
-            return control
-        }
+        let control = self.control.withLock { $0 }
         do {
             try beforeEncode.withLock { $0 }?()
             var rotation = pushed.rotation
-            adaptResolution(targetKbps: control.targetBitrateKbps, nowUs: now)
+            // Simulcast keeps every layer's size: its small layers are how a narrow path is served.
+            if layers.count == 1 { adaptResolution(targetKbps: control.targetBitrateKbps, nowUs: now) } else { downscale = 1 }
             var bounds = configuration.dimensions.scaled(down: downscale)
             let fitted: VideoFrame
             switch configuration.orientationMode {
@@ -182,22 +177,22 @@ final class LocalVideoSender: @unchecked Sendable {
                 fitted = try converter.rotate(converter.fitI420(pushed, into: before), by: rotation)
                 rotation = .none
             }
-            if encoder == nil || encoder!.configuration.width != fitted.width || encoder!.configuration.height != fitted.height {
-                encoder = try VP8Encoder(configuration: encoderConfiguration(width: fitted.width, height: fitted.height))
-                state.counters.withLock {
-                    $0.width = fitted.width
-                    $0.height = fitted.height
-                }
-            }
-            guard let encoder else { return }
-            let kbps = min(control.targetBitrateKbps ?? configuration.bitrateKbps, configuration.bitrateKbps)
-            if kbps != encoder.configuration.bitrateKbps { try encoder.setBitrate(kbps: kbps) }
-            if control.keyframeRequested { encoder.requestKeyframe() }
             let captureMono = monotonicCapture(of: pushed.timestampUs)
             // To the nearest 90 kHz tick: 66 667 µs is 6000, not 5999.
             let rtpTimestamp = rtpBase &+ UInt32(truncatingIfNeeded: ((pushed.timestampUs - firstCaptureUs!) * 90 + 500) / 1000)
-            for encoded in try encoder.encode(fitted) {
-                packetizeAndSend(encoded, rtpTimestamp: rtpTimestamp, rotation: rotation, captureMonoUs: captureMono)
+            let target = min(control.targetBitrateKbps ?? Int.max, layers.reduce(0) { $0 + $1.maximumKbps(of: configuration) })
+            let allocation = VideoLayer.allocate(targetKbps: target, layers: layers, configuration: configuration)
+            for (layer, kbps) in zip(layers, allocation) {
+                layer.setAllocated(kbps != nil)
+                guard let kbps, layer.isWanted else { continue }
+                let frame = layer.divisor == 1 ? fitted
+                    : try converter.fitI420(fitted, into: VideoSize(width: fitted.width, height: fitted.height).scaled(down: layer.divisor))
+                let encoded = try layer.encode(frame, kbps: kbps, settings: { width, height in
+                    encoderConfiguration(width: width, height: height, bitrateKbps: layer.maximumKbps(of: configuration))
+                })
+                for frame in encoded {
+                    packetizeAndSend(frame, on: layer, rtpTimestamp: rtpTimestamp, rotation: rotation, captureMonoUs: captureMono)
+                }
             }
         } catch {
             onError?(RTCEngineError(.codec, "video track \(mid): \(error)"))
@@ -226,8 +221,8 @@ final class LocalVideoSender: @unchecked Sendable {
         }
     }
 
-    private func encoderConfiguration(width: Int, height: Int) -> VP8EncoderConfiguration {
-        var settings = VP8EncoderConfiguration(width: width, height: height, bitrateKbps: configuration.bitrateKbps,
+    private func encoderConfiguration(width: Int, height: Int, bitrateKbps: Int) -> VP8EncoderConfiguration {
+        var settings = VP8EncoderConfiguration(width: width, height: height, bitrateKbps: bitrateKbps,
                                                frameRate: Double(configuration.frameRate))
         settings.contentType = configuration.contentHint == .detail ? .screen : .camera
         // Keeping the resolution means dropping frames when the rate cannot be met.
@@ -241,57 +236,37 @@ final class LocalVideoSender: @unchecked Sendable {
         return clock.monotonicUs(ofCapture: timestampUs)
     }
 
-    private func packetizeAndSend(_ encoded: EncodedVideoFrame, rtpTimestamp: UInt32, rotation: VideoRotation, captureMonoUs: Int64) {
-        let payloads = packetizer.packetize(ByteBuffer(bytes: encoded.data))
-        var packets: [RTPPacket] = []
-        packets.reserveCapacity(payloads.count)
-        var bytes = 0, payloadBytes = 0
-        // The same for every packet of the frame: built once. The pacer fills in the placeholders.
-        let paced = RTPHeader.pacedExtensions
-        let orientation = RTPHeaderExtension(id: RTPExtensionID.videoOrientation, data: VideoOrientation(rotation: rotation.rawValue).data)
-        for (index, payload) in payloads.enumerated() {
-            let last = index == payloads.count - 1
-            // CVO on the last packet of every frame (as libwebrtc does), so a receiver always has it.
-            let header = RTPHeader(marker: last, payloadType: SDPCodecs.vp8PayloadType, sequenceNumber: sequenceNumber,
-                                   timestamp: rtpTimestamp, ssrc: state.ssrc, extensions: last ? paced + [orientation] : paced)
-            sequenceNumber &+= 1
-            let packet = RTPPacket(header: header, payload: payload)
-            bytes += packet.serializedSize
-            payloadBytes += payload.readableBytes
-            packets.append(packet)
-        }
-        state.counters.withLock { counters in
+    private func packetizeAndSend(_ encoded: EncodedVideoFrame, on layer: VideoLayer, rtpTimestamp: UInt32, rotation: VideoRotation,
+                                  captureMonoUs: Int64) {
+        let packets = layer.packetize(encoded, rtpTimestamp: rtpTimestamp, rotation: rotation)
+        layer.state.counters.withLock { counters in
             counters.packetsSent += packets.count
-            counters.bytesSent += bytes
-            counters.payloadBytesSent += payloadBytes
+            counters.bytesSent += packets.reduce(0) { $0 + $1.serializedSize }
+            counters.payloadBytesSent += packets.reduce(0) { $0 + $1.payload.readableBytes }
             counters.framesEncoded += 1
             counters.lastRTPTimestamp = rtpTimestamp
             counters.lastCaptureMonoUs = captureMonoUs
+            counters.width = encoded.width
+            counters.height = encoded.height
         }
-        history.withLock { sent in
-            for packet in packets { sent.packets.insert(packet, sequence: packet.header.sequenceNumber) }
-            sent.newest = packets.last?.header.sequenceNumber ?? sent.newest
-            sent.paddingOffset = 0
-        }
+        layer.remember(packets)
         pacer.enqueue(packets, priority: .video)
     }
 
-    /// Sends again the packets a NACK asks for, those still in the history (as RFC 4588
-    /// retransmissions once negotiated); returns how many.
+    /// Sends again the packets a NACK for `ssrc` asks for, those still in its layer's history (as
+    /// RFC 4588 retransmissions once negotiated); returns how many.
     @discardableResult
-    func retransmit(_ sequences: [UInt16]) -> Int {
-        var packets = history.withLock { sent in sequences.compactMap { sent.packets.packet($0) } }
+    func retransmit(_ sequences: [UInt16], ssrc: UInt32? = nil) -> Int {
+        guard let layer = ssrc.map(layer(ssrc:)) ?? layers.first else { return 0 }
+        var packets = layer.sentPackets(sequences)
         guard !packets.isEmpty else { return 0 }
         let estimate = sequencer.congestion.targetBps, now = MediaClock.monotonicUs()
         packets = retransmitBudget.withLock { budget in
             Array(packets.prefix { budget.mayRetransmit(bytes: $0.serializedSize, estimateBps: estimate, nowUs: now) })
         }
         guard !packets.isEmpty else { return 0 }
-        let (outgoing, onRTX) = history.withLock { sent -> ([RTPPacket], Bool) in
-            guard sent.rtxPayloadType != nil else { return (packets, false) }
-            return (packets.compactMap { sent.rtx(of: $0, ssrc: rtxSSRC) }, true)
-        }
-        state.counters.withLock {
+        let (outgoing, onRTX) = layer.repairs(of: packets)
+        layer.state.counters.withLock {
             // Retransmissions on their own stream are not the media stream's packets (its sender report).
             if !onRTX { $0.packetsSent += outgoing.count }
             $0.retransmitted += outgoing.count

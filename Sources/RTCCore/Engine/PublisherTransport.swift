@@ -77,11 +77,20 @@ final class PublisherTransport: Sendable {
         }
     }
 
-    func makeVideoSender(source: TrackSource, configuration: VideoEncoderConfiguration) -> LocalVideoSender {
-        sequencer.congestion.setMaximumVideo(kbps: configuration.bitrateKbps,
-                                             floorKbps: SendSideCongestion.encoderFloorKbps(for: configuration))
-        return LocalVideoSender(ssrc: UInt32.random(in: 1...UInt32.max), mid: makeMid(.video), source: source,
-                                configuration: configuration, sequencer: sequencer, pacer: pacer, clock: captureClock)
+    /// A video sender of 1 to 3 simulcast layers.
+    func makeVideoSender(source: TrackSource, configuration: VideoEncoderConfiguration, simulcastLayers: Int = 1) -> LocalVideoSender {
+        let sender = LocalVideoSender(ssrc: UInt32.random(in: 1...UInt32.max), mid: makeMid(.video), source: source,
+                                      configuration: configuration, simulcastLayers: simulcastLayers, sequencer: sequencer,
+                                      pacer: pacer, clock: captureClock)
+        setVideoBounds(configuration, layers: sender.layers.count)
+        return sender
+    }
+
+    /// Congestion control's video bounds: all layers' maximum, and the least the smallest layer needs.
+    private func setVideoBounds(_ configuration: VideoEncoderConfiguration, layers: Int) {
+        let floor = layers == 1 ? SendSideCongestion.encoderFloorKbps(for: configuration)
+            : VideoLayer.make(count: layers, firstSSRC: 1).last!.minimumKbps(of: configuration)
+        sequencer.congestion.setMaximumVideo(kbps: LocalVideoSender.maximumKbps(for: configuration, simulcastLayers: layers), floorKbps: floor)
     }
 
     func makeAudioSender(source: TrackSource, processing: Bool) -> LocalAudioSender {
@@ -118,9 +127,9 @@ final class PublisherTransport: Sendable {
 
     /// Applies a new encoder configuration to the video track (if any) and to congestion control's bounds.
     func reconfigureVideo(_ configuration: VideoEncoderConfiguration) {
-        videoSender?.reconfigure(configuration)
-        sequencer.congestion.setMaximumVideo(kbps: configuration.bitrateKbps,
-                                             floorKbps: SendSideCongestion.encoderFloorKbps(for: configuration))
+        let sender = videoSender
+        sender?.reconfigure(configuration)
+        setVideoBounds(configuration, layers: sender?.layers.count ?? 1)
     }
 
     /// Congestion control's current target (for stats).
@@ -135,9 +144,13 @@ final class PublisherTransport: Sendable {
         let (sections, version, current) = lock.withLockedValue { state -> ([MediaSectionDescription], Int, ICECredentials?) in
             var sections: [MediaSectionDescription] = []
             if let video = state.video {
-                sections.append(MediaSectionDescription(mid: video.mid, kind: .video, direction: .sendonly, ssrc: video.state.ssrc,
-                                                        streamID: streamID, trackID: state.videoTrackSid,
-                                                        rtxPayloadType: SDPCodecs.rtxPayloadType, rtxSSRC: video.rtxSSRC))
+                let layered = !video.simulcastRids.isEmpty
+                // Simulcast layers list no SSRCs: each packet names its layer (RFC 8852), as browsers do.
+                var section = MediaSectionDescription(mid: video.mid, kind: .video, direction: .sendonly, ssrc: layered ? nil : video.state.ssrc,
+                                                      streamID: streamID, trackID: state.videoTrackSid,
+                                                      rtxPayloadType: SDPCodecs.rtxPayloadType, rtxSSRC: layered ? nil : video.rtxSSRC)
+                section.simulcastRids = video.simulcastRids
+                sections.append(section)
             }
             if let audio = state.audio {
                 sections.append(MediaSectionDescription(mid: audio.mid, kind: .audio, direction: .sendonly, ssrc: audio.state.ssrc,
@@ -208,7 +221,8 @@ final class PublisherTransport: Sendable {
     /// Sender reports with the CNAME, once a second (from the session's RTCP timer).
     func sendReports(cname: String, nowMonoUs: Int64, wallUs: Int64) {
         let (video, audio) = senders
-        let reports = [video?.state, audio?.state].compactMap { $0?.senderReport(nowMonoUs: nowMonoUs, wallUs: wallUs) }
+        let states = (video?.layers.map(\.state) ?? []) + [audio?.state].compactMap { $0 }
+        let reports = states.compactMap { $0.senderReport(nowMonoUs: nowMonoUs, wallUs: wallUs) }
         guard !reports.isEmpty else { return }
         transport.sendRTCP(RTCPCompound.senderReports(reports, cname: cname))
     }
@@ -220,12 +234,12 @@ final class PublisherTransport: Sendable {
         let now = MediaClock.wallUs()
         for packet in packets {
             switch packet {
-            case .pictureLossIndication(let pli) where pli.mediaSSRC == video?.state.ssrc:
-                video?.requestKeyframe()
-            case .fullIntraRequest(let fir) where fir.entries.contains { $0.ssrc == video?.state.ssrc }:
-                video?.requestKeyframe()
-            case .nack(let nack) where nack.mediaSSRC == video?.state.ssrc:
-                video?.retransmit(nack.lostSequenceNumbers)
+            case .pictureLossIndication(let pli):
+                video?.layer(ssrc: pli.mediaSSRC)?.requestKeyframe()
+            case .fullIntraRequest(let fir):
+                for entry in fir.entries { video?.layer(ssrc: entry.ssrc)?.requestKeyframe() }
+            case .nack(let nack) where video?.layer(ssrc: nack.mediaSSRC) != nil:
+                video?.retransmit(nack.lostSequenceNumbers, ssrc: nack.mediaSSRC)
             case .transportFeedback(let feedback):
                 let rtt = video?.state.counters.withLock { $0.roundTripTimeMs }
                 let congestion = sequencer.congestion
@@ -238,7 +252,7 @@ final class PublisherTransport: Sendable {
                 if let kbps = sequencer.congestion.limit(toBps: limit) { video?.setTargetBitrate(kbps: kbps) }
             case .receiverReport(let report):
                 for block in report.reports {
-                    if block.ssrc == video?.state.ssrc { video?.state.received(block, arrivalWallUs: now) }
+                    if let layer = video?.layer(ssrc: block.ssrc) { layer.state.received(block, arrivalWallUs: now) }
                     if block.ssrc == audio?.state.ssrc {
                         audio?.state.received(block, arrivalWallUs: now)
                         audio?.setExpectedPacketLoss(percent: Int(block.fractionLost) * 100 / 256)

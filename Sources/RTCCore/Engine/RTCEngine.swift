@@ -213,6 +213,7 @@ public final class RTCEngine: @unchecked Sendable {
                                  serverCode: (error as? SignalingError)?.code.rawValue)
         }
         let present = session.start(response)
+        if !current.videoPreferences.isEmpty { try? await session.sendVideoPreferences(current.videoPreferences) }
         let elapsed = Int((MediaClock.monotonicUs() - session.joinStartUs) / 1000)
         hub.setConnectionState(.connected, rejoining ? .rejoined : .joinSuccess)
         hub.emit(.joinedChannel(channel: channel, uid: uid, elapsedMs: elapsed))
@@ -379,6 +380,60 @@ public final class RTCEngine: @unchecked Sendable {
         }
         guard let session else { return }
         try await session.signaling.send(.updateSubscription(SubscriptionUpdate(trackSids: [], subscribe: subscribe, uids: [uid])))
+    }
+
+    // MARK: Layered video
+
+    /// Dual stream (Agora's `enableDualStreamMode`, TRTC's `enableEncSmallVideoStream`): the camera
+    /// is also sent as a small stream (a quarter of the size) that viewers on a narrow path, or
+    /// asking for `.low`, receive instead. Off by default, and for a screen share.
+    public func enableDualStreamMode(_ enabled: Bool) async throws {
+        try await setSimulcast(layers: enabled ? 2 : 1)
+    }
+
+    /// Simulcast of the local video: 1 (one stream), 2 (full and quarter size) or 3 layers (full,
+    /// half and quarter size). A track being published is published again with the new layers.
+    public func setSimulcast(layers: Int) async throws {
+        guard (1...3).contains(layers) else { throw RTCEngineError(.invalidArgument, "simulcast layers must be 1, 2 or 3 (got \(layers))") }
+        let session = lock.withLock { () -> ChannelSession? in
+            settings.simulcastLayers = layers
+            return self.session
+        }
+        guard let session, let sender = session.publisher?.videoSender, sender.layers.count != layers else { return }
+        try await session.unpublish(.video)
+        try await session.publishLocalTracks()
+    }
+
+    /// Which of `uid`'s streams to receive when it sends layers (Agora's `setRemoteVideoStreamType`):
+    /// `.high` (the full one, as far as the path carries it) or `.low` (the smallest). Holds across rejoins.
+    public func setRemoteVideoStreamType(uid: String, _ type: VideoStreamType) async throws {
+        try await setVideoPreference(VideoPreference(uid: uid, streamType: type), for: uid)
+    }
+
+    /// The stream type for every user without one of its own (`setRemoteDefaultVideoStreamType`).
+    public func setRemoteDefaultVideoStreamType(_ type: VideoStreamType) async throws {
+        try await setVideoPreference(VideoPreference(streamType: type), for: nil)
+    }
+
+    /// Adaptive stream: the size `uid`'s video is rendered at; the server sends the smallest layer
+    /// that covers it (nil: back to the stream type, `.high` by default).
+    public func setRemoteRenderSize(uid: String, size: VideoSize?) async throws {
+        if let size, !(1...16384).contains(size.width) || !(1...16384).contains(size.height) {
+            throw RTCEngineError(.invalidArgument, "a render size is 1...16384 on each side (got \(size.width)x\(size.height))")
+        }
+        try await setVideoPreference(VideoPreference(uid: uid, renderWidth: size?.width, renderHeight: size?.height), for: uid)
+    }
+
+    /// The layer the server last said it sends of `uid`'s video; nil for a single stream or before it said.
+    public func remoteVideoLayer(uid: String) -> LayerChange? { currentSession?.receivedLayer(of: uid) }
+
+    private func setVideoPreference(_ preference: VideoPreference, for uid: String?) async throws {
+        if let uid, uid.isEmpty || uid.utf8.count > 128 { throw RTCEngineError(.invalidArgument, "uid must be 1 to 128 bytes") }
+        let session = lock.withLock { () -> ChannelSession? in
+            settings.videoPreferences[uid] = preference
+            return self.session
+        }
+        try await session?.signaling.send(.setVideoPreference(preference))
     }
 
     // MARK: Publishing

@@ -7,6 +7,9 @@ public enum RTPExtensionID {
     public static let transportWideSequence: UInt8 = 3
     public static let mid: UInt8 = 4
     public static let videoOrientation: UInt8 = 5
+    /// RFC 8852 stream ids: which simulcast layer a packet (or a repair of one) belongs to.
+    public static let rtpStreamID: UInt8 = 10
+    public static let repairedRTPStreamID: UInt8 = 11
 }
 
 extension SessionDescription {

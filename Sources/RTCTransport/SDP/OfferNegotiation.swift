@@ -39,8 +39,8 @@ public struct NegotiatedSection: Sendable, Hashable {
     public var extensions: [ExtensionMap]
     /// Accepted `a=rtcp-fb` values for the codec.
     public var feedback: [String]
-    /// The RFC 8851 stream id of the one simulcast layer received (the offer's last), nil without simulcast.
-    public var simulcastLayer: String?
+    /// The RFC 8851 stream ids of the simulcast layers received, in the offer's order (empty without simulcast).
+    public var simulcastLayers: [String]
     /// Why the section is rejected; nil when accepted.
     public var rejection: String?
 
@@ -120,7 +120,7 @@ extension SessionDescription {
                                   capabilities: AnswerCapabilities) -> NegotiatedSection {
         let line = description.mediaLine
         var negotiated = NegotiatedSection(media: line.kind, mid: description.mid, proto: line.proto, formats: line.formats,
-                                           section: nil, extensions: [], feedback: [], simulcastLayer: nil, rejection: nil)
+                                           section: nil, extensions: [], feedback: [], simulcastLayers: [], rejection: nil)
         func reject(_ reason: String) -> NegotiatedSection {
             negotiated.rejection = reason
             return negotiated
@@ -144,31 +144,38 @@ extension SessionDescription {
         guard var section = parsed.first(where: { $0.mid == mid }), section.payloadType == codec.payloadType else {
             return reject("unreadable section")
         }
-        // RFC 4588 only with the FID SSRC that says which stream repairs which.
-        if section.rtxSSRC == nil { section.rtxPayloadType = nil }
         let supported = capabilities.extensions[kind] ?? []
         negotiated.extensions = description.extensionMaps.filter { supported.contains($0.uri) }
+        let accepts = { (uri: String) in negotiated.extensions.contains { $0.uri == uri } }
+        if kind == .video, accepts(RTPExtensionURI.rtpStreamID) {
+            negotiated.simulcastLayers = Self.receivedLayers(of: description)
+        }
+        // RFC 4588 only with what says which stream repairs which: the FID SSRC, or for simulcast
+        // layers the repaired stream id each repair carries.
+        let repairsNamed = !negotiated.simulcastLayers.isEmpty && accepts(RTPExtensionURI.repairedRTPStreamID)
+        if section.rtxSSRC == nil, !repairsNamed { section.rtxPayloadType = nil }
         let offeredFeedback = description.rtcpFeedback.filter { $0.payloadType == "*" || UInt8($0.payloadType) == codec.payloadType }
             .map(\.feedback)
         negotiated.feedback = (capabilities.feedback[kind] ?? []).filter(offeredFeedback.contains)
-        if kind == .video, negotiated.extensions.contains(where: { $0.uri == RTPExtensionURI.rtpStreamID }) {
-            negotiated.simulcastLayer = Self.receivedLayer(of: description)
-        }
         negotiated.section = section
         return negotiated
     }
 
-    /// The simulcast layer received from an offer that sends several (`a=simulcast:send q;h;f`):
-    /// the last one listed (apps list them smallest first), the first of its alternatives, without
-    /// a paused marker. Nil without simulcast.
-    static func receivedLayer(of description: MediaDescription) -> String? {
-        guard let value = description.simulcast else { return nil }
+    /// The simulcast layers an offer sends (`a=simulcast:send f;h;q`, RFC 8853): each layer's
+    /// first alternative, in order, without paused ones (`~`) and only those with an `a=rid:<id> send`
+    /// line (RFC 8851 §4). Empty without simulcast.
+    static func receivedLayers(of description: MediaDescription) -> [String] {
+        guard let value = description.simulcast else { return [] }
         let parts = value.split(separator: " ")
-        guard let sendAt = parts.firstIndex(of: "send"), sendAt + 1 < parts.count else { return nil }
-        let layers = parts[sendAt + 1].split(separator: ";")
-        guard let last = layers.last?.split(separator: ",").first else { return nil }
-        let id = last.hasPrefix("~") ? last.dropFirst() : last
-        return id.isEmpty ? nil : String(id)
+        guard let sendAt = parts.firstIndex(of: "send"), sendAt + 1 < parts.count else { return [] }
+        let declared = Set(description.rids.filter { $0.direction == "send" }.map(\.id))
+        var layers: [String] = []
+        for layer in parts[sendAt + 1].split(separator: ";") {
+            guard let first = layer.split(separator: ",").first, !first.hasPrefix("~") else { continue }
+            let id = String(first)
+            if declared.contains(id), !layers.contains(id), layers.count < 3 { layers.append(id) }
+        }
+        return layers
     }
 
     /// The answer to `offer` as `negotiated`: accepted sections with the offer's payload types and
@@ -197,9 +204,9 @@ extension SessionDescription {
             var description = mediaDescription(for: section, transport: transport, setup: setup, extensions: entry.extensions,
                                                feedback: entry.feedback, candidate: !wroteCandidate, cname: cname)
             wroteCandidate = true
-            if let layer = entry.simulcastLayer {
-                description.lines.append(.attribute("rid", "\(layer) recv"))
-                description.lines.append(.attribute("simulcast", "recv \(layer)"))
+            if !entry.simulcastLayers.isEmpty {
+                for layer in entry.simulcastLayers { description.lines.append(.attribute("rid", "\(layer) recv")) }
+                description.lines.append(.attribute("simulcast", "recv " + entry.simulcastLayers.joined(separator: ";")))
             }
             media.append(description)
         }

@@ -30,6 +30,10 @@ public struct MediaSectionDescription: Sendable, Hashable {
     public var rtxPayloadType: UInt8?
     /// The retransmission stream's SSRC (`a=ssrc-group:FID <ssrc> <rtxSSRC>`), for sections that send.
     public var rtxSSRC: UInt32?
+    /// RFC 8851/8853 simulcast: the stream ids of the layers a sending section sends (`a=rid:<id> send`,
+    /// `a=simulcast:send a;b;c`), in that order. Such a section lists no SSRCs: every packet carries
+    /// its layer's stream id (and a repair its repaired stream id), as browsers do.
+    public var simulcastRids: [String] = []
 
     public init(mid: String, kind: Kind, direction: Direction, payloadType: UInt8? = nil, ssrc: UInt32? = nil,
                 streamID: String? = nil, trackID: String? = nil, rtxPayloadType: UInt8? = nil, rtxSSRC: UInt32? = nil) {
@@ -61,6 +65,8 @@ public enum SDPCodecs {
         (RTPExtensionID.transportWideSequence, RTPExtensionURI.transportWideSequence, [.audio, .video]),
         (RTPExtensionID.mid, RTPExtensionURI.mid, [.audio, .video]),
         (RTPExtensionID.videoOrientation, RTPExtensionURI.videoOrientation, [.video]),
+        (RTPExtensionID.rtpStreamID, RTPExtensionURI.rtpStreamID, [.video]),
+        (RTPExtensionID.repairedRTPStreamID, RTPExtensionURI.repairedRTPStreamID, [.video]),
     ]
     /// ``extensions`` by URI.
     public static let extensionIDs: [String: UInt8] = Dictionary(uniqueKeysWithValues: extensions.map { ($0.uri, $0.id) })
@@ -142,7 +148,12 @@ extension SessionDescription {
             for value in feedback { lines.append(.attribute("rtcp-fb", "\(pt) \(value)")) }
             lines.append(.attribute("fmtp", "\(pt) minptime=10;useinbandfec=1"))
         }
-        if let ssrc = section.ssrc, section.direction == .sendonly || section.direction == .sendrecv {
+        let sends = section.direction == .sendonly || section.direction == .sendrecv
+        if sends, !section.simulcastRids.isEmpty {
+            lines.append(.attribute("msid", "\(section.streamID ?? "-") \(section.trackID ?? "track-\(section.mid)")"))
+            for rid in section.simulcastRids { lines.append(.attribute("rid", "\(rid) send")) }
+            lines.append(.attribute("simulcast", "send " + section.simulcastRids.joined(separator: ";")))
+        } else if let ssrc = section.ssrc, sends {
             let stream = section.streamID ?? "-", track = section.trackID ?? "track-\(ssrc)"
             lines.append(.attribute("msid", "\(stream) \(track)"))
             if let rtx = section.rtxSSRC { lines.append(.attribute("ssrc-group", "FID \(ssrc) \(rtx)")) }

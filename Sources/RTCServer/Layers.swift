@@ -1,0 +1,184 @@
+import RTCTransport
+import Signaling
+
+/// One RTP stream a track arrives on: the track's only stream, or one simulcast layer of it
+/// (``rid``). What forwarding and repairs need of it: its SSRCs, a packet cache for NACKs,
+/// reception statistics for receiver reports, gaps to ask for upstream, a keyframe-request
+/// throttle; and what layer selection needs: its size (from keyframes), its bitrate and whether it
+/// is being sent. On the SFU's event loop.
+final class PublishedStream: @unchecked Sendable {
+    /// The RFC 8851 stream id; nil for a track without simulcast.
+    let rid: String?
+    var ssrc: UInt32?
+    /// The RFC 4588 stream that repairs this one (from the offer's FID group, or for a layer the
+    /// first repair carrying its repaired stream id).
+    var rtxSSRC: UInt32?
+    /// The last 512 packets, to answer subscribers' NACKs without asking the publisher.
+    var cache = PacketHistory<RTPPacket>(capacity: 512)
+    var newestSequence: UInt16?
+    var keyframeThrottle: Throttle
+    /// A throttled keyframe request is waiting for the throttle window to end.
+    var keyframeRequestDeferred = false
+    var statistics: ReceptionStatistics?
+    /// Gaps in what the publisher sends, asked for upstream (video).
+    /// Retries every 60 ms: the SFU does not measure its round trip to the publisher (it only receives).
+    var nack = NackGenerator(roundTrip: 40_000)
+    /// The size of its latest keyframe.
+    var width: Int?
+    var height: Int?
+    var rate = RateWindow()
+    var lastPacketUs: Int64?
+    /// Dynacast: the publisher was told to stop sending it (nobody wants it); still selectable.
+    var pausedByServer = false
+    /// When the publisher was last told to send it again (it counts as sent for a while after).
+    var resumedAtUs: Int64?
+
+    init(rid: String?, ssrc: UInt32?, keyframeIntervalMs: Int) {
+        self.rid = rid
+        self.ssrc = ssrc
+        keyframeThrottle = Throttle(intervalMs: keyframeIntervalMs)
+    }
+
+    /// A packet of this stream arrived (after the cache took it).
+    func received(bytes: Int, sequence: UInt16, nowUs: Int64) {
+        lastPacketUs = nowUs
+        rate.add(bytes: bytes, nowUs: nowUs)
+        if let newest = newestSequence {
+            if sequence &- newest < 0x8000 { newestSequence = sequence }
+        } else {
+            newestSequence = sequence
+        }
+    }
+
+    /// How long without packets before a layer counts as stopped.
+    static let stoppedAfterUs: Int64 = 400_000
+    /// How long a layer asked to start again may take to arrive.
+    static let resumeGraceUs: Int64 = 1_500_000
+
+    /// Whether a subscriber may be moved to it: it is being sent, or paused only because nobody
+    /// wanted it (asking for it starts it again).
+    func isSelectable(nowUs: Int64) -> Bool {
+        if pausedByServer { return true }
+        if let resumedAtUs, nowUs - resumedAtUs < Self.resumeGraceUs { return true }
+        guard let lastPacketUs else { return false }
+        return nowUs - lastPacketUs < Self.stoppedAfterUs
+    }
+
+    /// What selection knows of it now.
+    func layerState(index: Int, nowUs: Int64) -> LayerSelector.Layer {
+        LayerSelector.Layer(index: index, width: width, height: height, bitrateBps: rate.bitsPerSecond(nowUs: nowUs),
+                            selectable: isSelectable(nowUs: nowUs))
+    }
+}
+
+/// Bytes over the last second, in four 250 ms buckets: a layer's bitrate with its keyframes
+/// averaged in. The rate of a stream that stopped is remembered (``lastBitsPerSecond``).
+struct RateWindow {
+    private var buckets = [Int](repeating: 0, count: 4)
+    private var bucketStartUs: Int64?
+    private(set) var lastBitsPerSecond = 0.0
+    static let bucketUs: Int64 = 250_000
+
+    mutating func add(bytes: Int, nowUs: Int64) {
+        advance(to: nowUs)
+        buckets[buckets.count - 1] += bytes
+    }
+
+    private mutating func advance(to nowUs: Int64) {
+        guard let start = bucketStartUs else {
+            bucketStartUs = nowUs
+            return
+        }
+        let steps = Int((nowUs - start) / Self.bucketUs)
+        guard steps > 0 else { return }
+        if steps >= buckets.count {
+            buckets = [Int](repeating: 0, count: buckets.count)
+        } else {
+            buckets.removeFirst(steps)
+            buckets.append(contentsOf: [Int](repeating: 0, count: steps))
+        }
+        bucketStartUs = start + Int64(steps) * Self.bucketUs
+    }
+
+    /// The rate over the last second (the full buckets and the current one); once it falls to
+    /// zero, the last rate it had.
+    mutating func bitsPerSecond(nowUs: Int64) -> Double {
+        advance(to: nowUs)
+        let bytes = buckets.reduce(0, +)
+        guard bytes > 0, let start = bucketStartUs else { return lastBitsPerSecond }
+        let spanUs = Double(buckets.count - 1) * Double(Self.bucketUs) + Double(max(1, nowUs - start))
+        lastBitsPerSecond = Double(bytes * 8) / (spanUs / 1e6)
+        return lastBitsPerSecond
+    }
+}
+
+/// Picks the simulcast layer a subscriber gets (pure logic, table-tested): the layer its request
+/// asks for (stream type, render size, else the full one), lowered to what its path's budget
+/// carries, among the layers being sent (a layer asked for but not sent gives the nearest one).
+/// Going up needs 15 % of headroom over the layer's bitrate; staying needs none, so a layer is
+/// left only when the budget falls under it.
+enum LayerSelector {
+    struct Layer: Sendable, Hashable {
+        var index: Int
+        var width: Int?
+        var height: Int?
+        var bitrateBps: Double
+        var selectable: Bool
+
+        var pixels: Int { (width ?? 0) * (height ?? 0) }
+    }
+
+    struct Request: Sendable, Hashable {
+        var streamType: VideoStreamType?
+        var renderWidth: Int?
+        var renderHeight: Int?
+
+        init(streamType: VideoStreamType? = nil, renderWidth: Int? = nil, renderHeight: Int? = nil) {
+            self.streamType = streamType
+            self.renderWidth = renderWidth
+            self.renderHeight = renderHeight
+        }
+    }
+
+    static let upHeadroom = 1.15
+
+    /// The layer for a subscriber and why; nil when no layer is being sent. `budgetBps` nil: no
+    /// estimate (nothing limits it).
+    static func select(_ layers: [Layer], request: Request, budgetBps: Double?, current: Int?) -> (index: Int, reason: LayerReason)? {
+        // Smallest first: by size once keyframes told it, by bitrate (then offer order) before.
+        let ranked = layers.sorted { ($0.pixels, $0.bitrateBps, $0.index) < ($1.pixels, $1.bitrateBps, $1.index) }
+        let selectable = ranked.filter(\.selectable)
+        guard !selectable.isEmpty else { return nil }
+        let wanted = wantedLayer(ranked, request: request)
+        // The nearest selectable layer to the one asked for: the largest not above it, else the smallest above.
+        let wantedRank = ranked.firstIndex { $0.index == wanted.index } ?? ranked.count - 1
+        let atOrBelow = selectable.filter { (ranked.firstIndex(of: $0) ?? 0) <= wantedRank }
+        var candidates = atOrBelow.isEmpty ? [selectable[0]] : atOrBelow
+        var reason: LayerReason = candidates.last?.index == wanted.index ? .request : .unavailable
+        guard let budgetBps else { return (candidates[candidates.count - 1].index, reason) }
+        let fits = { (layer: Layer) in
+            layer.index == current ? layer.bitrateBps <= budgetBps : layer.bitrateBps * upHeadroom <= budgetBps
+        }
+        let ceiling = candidates[candidates.count - 1]
+        candidates = candidates.filter(fits)
+        guard let chosen = candidates.last else {
+            // Nothing fits: the smallest layer there is.
+            return (selectable[0].index, selectable[0].index == ceiling.index ? reason : .estimate)
+        }
+        if chosen.index != ceiling.index { reason = .estimate }
+        return (chosen.index, reason)
+    }
+
+    /// The layer the request names, among all layers (sent or not), `ranked` smallest first.
+    static func wantedLayer(_ ranked: [Layer], request: Request) -> Layer {
+        if let width = request.renderWidth, let height = request.renderHeight, width > 0, height > 0 {
+            // The smallest that covers the render size in either orientation; the largest when none does.
+            let long = max(width, height), short = min(width, height)
+            return ranked.first { layer in
+                guard let w = layer.width, let h = layer.height else { return false }
+                return max(w, h) >= long && min(w, h) >= short
+            } ?? ranked[ranked.count - 1]
+        }
+        return request.streamType == .low ? ranked[0] : ranked[ranked.count - 1]
+    }
+}
