@@ -55,6 +55,10 @@ final class LayerController: @unchecked Sendable {
         else { return 0 }
         let reasonChanged = reason != subscription.layerReason
         subscription.layerReason = reason
+        // What it would get if every layer were sent: dynacast keeps that layer wanted, so a layer
+        // the publisher stopped on its own (its uplink) comes back when it can.
+        let everyLayer = layers.map { layer in var layer = layer; layer.selectable = true; return layer }
+        subscription.desiredLayer = LayerSelector.select(everyLayer, request: request, budgetBps: budget, current: subscription.currentLayer)?.index
         if index != subscription.targetLayer {
             subscription.targetLayer = index
             subscription.targetSinceUs = index == subscription.currentLayer ? nil : nowUs
@@ -129,7 +133,8 @@ final class LayerController: @unchecked Sendable {
 
     // MARK: Dynacast
 
-    /// Tells `track`'s publisher which layers to send: those a subscription gets or waits for (the
+    /// Tells `track`'s publisher which layers to send: those a subscription gets, waits for or would
+    /// get were every layer sent (the
     /// smallest when nobody subscribes, so a newcomer starts at once); a layer stops being wanted
     /// only after ``pauseGraceUs``. Only publishers that speak protocol 1.4 are told.
     private func dynacast(_ track: PublishedTrack, nowUs: Int64) {
@@ -138,6 +143,7 @@ final class LayerController: @unchecked Sendable {
         for subscription in track.subscriptions {
             if let layer = subscription.currentLayer { wanted.insert(layer) }
             if let layer = subscription.targetLayer { wanted.insert(layer) }
+            if let layer = subscription.desiredLayer { wanted.insert(layer) }
         }
         if wanted.isEmpty {
             let layers = track.streams.enumerated().map { $1.layerState(index: $0, nowUs: nowUs) }

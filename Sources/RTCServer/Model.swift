@@ -266,6 +266,8 @@ final class Subscription: @unchecked Sendable {
     /// keyframe), the layer wanted and why. Without simulcast both stay at the one stream.
     var currentLayer: Int?
     var targetLayer: Int?
+    /// The layer it would get were every layer sent (dynacast keeps it wanted).
+    var desiredLayer: Int?
     var layerReason: LayerReason = .request
     /// When the target layer last moved away from the current one (its keyframe is awaited).
     var targetSinceUs: Int64?

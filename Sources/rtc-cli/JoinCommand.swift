@@ -46,6 +46,13 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(name: .customLong("ice-credential"), help: "Credential for --ice-server.") var iceCredential: String?
     @Flag(name: .customLong("relay-only"), help: "Send media only through a TURN server (iceTransportPolicy relay).") var relayOnly = false
     @Flag(help: "Print no stats lines.") var quiet = false
+    @Option(help: "Simulcast layers of the video: 1, 2 (dual stream: full and quarter size) or 3 (full, half, quarter).")
+    var simulcast: Int = 1
+    @Option(name: .customLong("stream-type"), help: "Which stream of layered remote video to receive: high or low.")
+    var streamType: String?
+    @Option(name: .customLong("frame-log"),
+            help: "Append a line per decoded remote video frame to FILE: monotonic µs, uid, width, height.")
+    var frameLog: String?
     @Option(help: "Screen-share mode (a `_sub` uid): pattern, x11[:DISPLAY], FILE.y4m, or - for raw BGRA on stdin.")
     var source: String = "pattern"
     @Option(help: "Screen-share frame-rate profile: low (5), default (15) or high (30).") var profile: String = "default"
@@ -62,6 +69,10 @@ struct JoinCommand: AsyncParsableCommand {
         guard token != nil || secret != nil else { throw ValidationError("give --token, or --secret to mint one") }
         guard ["broadcaster", "audience"].contains(role) else { throw ValidationError("--role is broadcaster or audience, not \(role)") }
         guard (1...60).contains(fps) else { throw ValidationError("--fps must be 1...60") }
+        guard (1...3).contains(simulcast) else { throw ValidationError("--simulcast must be 1, 2 or 3, not \(simulcast)") }
+        if let streamType, VideoStreamType(rawValue: streamType) == nil {
+            throw ValidationError("--stream-type is high or low, not \(streamType)")
+        }
         for url in iceServer {
             do {
                 let parsed = try ICEServerURL(parsing: url)
@@ -176,6 +187,8 @@ struct JoinCommand: AsyncParsableCommand {
                                       subscribe: !noSubscribe, record: record, printStats: !quiet, bind: bind,
                                       iceServers: iceServer.isEmpty ? nil : [ICEServer(urls: iceServer, username: iceUsername, credential: iceCredential)],
                                       relayOnly: relayOnly, iceTrust: iceTrust,
+                                      layers: Bot.Layers(simulcast: simulcast, streamType: streamType.flatMap(VideoStreamType.init(rawValue:)),
+                                                         frameLog: frameLog),
                                       recordOptions: ChannelRecorder.Options(layout: ChannelRecorder.Options.Layout(rawValue: recordFormat) ?? .tracks,
                                                                              uids: recordUID.isEmpty ? nil : Set(recordUID)))
         var host: ScreenShareHost?
@@ -227,6 +240,13 @@ final class Bot: Sendable {
     private let audioPump: AudioPump?
     let recorder: ChannelRecorder?
     private let statsTask: Task<Void, Never>
+    /// Simulcast for the bot's own video, the stream type it receives, and where decoded frames are logged.
+    struct Layers {
+        var simulcast = 1
+        var streamType: VideoStreamType?
+        var frameLog: String?
+    }
+
     /// The newest `rtcStats`, and a log of joins, departures, first frames and state changes.
     let latestStats: NIOLockedValueBox<RTCStats?>
     let log: NIOLockedValueBox<[String]>
@@ -234,7 +254,7 @@ final class Bot: Sendable {
     static func start(server: String, channel: String, uid: String, token: String, role: ClientRole, video: BotVideoSource,
                       audio: BotAudioSource, settings: VideoEncoderConfiguration, subscribe: Bool, record: String?,
                       printStats: Bool, bind: String = "0.0.0.0", iceServers: [ICEServer]? = nil, relayOnly: Bool = false,
-                      iceTrust: String? = nil,
+                      iceTrust: String? = nil, layers: Layers = Layers(),
                       recordOptions: ChannelRecorder.Options = ChannelRecorder.Options(),
                       source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone)) async throws -> Bot {
         var configuration = RTCEngineConfiguration(serverURL: server, clientRole: role)
@@ -245,6 +265,15 @@ final class Bot: Sendable {
         configuration.statsIntervalSeconds = 1
         let engine = RTCEngine(configuration: configuration)
         do { try engine.setVideoEncoderConfiguration(settings) } catch { throw CLIError("\(error)") }
+        if layers.simulcast > 1 { try await engine.setSimulcast(layers: layers.simulcast) }
+        if let streamType = layers.streamType { try await engine.setRemoteDefaultVideoStreamType(streamType) }
+        if let path = layers.frameLog {
+            guard let file = fopen(path, "a") else { throw CLIError("--frame-log \(path): \(String(cString: strerror(errno)))") }
+            let handle = FrameLogFile(file)
+            engine.setRemoteVideoSink { frame in
+                handle.write("\(MediaClock.monotonicUs()) \(frame.uid) \(frame.frame.width) \(frame.frame.height)\n")
+            }
+        }
         if case .none = video {} else { try await engine.enableVideo() }
         if case .none = audio {} else { try await engine.enableAudio() }
         // Files and tones are not microphones: no echo cancellation or noise suppression on them.
@@ -358,8 +387,25 @@ final class Bot: Sendable {
         for track in stats.remote {
             parts.append("recv \(track.uid)/\(track.source.rawValue) \(Int(track.bitrateKbps)) kbps \(Int(track.framesPerSecond.rounded())) fps"
                 + (track.kind == .video ? " \(track.width)x\(track.height)" : "")
+                + (track.layer.map { " layer \($0) (\(track.layerReason?.rawValue ?? "-"))" } ?? "")
                 + " lost \(track.packetsLost) jitter \(String(format2: track.jitterMs)) ms")
         }
         return parts.joined(separator: " | ")
+    }
+}
+
+/// A `--frame-log` file: lines from decode threads, one locked write each, flushed per line so a
+/// test reading it while the bot runs sees whole lines.
+final class FrameLogFile: @unchecked Sendable {
+    private let file: UnsafeMutablePointer<FILE>
+    private let lock = NIOLock()
+
+    init(_ file: UnsafeMutablePointer<FILE>) { self.file = file }
+
+    func write(_ line: String) {
+        lock.withLock {
+            fputs(line, file)
+            fflush(file)
+        }
     }
 }

@@ -1,0 +1,134 @@
+import NIOCore
+@testable import RTCServer
+import RTCTransport
+import Signaling
+import Testing
+
+@Suite("Simulcast layer selection and stream splicing")
+struct LayerSelectionTests {
+    typealias Layer = LayerSelector.Layer
+    /// Full, half and quarter of 720p at typical rates, in offer order f, h, q (index 0, 1, 2).
+    static let layers: [Layer] = [
+        Layer(index: 0, width: 1280, height: 720, bitrateBps: 1_700_000, selectable: true),
+        Layer(index: 1, width: 640, height: 360, bitrateBps: 500_000, selectable: true),
+        Layer(index: 2, width: 320, height: 180, bitrateBps: 150_000, selectable: true),
+    ]
+
+    static func with(_ changes: (inout [Layer]) -> Void) -> [Layer] {
+        var layers = Self.layers
+        changes(&layers)
+        return layers
+    }
+
+    struct Case: Sendable, CustomTestStringConvertible {
+        var name: String
+        var layers: [Layer]
+        var request = LayerSelector.Request()
+        var budget: Double?
+        var current: Int?
+        var expected: (index: Int, reason: LayerReason)?
+        var testDescription: String { name }
+    }
+
+    static let cases: [Case] = [
+        Case(name: "no estimate, no request: the full layer", layers: layers, expected: (0, .request)),
+        Case(name: "low: the smallest", layers: layers, request: .init(streamType: .low), expected: (2, .request)),
+        Case(name: "high: the full one", layers: layers, request: .init(streamType: .high), budget: 5_000_000, expected: (0, .request)),
+        Case(name: "a 400 kbit/s path: the quarter layer", layers: layers, budget: 350_000, expected: (2, .estimate)),
+        Case(name: "a path for half but not full", layers: layers, budget: 1_000_000, expected: (1, .estimate)),
+        Case(name: "going up needs 15 % headroom", layers: layers, budget: 1_800_000, current: 1, expected: (1, .estimate)),
+        Case(name: "staying needs none", layers: layers, budget: 1_750_000, current: 0, expected: (0, .request)),
+        Case(name: "nothing fits: the smallest", layers: layers, budget: 50_000, expected: (2, .estimate)),
+        Case(name: "render 640x360: the half layer covers it", layers: layers, request: .init(renderWidth: 640, renderHeight: 360),
+             expected: (1, .request)),
+        Case(name: "render 700x400: only full covers it", layers: layers, request: .init(renderWidth: 700, renderHeight: 400),
+             expected: (0, .request)),
+        Case(name: "render portrait 180x320 is covered by the quarter layer", layers: layers,
+             request: .init(renderWidth: 180, renderHeight: 320), expected: (2, .request)),
+        Case(name: "render larger than any layer: the largest", layers: layers, request: .init(renderWidth: 3840, renderHeight: 2160),
+             expected: (0, .request)),
+        Case(name: "the full layer stopped: the nearest below", layers: with { $0[0].selectable = false }, expected: (1, .unavailable)),
+        Case(name: "low asked, the quarter layer not sent: the nearest above", layers: with { $0[2].selectable = false },
+             request: .init(streamType: .low), expected: (1, .unavailable)),
+        Case(name: "only the full layer is sent, low asked: the full one", layers: with { $0[1].selectable = false; $0[2].selectable = false },
+             request: .init(streamType: .low), expected: (0, .unavailable)),
+        Case(name: "nothing sent: no layer", layers: with { for index in $0.indices { $0[index].selectable = false } }, expected: nil),
+        Case(name: "sizes unknown yet: ranked by bitrate", layers: with { for index in $0.indices { $0[index].width = nil; $0[index].height = nil } },
+             request: .init(streamType: .low), expected: (2, .request)),
+        Case(name: "two layers (dual stream)", layers: [layers[0], layers[2]], budget: 600_000, expected: (2, .estimate)),
+    ]
+
+    @Test("a layer from the request, the leg's budget and what is sent", arguments: cases)
+    func select(_ test: Case) {
+        let chosen = LayerSelector.select(test.layers, request: test.request, budgetBps: test.budget, current: test.current)
+        #expect(chosen?.index == test.expected?.index && chosen?.reason == test.expected?.reason,
+                "got \(String(describing: chosen)), wanted \(String(describing: test.expected))")
+    }
+
+    @Test("a layer's rate is its last second, and a stopped layer remembers the rate it had")
+    func rateWindow() {
+        var window = RateWindow()
+        // 125 kB/s for 2 s: 1 Mbps.
+        for step in 0..<200 { window.add(bytes: 1250, nowUs: Int64(step) * 10_000) }
+        let rate = window.bitsPerSecond(nowUs: 2_000_000)
+        #expect(abs(rate - 1_000_000) < 100_000, "\(rate)")
+        // Silent for 3 s: the window empties, the last rate stays.
+        #expect(window.bitsPerSecond(nowUs: 5_000_000) == rate)
+    }
+
+    @Test("a switch continues the output: one sequence number, one picture and TL0 index on, the timestamp by the time elapsed; NACKs find each segment's originals")
+    func splice() {
+        var rewriter = StreamRewriter(outputSSRC: 7)
+        var outputs: [RTPHeader] = []
+        // Layer 2 first (its keyframe starts the output, at the random offsets): sequences 100..<105, 33 ms apart.
+        rewriter.switchSource(to: 2, header: RTPHeader(payloadType: 96, sequenceNumber: 100, timestamp: 9000, ssrc: 52),
+                              pictureID: 0x7FFE, tl0: 250, nowUs: 0, clockRate: 90000)
+        for index in 0..<5 {
+            var header = RTPHeader(payloadType: 96, sequenceNumber: UInt16(100 + index), timestamp: UInt32(9000 + 2970 * index), ssrc: 52)
+            rewriter.rewrite(&header, nowUs: Int64(index) * 33_000)
+            _ = rewriter.rewriteVP8(pictureID: UInt16(0x7FFE &+ UInt16(index)) & 0x7FFF, tl0: UInt8(250 + index))
+            outputs.append(header)
+        }
+        let lastPicture = rewriter.lastPictureID!, lastTL0 = rewriter.lastTL0!
+        // Switch to layer 0 at its keyframe 40 ms later: sequence 60000, another clock, picture 5.
+        let keyframe = RTPHeader(payloadType: 96, sequenceNumber: 60000, timestamp: 123_456, ssrc: 50)
+        rewriter.switchSource(to: 0, header: keyframe, pictureID: 5, tl0: 9, nowUs: 4 * 33_000 + 40_000, clockRate: 90000)
+        var next = keyframe
+        rewriter.rewrite(&next, nowUs: 4 * 33_000 + 40_000)
+        let vp8 = rewriter.rewriteVP8(pictureID: 5, tl0: 9)
+        #expect(next.ssrc == 7 && next.sequenceNumber == outputs[4].sequenceNumber &+ 1)
+        #expect(next.timestamp == outputs[4].timestamp &+ 3600, "40 ms at 90 kHz")
+        #expect(vp8.pictureID == (lastPicture + 1) & 0x7FFF && vp8.tl0 == lastTL0 &+ 1)
+        #expect(rewriter.layer == 0)
+        // NACKs: an output from before the switch maps to layer 2's sequence, one after to layer 0's.
+        #expect(rewriter.source(of: outputs[2].sequenceNumber) == (2, 102))
+        #expect(rewriter.source(of: next.sequenceNumber) == (0, 60000))
+        #expect(rewriter.source(of: next.sequenceNumber &+ 3) == (0, 60003))
+        var repair = RTPHeader(payloadType: 96, sequenceNumber: 103, timestamp: UInt32(9000 + 2970 * 3), ssrc: 52)
+        let segment = rewriter.rewriteRepair(&repair, output: outputs[3].sequenceNumber)
+        #expect(repair == outputs[3] && segment.layer == 2)
+    }
+
+    @Test("VP8 descriptor layout: picture id and TL0PICIDX offsets, keyframe size; short or bad payloads give nil, never a trap",
+          arguments: [
+              ([0x90, 0xE0, 0x81, 0x23, 0x07, 0x40, 0x10, 0x02, 0x00, 0x9D, 0x01, 0x2A, 0x00, 0x05, 0xD0, 0x02],
+               (2 as Int?, true, 4 as Int?, true, 1280 as Int?, 720 as Int?)),
+              ([0x90, 0x80, 0x12, 0x11, 0x00, 0x00], (2, false, nil, false, nil, nil)),
+              ([0x10, 0x10, 0x02, 0x00, 0x9D, 0x01, 0x2A, 0x40, 0x01, 0xB4, 0x00], (nil, false, nil, true, 320, 180)),
+          ] as [([UInt8], (Int?, Bool, Int?, Bool, Int?, Int?))])
+    func layout(bytes: [UInt8], expected: (Int?, Bool, Int?, Bool, Int?, Int?)) throws {
+        let layout = try #require(VP8DescriptorLayout(payload: ByteBuffer(bytes: bytes)))
+        #expect(layout.pictureIDOffset == expected.0 && layout.longPictureID == expected.1 && layout.tl0PictureIndexOffset == expected.2)
+        #expect(layout.startsKeyframe == expected.3 && layout.keyframeWidth == expected.4 && layout.keyframeHeight == expected.5)
+        // Writing a picture id and reading it back keeps the M bit and the width of the field.
+        var buffer = ByteBuffer(bytes: bytes)
+        layout.write(pictureID: 0x1234, tl0: 77, into: &buffer, payloadStart: buffer.readerIndex)
+        if layout.pictureIDOffset != nil { #expect(layout.pictureID(inPayload: buffer) == (layout.longPictureID ? 0x1234 : 0x34)) }
+        if layout.tl0PictureIndexOffset != nil { #expect(layout.tl0PictureIndex(inPayload: buffer) == 77) }
+    }
+
+    @Test("truncated VP8 descriptors parse to nil", arguments: [[], [0x80], [0x90, 0x80], [0x90, 0x80, 0x81], [0x90, 0x40], [0x90, 0x20]] as [[UInt8]])
+    func truncated(bytes: [UInt8]) {
+        #expect(VP8DescriptorLayout(payload: ByteBuffer(bytes: bytes)) == nil)
+    }
+}
