@@ -184,7 +184,7 @@ final class LocalVideoSender: @unchecked Sendable {
             let allocation = VideoLayer.allocate(targetKbps: target, layers: layers, configuration: configuration)
             for (layer, kbps) in zip(layers, allocation) {
                 layer.setAllocated(kbps != nil)
-                guard let kbps, layer.isWanted else { continue }
+                guard let kbps, layer.isEncoded else { continue }
                 let frame = layer.divisor == 1 ? fitted
                     : try converter.fitI420(fitted, into: VideoSize(width: fitted.width, height: fitted.height).scaled(down: layer.divisor))
                 let encoded = try layer.encode(frame, kbps: kbps, settings: { width, height in

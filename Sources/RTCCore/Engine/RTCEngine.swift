@@ -424,6 +424,9 @@ public final class RTCEngine: @unchecked Sendable {
         try await setVideoPreference(VideoPreference(uid: uid, renderWidth: size?.width, renderHeight: size?.height), for: uid)
     }
 
+    /// The local video's layers now (tests stop one as a publisher's uplink would).
+    var localVideoLayers: [VideoLayer] { currentSession?.publisher?.videoSender?.layers ?? [] }
+
     /// The layer the server last said it sends of `uid`'s video; nil for a single stream or before it said.
     public func remoteVideoLayer(uid: String) -> LayerChange? { currentSession?.receivedLayer(of: uid) }
 

@@ -28,6 +28,8 @@ final class VideoLayer: @unchecked Sendable {
         var wanted = true
         /// The estimate's share feeds it.
         var allocated = true
+        /// Stopped on this side, whatever the server wants (tests: an encoder that gives a layer up).
+        var held = false
     }
 
     private let control = Mutex(Control())
@@ -122,8 +124,20 @@ final class VideoLayer: @unchecked Sendable {
 
     var isWanted: Bool { control.withLock { $0.wanted } }
 
-    /// Whether it is being sent now: wanted and fed.
-    var isSending: Bool { control.withLock { $0.wanted && $0.allocated } }
+    /// Whether it is encoded when fed: wanted and not held.
+    var isEncoded: Bool { control.withLock { $0.wanted && !$0.held } }
+
+    /// Whether it is being sent now: wanted, fed and not held.
+    var isSending: Bool { control.withLock { $0.wanted && $0.allocated && !$0.held } }
+
+    /// Stops (or restarts, with a keyframe) the layer on this side alone, as an encoder that gives
+    /// a layer up would: the server sees it stop without having asked.
+    func hold(_ held: Bool) {
+        control.withLock { control in
+            if !held && control.held { control.keyframeRequested = true }
+            control.held = held
+        }
+    }
 
     /// The estimate's share feeds it (or not); fed again opens with a keyframe.
     func setAllocated(_ allocated: Bool) {
