@@ -15,12 +15,11 @@ struct DownstreamCongestion {
                                                     maximumBps: DownstreamCongestion.maximumBps)
     private(set) var lastFeedbackUs: Int64?
     private(set) var feedbackReports = 0
-    /// What probe clusters sent on the leg measured (simulcast up-switches need capacity the
-    /// layer being sent does not show).
-    private var probes = ProbeRateEstimator()
+    /// The probe running or awaiting its feedback (simulcast up-switches need capacity the layer
+    /// being sent does not show), and what the last one found: the rate it probed at and measured.
+    private(set) var probe: LegProbe?
+    private(set) var lastProbe: (targetBps: Double, measuredBps: Double?, atUs: Int64)?
     private var nextProbeCluster = 1
-    /// The latest probe result (bits per second), for tests and stats.
-    private(set) var lastProbeBps: Double?
 
     /// Where a leg's estimate starts and stops: a leg carries what publishers send, so the
     /// estimate only has to come down when the path cannot carry that.
@@ -38,23 +37,45 @@ struct DownstreamCongestion {
     /// Writes the leg's next transport-wide number into a serialized packet at `at` (from
     /// ``sequenceOffset(in:sourceID:)``), when the leg negotiated the extension under the same id
     /// (the extension block is forwarded as the publisher wrote it), and logs it as sent now.
-    mutating func stamp(_ packet: inout ByteBuffer, at: (id: UInt8, offset: Int)?, nowUs: Int64, probeCluster: Int? = nil) {
+    /// While a probe runs, every packet sent is in its cluster.
+    mutating func stamp(_ packet: inout ByteBuffer, at: (id: UInt8, offset: Int)?, nowUs: Int64) {
         guard let at, at.id == extensionID else { return }
         packet.setInteger(nextSequence, at: packet.readerIndex + at.offset)
-        log.record(sequence: nextSequence, bytes: packet.readableBytes, sendUs: nowUs, probeCluster: probeCluster)
+        let cluster = probe.flatMap { $0.covers(sendUs: nowUs) ? $0.cluster : nil }
+        log.record(sequence: nextSequence, bytes: packet.readableBytes, sendUs: nowUs, probeCluster: cluster)
         nextSequence &+= 1
     }
 
-    /// A new probe cluster's id.
-    mutating func makeProbeCluster() -> Int {
+    /// Whether the running probe may go on sending: it stops at the first sign that the leg
+    /// queues or loses under it (overuse, a standing queue of 30 ms): a capped leg is hurt for a
+    /// feedback interval or two, never for the whole probe.
+    mutating func continueProbe(nowUs: Int64) -> Bool {
+        guard var running = probe, running.isRunning(nowUs: nowUs) else { return false }
+        if estimator.usage == .overusing || estimator.queueDelayMs > 30 || (estimator.lastDecreaseUs ?? .min) > running.startUs {
+            running.abort(nowUs: nowUs)
+            probe = running
+            return false
+        }
+        return true
+    }
+
+    /// Forgets a probe whose feedback never came.
+    mutating func abandonProbe(nowUs: Int64) {
+        guard let running = probe, nowUs > running.endUs + 3_000_000 else { return }
+        lastProbe = (running.targetBps, nil, nowUs)
+        probe = nil
+    }
+
+    /// Starts a probe at `targetBps` for `durationUs` (the caller sends the padding).
+    mutating func startProbe(targetBps: Double, durationUs: Int64, nowUs: Int64) {
         defer { nextProbeCluster += 1 }
-        return nextProbeCluster
+        probe = LegProbe(cluster: nextProbeCluster, startUs: nowUs, durationUs: durationUs, targetBps: targetBps)
     }
 
     /// Whether the leg is calm enough to probe: feedback flows, no overuse, no standing queue, no
     /// cut in the last second (a probe into a queue measures its drain rate, not spare capacity).
     func mayProbe(nowUs: Int64) -> Bool {
-        guard estimateBps(nowUs: nowUs) != nil, estimator.usage != .overusing, estimator.queueDelayMs < 20 else { return false }
+        guard probe == nil, estimateBps(nowUs: nowUs) != nil, estimator.usage != .overusing, estimator.queueDelayMs < 20 else { return false }
         return nowUs - (estimator.lastDecreaseUs ?? .min / 2) >= 1_000_000
     }
 
@@ -63,9 +84,15 @@ struct DownstreamCongestion {
         let results = log.results(for: feedback)
         guard !results.isEmpty else { return }
         estimator.update(feedback: results, nowUs: nowUs, rttMs: rttMs)
-        if let measured = probes.update(feedback: results, nowUs: nowUs) {
-            lastProbeBps = measured
-            estimator.applyProbe(bps: measured)
+        if var running = probe {
+            running.add(results)
+            probe = running
+            if running.isSettled(nowUs: nowUs) {
+                let measured = running.measuredBps()
+                lastProbe = (running.targetBps, measured, nowUs)
+                probe = nil
+                if let measured { estimator.applyProbe(bps: measured) }
+            }
         }
         lastFeedbackUs = nowUs
         feedbackReports += 1
@@ -83,6 +110,21 @@ struct DownstreamCongestion {
     /// The estimate the latest limit to publishers was computed from: a fall of 10 % below it sends
     /// the limits at once rather than at the next second.
     var reportedBps: Double?
+
+    /// What the leg may be moved up to (bits per second): its estimate while the estimate never
+    /// had to come down (the path showed no limit yet); after that, only what a probe of the last
+    /// few seconds measured. An estimate grows with whatever a probe sent, and a leg sent less
+    /// than its estimate keeps it: on a capped path it would promise a layer the path cannot carry.
+    func upSwitchBps(nowUs: Int64) -> Double? {
+        guard let estimate = estimateBps(nowUs: nowUs) else { return nil }
+        guard estimator.lastDecreaseUs != nil else { return estimate }
+        guard let last = lastProbe, nowUs - last.atUs < Self.probeValidUs, let measured = last.measuredBps else { return 0 }
+        // A probe vouches for no more than it sent.
+        return min(estimate, measured, last.targetBps)
+    }
+
+    /// How long a probe's measurement vouches for the leg.
+    static let probeValidUs: Int64 = 6_000_000
 
     /// The leg's estimate (bits per second), while feedback keeps coming.
     func estimateBps(nowUs: Int64) -> Double? {

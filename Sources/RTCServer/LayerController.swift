@@ -6,9 +6,10 @@ import Signaling
 /// - picks each subscription's layer (``LayerSelector``) from the subscriber's request, its leg's
 ///   estimate and the layers being sent, and asks the publisher for a keyframe of a layer a
 ///   subscription waits to switch to (the switch itself happens in ``Producer`` at that keyframe);
-/// - probes a leg whose estimate holds a subscriber below what it asked for: a short cluster of
-///   RFC 4588 copies of recent packets, so the estimate can grow past what the leg is being sent
-///   (without it a leg moved to a small layer would stay there: it only ever sees the small rate);
+/// - probes a leg whose estimate holds a subscriber below what it asked for, one layer up at a
+///   time (``LegProbe``): a second of RFC 4588 copies of recent packets on top of its media,
+///   so the estimate can grow past what the leg is being sent (without it a leg moved to a small
+///   layer would stay there: it only ever sees the small rate);
 /// - tells each publisher which layers some subscriber wants (dynacast); the others it pauses after
 ///   a grace period, and starts again as soon as one is wanted.
 /// On the SFU's event loop.
@@ -23,10 +24,16 @@ final class LayerController: @unchecked Sendable {
         self.consumer = consumer
     }
 
-    /// How often a leg held below its request is probed, and for how long a probe lasts.
+    /// How often a leg held below its request is probed (at first, and at most after failed
+    /// probes), how long a probe lasts and how often it sends padding.
     static let probeIntervalUs: Int64 = 2_000_000
-    static let probeDurationMs = 80
-    static let probeBursts = 8
+    static let maxProbeIntervalUs: Int64 = 4_000_000
+    /// A second: the later half of a probe must come after whatever a token bucket lets through
+    /// at once (16 kB is common), so that it arrives at the path's own rate.
+    static let probeDurationMs = 1000
+    static let probeBurstMs = 20
+    /// What a new subscriber's first layer must fit before its leg has an estimate.
+    static let startBudgetBps = 1_000_000.0
     /// How long a layer nobody wants keeps being sent before the publisher is told to pause it.
     static let pauseGraceUs: Int64 = 2_000_000
 
@@ -50,16 +57,27 @@ final class LayerController: @unchecked Sendable {
         let track = subscription.track
         let layers = track.streams.enumerated().map { $1.layerState(index: $0, nowUs: nowUs) }
         let request = subscription.subscriber.videoPreference(for: track.owner.uid)
+        // A leg with no feedback yet starts from what a browser's estimate starts at, not from
+        // the full layer: a path that cannot carry it would be flooded before it says so.
         let budget = RTCPTerminator.videoShare(of: subscription.subscriber, nowUs: nowUs)
-        guard let (index, reason) = LayerSelector.select(layers, request: request, budgetBps: budget, current: subscription.currentLayer)
+            ?? (subscription.currentLayer == nil ? Self.startBudgetBps : nil)
+        let upBudget = RTCPTerminator.share(of: subscription.subscriber.downstream.upSwitchBps(nowUs: nowUs), for: subscription.subscriber)
+        guard let (index, reason) = LayerSelector.select(layers, request: request, budgetBps: budget, upBudgetBps: upBudget,
+                                                         current: subscription.currentLayer)
         else { return 0 }
         let reasonChanged = reason != subscription.layerReason
         subscription.layerReason = reason
         // What it would get if every layer were sent: dynacast keeps that layer wanted, so a layer
         // the publisher stopped on its own (its uplink) comes back when it can.
         let everyLayer = layers.map { layer in var layer = layer; layer.selectable = true; return layer }
-        subscription.desiredLayer = LayerSelector.select(everyLayer, request: request, budgetBps: budget, current: subscription.currentLayer)?.index
+        subscription.desiredLayer = LayerSelector.select(everyLayer, request: request, budgetBps: budget, upBudgetBps: upBudget,
+                                                         current: subscription.currentLayer)?.index
         if index != subscription.targetLayer {
+            context.logger.debug("layer target", metadata: [
+                "uid": "\(subscription.subscriber.uid)", "layer": "\(index)", "reason": "\(reason)", "budget": "\(budget.map { Int($0) } ?? -1)",
+                "up": "\(upBudget.map { Int($0) } ?? -1)",
+                "layers": "\(layers.map { "\($0.index):\($0.width ?? 0)x\($0.height ?? 0)@\(Int($0.bitrateBps / 1000))\($0.selectable ? "" : "-")" })",
+            ])
             subscription.targetLayer = index
             subscription.targetSinceUs = index == subscription.currentLayer ? nil : nowUs
         }
@@ -69,10 +87,13 @@ final class LayerController: @unchecked Sendable {
             subscription.announceLayer()
         }
         guard reason == .estimate, let budget else { return 0 }
-        // What the layer it asked for would take beyond the budget.
-        let unlimited = LayerSelector.select(layers, request: request, budgetBps: nil, current: subscription.currentLayer)
-        guard let wanted = unlimited.map({ layers[$0.index] }) else { return 0 }
-        return max(0, wanted.bitrateBps * LayerSelector.upHeadroom - budget)
+        // What the next layer up (towards the one asked for) would add to the leg: probes go one
+        // layer at a time, so a capped leg is never flooded with what the full layer needs.
+        let ranked = layers.sorted { ($0.pixels, $0.bitrateBps, $0.index) < ($1.pixels, $1.bitrateBps, $1.index) }
+        guard let at = ranked.firstIndex(where: { $0.index == index }),
+              let next = ranked[(at + 1)...].first(where: { $0.selectable && $0.bitrateBps > 0 })
+        else { return 0 }
+        return max(0, next.bitrateBps * LayerSelector.upHeadroom - (subscription.currentStream?.rate.lastBitsPerSecond ?? 0))
     }
 
     /// Runs ``update(_:nowUs:)`` for every layered subscription of `participant` (its request changed).
@@ -83,29 +104,45 @@ final class LayerController: @unchecked Sendable {
     // MARK: Probing
 
     private func probeIfDue(_ participant: Participant, neededBps: Double, nowUs: Int64) {
-        guard nowUs - (participant.lastProbeUs ?? .min / 2) >= Self.probeIntervalUs,
-              participant.downstream.mayProbe(nowUs: nowUs), let estimate = participant.downstream.estimateBps(nowUs: nowUs),
+        participant.downstream.abandonProbe(nowUs: nowUs)
+        // A probe that found what it looked for probes again soon; one that did not, less and less often.
+        if participant.downstream.probe == nil, let last = participant.downstream.lastProbe, participant.probeOutcomeSeen != participant.lastProbeUs {
+            participant.probeOutcomeSeen = participant.lastProbeUs
+            let found = (last.measuredBps ?? 0) >= 0.9 * last.targetBps
+            context.logger.debug("leg probe", metadata: [
+                "uid": "\(participant.uid)", "target": "\(Int(last.targetBps))", "measured": "\(last.measuredBps.map { Int($0) } ?? -1)",
+            ])
+            // Found: the next layer up is probed for at once (a lifted cap is climbed layer by layer in seconds).
+            participant.probeIntervalUs = found ? 0 : min(2 * max(participant.probeIntervalUs, Self.probeIntervalUs / 2), Self.maxProbeIntervalUs)
+        }
+        guard nowUs - (participant.lastProbeUs ?? .min / 2) >= participant.probeIntervalUs,
+              participant.downstream.mayProbe(nowUs: nowUs),
               let session = participant.subscriber,
               let source = participant.subscriptions.first(where: { $0.rtxPayloadType != nil && $0.currentStream?.newestSequence != nil })
         else { return }
         participant.lastProbeUs = nowUs
-        // Enough above the estimate to tell whether the wanted layer fits, never less than 1.5 times it.
-        let bps = min(DownstreamCongestion.maximumBps, max(1.5 * estimate, estimate + 1.25 * neededBps))
-        let cluster = participant.downstream.makeProbeCluster()
+        // The leg as it is now, and padding for what the next layer adds (a little over it).
+        let sending = participant.subscriptions.reduce(0.0) { sum, subscription in
+            subscription.track.info.kind == .audio ? sum + 48_000 : sum + (subscription.currentStream?.rate.lastBitsPerSecond ?? 0)
+        }
+        let paddingBps = min(1.1 * neededBps, DownstreamCongestion.maximumBps)
+        participant.downstream.startProbe(targetBps: sending + paddingBps, durationUs: Int64(Self.probeDurationMs) * 1000, nowUs: nowUs)
         context.counters.legProbes += 1
-        let bytesPerBurst = Int(bps * Double(Self.probeDurationMs) / 1000 / 8) / Self.probeBursts
-        for burst in 0..<Self.probeBursts {
-            context.loop.scheduleTask(in: .milliseconds(Int64(burst * Self.probeDurationMs / Self.probeBursts))) {
+        let bytesPerBurst = Int(paddingBps * Double(Self.probeBurstMs) / 1000 / 8)
+        for burst in 0..<(Self.probeDurationMs / Self.probeBurstMs) {
+            context.loop.scheduleTask(in: .milliseconds(Int64(burst * Self.probeBurstMs))) {
                 [weak self, weak participant, weak source, weak session] in
-                guard let self, let participant, let source, let session, participant.subscriber === session else { return }
-                self.sendPadding(bytes: bytesPerBurst, on: source, session: session, cluster: cluster, from: UInt16(burst * 4 % 32))
+                guard let self, let participant, let source, let session, participant.subscriber === session,
+                      participant.downstream.continueProbe(nowUs: self.context.nowUs)
+                else { return }
+                self.sendPadding(bytes: bytesPerBurst, on: source, session: session, from: UInt16(burst * 3 % 32))
             }
         }
     }
 
     /// Sends about `bytes` of RFC 4588 copies of the newest packets `subscription` was sent (from
-    /// `offset` packets back, over the last 32), logged in probe cluster `cluster`.
-    private func sendPadding(bytes: Int, on subscription: Subscription, session: MediaSession, cluster: Int, from offset: UInt16) {
+    /// `offset` packets back, over the last 32): they count in the leg's probe like its media.
+    private func sendPadding(bytes: Int, on subscription: Subscription, session: MediaSession, from offset: UInt16) {
         let subscriber = subscription.subscriber
         guard let stream = subscription.currentStream, let newest = stream.newestSequence, let payloadType = subscription.rtxPayloadType,
               let layer = subscription.currentLayer, subscription.rewriter.layer == layer
@@ -124,7 +161,7 @@ final class LayerController: @unchecked Sendable {
             subscription.rtxSequence &+= 1
             var out = packet.serialized
             let at = DownstreamCongestion.sequenceOffset(in: packet.header, sourceID: subscriber.downstream.extensionID)
-            subscriber.downstream.stamp(&out, at: at, nowUs: context.nowUs, probeCluster: cluster)
+            subscriber.downstream.stamp(&out, at: at, nowUs: context.nowUs)
             sent += out.readableBytes
             context.counters.bytesOut += out.readableBytes
             session.sendRTP(out)

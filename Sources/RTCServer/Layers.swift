@@ -66,30 +66,42 @@ final class PublishedStream: @unchecked Sendable {
 
     /// What selection knows of it now.
     func layerState(index: Int, nowUs: Int64) -> LayerSelector.Layer {
-        LayerSelector.Layer(index: index, width: width, height: height, bitrateBps: rate.bitsPerSecond(nowUs: nowUs),
+        LayerSelector.Layer(index: index, width: width, height: height, bitrateBps: rate.costBitsPerSecond(nowUs: nowUs),
                             selectable: isSelectable(nowUs: nowUs))
     }
 }
 
 /// Bytes over the last second, in four 250 ms buckets: a layer's bitrate with its keyframes
-/// averaged in. The rate of a stream that stopped is remembered (``lastBitsPerSecond``).
+/// averaged in. A stream that just (re)started is measured over the time it has been sending (a
+/// resumed layer's first keyframe makes that high, never low); one that stopped keeps the rate it
+/// had (``lastBitsPerSecond``), which is what it will cost when it is sent again.
 struct RateWindow {
     private var buckets = [Int](repeating: 0, count: 4)
-    private var bucketStartUs: Int64?
+    private var bucketStartUs: Int64 = 0
+    private var activeSinceUs: Int64?
+    private var lastActiveUs: Int64?
     private(set) var lastBitsPerSecond = 0.0
+    /// The rate of the latest whole second the stream was sent through: a layer that just
+    /// resumed (its encoder ramping up again) is not taken for cheaper than it was.
+    private(set) var steadyBitsPerSecond = 0.0
     static let bucketUs: Int64 = 250_000
+    /// A pause longer than this starts the measurement over.
+    static let restartAfterUs: Int64 = 500_000
 
     mutating func add(bytes: Int, nowUs: Int64) {
-        advance(to: nowUs)
+        if let last = lastActiveUs, nowUs - last <= Self.restartAfterUs {
+            advance(to: nowUs)
+        } else {
+            buckets = [Int](repeating: 0, count: buckets.count)
+            bucketStartUs = nowUs
+            activeSinceUs = nowUs
+        }
         buckets[buckets.count - 1] += bytes
+        lastActiveUs = nowUs
     }
 
     private mutating func advance(to nowUs: Int64) {
-        guard let start = bucketStartUs else {
-            bucketStartUs = nowUs
-            return
-        }
-        let steps = Int((nowUs - start) / Self.bucketUs)
+        let steps = Int((nowUs - bucketStartUs) / Self.bucketUs)
         guard steps > 0 else { return }
         if steps >= buckets.count {
             buckets = [Int](repeating: 0, count: buckets.count)
@@ -97,26 +109,33 @@ struct RateWindow {
             buckets.removeFirst(steps)
             buckets.append(contentsOf: [Int](repeating: 0, count: steps))
         }
-        bucketStartUs = start + Int64(steps) * Self.bucketUs
+        bucketStartUs += Int64(steps) * Self.bucketUs
     }
 
-    /// The rate over the last second (the full buckets and the current one); once it falls to
-    /// zero, the last rate it had.
+    /// The rate over the last second (or since the stream started, at least 250 ms); once the
+    /// stream stopped, the rate it had.
     mutating func bitsPerSecond(nowUs: Int64) -> Double {
+        guard let last = lastActiveUs, let since = activeSinceUs, nowUs - last <= Self.restartAfterUs else { return lastBitsPerSecond }
         advance(to: nowUs)
-        let bytes = buckets.reduce(0, +)
-        guard bytes > 0, let start = bucketStartUs else { return lastBitsPerSecond }
-        let spanUs = Double(buckets.count - 1) * Double(Self.bucketUs) + Double(max(1, nowUs - start))
-        lastBitsPerSecond = Double(bytes * 8) / (spanUs / 1e6)
+        let window = Int64(buckets.count - 1) * Self.bucketUs + max(1, nowUs - bucketStartUs)
+        let spanUs = max(Self.bucketUs, min(window, nowUs - since))
+        lastBitsPerSecond = Double(buckets.reduce(0, +) * 8) / (Double(spanUs) / 1e6)
+        if nowUs - since >= Int64(buckets.count) * Self.bucketUs { steadyBitsPerSecond = lastBitsPerSecond }
         return lastBitsPerSecond
+    }
+
+    /// What the stream costs when sent: its rate now, never under its last steady second's.
+    mutating func costBitsPerSecond(nowUs: Int64) -> Double {
+        max(bitsPerSecond(nowUs: nowUs), steadyBitsPerSecond)
     }
 }
 
 /// Picks the simulcast layer a subscriber gets (pure logic, table-tested): the layer its request
 /// asks for (stream type, render size, else the full one), lowered to what its path's budget
 /// carries, among the layers being sent (a layer asked for but not sent gives the nearest one).
-/// Going up needs 15 % of headroom over the layer's bitrate; staying needs none, so a layer is
-/// left only when the budget falls under it.
+/// Going up needs 15 % of headroom over the layer's bitrate within the up-switch budget (what a
+/// probe vouched for); staying or going down needs only the budget, so a layer is left only when
+/// the budget falls under it.
 enum LayerSelector {
     struct Layer: Sendable, Hashable {
         var index: Int
@@ -144,7 +163,8 @@ enum LayerSelector {
 
     /// The layer for a subscriber and why; nil when no layer is being sent. `budgetBps` nil: no
     /// estimate (nothing limits it).
-    static func select(_ layers: [Layer], request: Request, budgetBps: Double?, current: Int?) -> (index: Int, reason: LayerReason)? {
+    static func select(_ layers: [Layer], request: Request, budgetBps: Double?, upBudgetBps: Double? = nil,
+                       current: Int?) -> (index: Int, reason: LayerReason)? {
         // Smallest first: by size once keyframes told it, by bitrate (then offer order) before.
         let ranked = layers.sorted { ($0.pixels, $0.bitrateBps, $0.index) < ($1.pixels, $1.bitrateBps, $1.index) }
         let selectable = ranked.filter(\.selectable)
@@ -156,8 +176,12 @@ enum LayerSelector {
         var candidates = atOrBelow.isEmpty ? [selectable[0]] : atOrBelow
         var reason: LayerReason = candidates.last?.index == wanted.index ? .request : .unavailable
         guard let budgetBps else { return (candidates[candidates.count - 1].index, reason) }
+        // Ranked at or below the layer it gets: no headroom needed (a move down is never held back).
+        let currentRank = current.flatMap { index in ranked.firstIndex { $0.index == index } }
         let fits = { (layer: Layer) in
-            layer.index == current ? layer.bitrateBps <= budgetBps : layer.bitrateBps * upHeadroom <= budgetBps
+            if let currentRank, let rank = ranked.firstIndex(of: layer), rank <= currentRank { return layer.bitrateBps <= budgetBps }
+            // A first layer is picked on the estimate alone (there is nothing to move up from).
+            return layer.bitrateBps * upHeadroom <= (current == nil ? budgetBps : min(budgetBps, upBudgetBps ?? budgetBps))
         }
         let ceiling = candidates[candidates.count - 1]
         candidates = candidates.filter(fits)

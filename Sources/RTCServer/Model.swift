@@ -64,8 +64,11 @@ final class Participant: @unchecked Sendable {
     /// What this subscriber wants of layered video, per publisher uid and by default (`setVideoPreference`).
     var videoPreferences: [String: LayerSelector.Request] = [:]
     var defaultVideoPreference = LayerSelector.Request()
-    /// When the leg was last probed for more capacity (simulcast up-switches).
+    /// When the leg was last probed for more capacity (simulcast up-switches), how long until the
+    /// next probe, and which probe's outcome that interval was set from.
     var lastProbeUs: Int64?
+    var probeIntervalUs = LayerController.probeIntervalUs
+    var probeOutcomeSeen: Int64?
     var tracks: [PublishedTrack] = []
     /// Our ICE credentials on the subscriber transport (new ones when it restarts ICE).
     var subscriberCredentials = ICECredentials.random()

@@ -91,7 +91,12 @@ final class RTCPTerminator: @unchecked Sendable {
     /// What one video track may take of a subscriber's downstream estimate: the estimate less
     /// 48 kbps per audio track it receives, split evenly among its video tracks.
     static func videoShare(of subscriber: Participant, nowUs: Int64) -> Double? {
-        guard let estimate = subscriber.downstream.estimateBps(nowUs: nowUs) else { return nil }
+        share(of: subscriber.downstream.estimateBps(nowUs: nowUs), for: subscriber)
+    }
+
+    /// `bps` of a subscriber's leg shared out as ``videoShare(of:nowUs:)`` does.
+    static func share(of bps: Double?, for subscriber: Participant) -> Double? {
+        guard let estimate = bps else { return nil }
         let videos = subscriber.subscriptions.filter { $0.track.info.kind == .video }.count
         let audios = subscriber.subscriptions.count - videos
         return (estimate - 48_000 * Double(audios)) / Double(max(1, videos))

@@ -12,6 +12,8 @@ final class NetworkLab: @unchecked Sendable {
     struct Host: Sendable {
         let namespace: String
         let address: String
+        /// The router's end of the host's veth: what the router sends the host leaves through it.
+        var routerInterface = ""
     }
 
     struct LabError: Error, CustomStringConvertible {
@@ -87,7 +89,17 @@ final class NetworkLab: @unchecked Sendable {
                 add rule ip lab gate ip daddr \(net).0/24 meta l4proto udp drop
                 """)
         }
-        return Host(namespace: namespace, address: hostAddress)
+        return Host(namespace: namespace, address: hostAddress, routerInterface: outside)
+    }
+
+    /// Caps what reaches `host` (its downlink) at `kbit` kbit/s with a token bucket on the router's
+    /// side of its veth: a 16 kB bucket and up to 300 ms of queue, beyond which packets drop, as
+    /// on a narrow access link. Nil lifts the cap.
+    func capDownlink(of host: Host, kbit: Int?) throws {
+        _ = try? runTool(["ip", "netns", "exec", router, "tc", "qdisc", "del", "dev", host.routerInterface, "root"])
+        guard let kbit else { return }
+        try sh(["ip", "netns", "exec", router, "tc", "qdisc", "add", "dev", host.routerInterface, "root", "tbf",
+                "rate", "\(kbit)kbit", "burst", "16kb", "latency", "300ms"])
     }
 
     /// A command run inside `host`'s namespace (for `Process` or `runTool`).

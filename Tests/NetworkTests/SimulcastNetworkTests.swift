@@ -1,0 +1,104 @@
+import Foundation
+import RTCTestSupport
+import Testing
+
+/// Simulcast across hosts with a capped path (`tc tbf` on the router, in network namespaces): one
+/// publisher sends three layers of 720p30; one viewer's downlink is capped at 400 kbit/s. The slow
+/// viewer gets a lower layer without holding the publisher or the other viewer down, and comes
+/// back to the full layer once the cap is lifted (its leg is probed past what it was being sent).
+@Suite("Simulcast across hosts", .serialized)
+struct SimulcastNetworkTests {
+    /// One decoded frame from a `--frame-log` line: monotonic µs, uid, width, height.
+    struct Frame {
+        var us: Int64
+        var width: Int
+        var height: Int
+    }
+
+    /// CLOCK_MONOTONIC in µs: the clock `--frame-log` lines are stamped with (one kernel, every namespace).
+    static func monotonicUs() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
+    }
+
+    static func frames(_ path: String) -> [Frame] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            let parts = line.split(separator: " ")
+            guard parts.count == 4, let us = Int64(parts[0]), let width = Int(parts[2]), let height = Int(parts[3]) else { return nil }
+            return Frame(us: us, width: width, height: height)
+        }
+    }
+
+    /// The longest time without a decoded frame between `from` and `to` (µs), counting the edges.
+    static func longestGap(_ frames: [Frame], from: Int64, to: Int64) -> Int64 {
+        let times = [from] + frames.map(\.us).filter { $0 > from && $0 < to } + [to]
+        return zip(times, times.dropFirst()).map { $1 - $0 }.max() ?? (to - from)
+    }
+
+    @Test("three layers of 720p30, two viewers, one capped at 400 kbit/s: the clean one gets 1280x720 at full rate, the capped one a lower layer without freezing, the publisher keeps its full layer; the cap lifted, the capped viewer is back on 1280x720")
+    func cappedViewer() async throws {
+        guard NetworkLab.availableOrKnownIssue() else { return }
+        let lab = try NetworkLab()
+        defer { lab.close() }
+        let serverHost = try lab.addHost("s"), publisherHost = try lab.addHost("p")
+        let cleanHost = try lab.addHost("a"), cappedHost = try lab.addHost("b")
+        let dir = temporaryDirectory("simulcast-lab")
+        let cross = CrossHostTests()
+        let server = try await cross.startServer(lab, on: serverHost, ["--log-level", "debug"])
+        defer { server.stop() }
+        try lab.capDownlink(of: cappedHost, kbit: 400)
+        let publisher = try cross.join(lab, on: publisherHost, server: serverHost, uid: "1001", quiet: false,
+                                       ["--size", "1280x720", "--fps", "30", "--bitrate", "1700", "--simulcast", "3",
+                                        "--no-subscribe", "--duration", "42"])
+        defer { publisher.stop() }
+        try await Task.sleep(for: .milliseconds(1000))
+        let start = Self.monotonicUs()
+        let clean = try cross.join(lab, on: cleanHost, server: serverHost, uid: "2001", quiet: false,
+                                   ["--video", "none", "--audio", "none", "--frame-log", "\(dir)/clean.log", "--duration", "38"])
+        defer { clean.stop() }
+        let capped = try cross.join(lab, on: cappedHost, server: serverHost, uid: "2002", quiet: false,
+                                    ["--video", "none", "--audio", "none", "--frame-log", "\(dir)/capped.log", "--duration", "38"])
+        defer { capped.stop() }
+        // 22 s capped, then 16 s free.
+        try await Task.sleep(for: .seconds(22))
+        let lift = Self.monotonicUs()
+        try lab.capDownlink(of: cappedHost, kbit: nil)
+        #expect(await clean.wait(40) == 0, "clean: \(clean.errorText)")
+        #expect(await capped.wait(40) == 0, "capped: \(capped.errorText)")
+        #expect(await publisher.wait(30) == 0, "publisher: \(publisher.errorText)")
+
+        let cleanFrames = Self.frames("\(dir)/clean.log"), cappedFrames = Self.frames("\(dir)/capped.log")
+        // The settled capped phase: from 8 s after joining to the lift.
+        let settled = start + 8_000_000
+        let cleanWindow = cleanFrames.filter { $0.us > settled && $0.us < lift }
+        let cleanFPS = Double(cleanWindow.count) / (Double(lift - settled) / 1e6)
+        let cleanFull = cleanWindow.allSatisfy { $0.width == 1280 && $0.height == 720 }
+        let cappedWindow = cappedFrames.filter { $0.us > settled && $0.us < lift }
+        let cappedSizes = Set(cappedWindow.map { "\($0.width)x\($0.height)" }).sorted()
+        let cappedGap = Self.longestGap(cappedFrames, from: settled, to: lift)
+        let cappedFPS = Double(cappedWindow.count) / (Double(lift - settled) / 1e6)
+        let back = cappedFrames.first { $0.us > lift && $0.width == 1280 && $0.height == 720 }
+        let backAfter = back.map { Double($0.us - lift) / 1e6 }
+        // The publisher's own line: "send video N kbps F fps 1280x720" for its full layer, second by second.
+        let sendLines = publisher.output.filter { $0.contains("send video") }
+        let publisherFull = sendLines.dropFirst(10).prefix(18).allSatisfy { $0.contains("1280x720") }
+        let publisherFPS = sendLines.dropFirst(10).prefix(18).compactMap { line -> Int? in
+            guard let part = line.components(separatedBy: " | ").first(where: { $0.hasPrefix("send video") }) else { return nil }
+            let words = part.split(separator: " ")
+            return words.firstIndex(of: "fps").flatMap { Int(words[$0 - 1]) }
+        }
+        print("simulcast across hosts: clean viewer \(String(format: "%.1f", cleanFPS)) fps, all 1280x720: \(cleanFull); "
+            + "capped (400 kbit/s) viewer \(cappedSizes) at \(String(format: "%.1f", cappedFPS)) fps, longest gap \(cappedGap / 1000) ms; "
+            + "publisher full layer fps while capped \(publisherFPS); cap lifted: 1280x720 again after \(backAfter.map { String(format: "%.1f", $0) } ?? "never") s")
+        try? (server.output + [server.errorText]).joined(separator: "\n").write(toFile: "\(dir)/server.out", atomically: true, encoding: .utf8)
+        try? capped.output.joined(separator: "\n").write(toFile: "\(dir)/capped.out", atomically: true, encoding: .utf8)
+        print("simulcast across hosts: logs in \(dir)")
+        #expect(cleanFull && cleanFPS >= 27, "clean viewer: \(cleanFPS) fps, sizes \(Set(cleanWindow.map { "\($0.width)x\($0.height)" }))")
+        #expect(!cappedWindow.isEmpty && cappedWindow.allSatisfy { $0.width < 1280 }, "capped viewer sizes \(cappedSizes)")
+        #expect(cappedGap <= 500_000, "the capped viewer froze for \(cappedGap / 1000) ms")
+        #expect(publisherFull && publisherFPS.allSatisfy { $0 >= 27 }, "publisher: \(sendLines.suffix(20))")
+        #expect(backAfter.map { $0 <= 10 } == true, "back on the full layer after \(String(describing: backAfter)) s")
+    }
+}
