@@ -40,4 +40,12 @@ static inline vpx_enc_frame_flags_t rtc_vp8_base_layer_flags(void) {
     // Temporal layer 0 frames: reference and update only LAST.
     return VP8_EFLAG_NO_REF_GF | VP8_EFLAG_NO_REF_ARF | VP8_EFLAG_NO_UPD_GF | VP8_EFLAG_NO_UPD_ARF;
 }
+// Multi-resolution (simulcast) VP8, each level reusing the motion search of the level below (libvpx built with
+// --enable-multi-res-encoding, as Debian's is): `count` contexts, configurations and down-sampling
+// factors in contiguous arrays, full size first. dsf[i] is the factor from level i to level i + 1;
+// the last one is not used but must still be valid (1/1).
+static inline vpx_codec_err_t rtc_vpx_enc_init_multi(vpx_codec_ctx_t *ctx, vpx_codec_enc_cfg_t *cfg, int count,
+                                                     vpx_rational_t *dsf) {
+    return vpx_codec_enc_init_multi(ctx, vpx_codec_vp8_cx(), cfg, count, 0, dsf);
+}
 #endif
