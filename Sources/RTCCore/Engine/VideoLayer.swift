@@ -114,6 +114,14 @@ final class VideoLayer: @unchecked Sendable {
 
     func requestKeyframe() { control.withLock { $0.keyframeRequested = true } }
 
+    /// Whether a keyframe was asked for since the last call (the encode thread takes it).
+    func takeKeyframeRequest() -> Bool {
+        control.withLock { control in
+            defer { control.keyframeRequested = false }
+            return control.keyframeRequested
+        }
+    }
+
     /// Dynacast: wanted again opens with a keyframe.
     func setWanted(_ wanted: Bool) {
         control.withLock { control in
@@ -198,11 +206,7 @@ final class VideoLayer: @unchecked Sendable {
         }
         guard let encoder else { return [] }
         if kbps != encoder.configuration.bitrateKbps { try encoder.setBitrate(kbps: kbps) }
-        let keyframe = control.withLock { control in
-            defer { control.keyframeRequested = false }
-            return control.keyframeRequested
-        }
-        if keyframe { encoder.requestKeyframe() }
+        if takeKeyframeRequest() { encoder.requestKeyframe() }
         return try encoder.encode(frame)
     }
 
