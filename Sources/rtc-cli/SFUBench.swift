@@ -33,6 +33,8 @@ struct SFUBench: AsyncParsableCommand {
     @Option(help: "Seconds of traffic per N.") var seconds: Double = 4
     @Option(help: "Subscriber counts to try, comma-separated.") var subscribers: String = "1,2,4,8,16,32,64"
     @Option(help: "Video bitrate, kbps.") var bitrate: Int = 1500
+    @Flag(help: "Also send the video as three simulcast layers (full, 30 % and 10 % of the bitrate) with layer selection, and compare.")
+    var simulcast = false
 
     static func threadCPUMicroseconds() -> Double {
         var time = timespec()
@@ -52,6 +54,7 @@ struct SFUBench: AsyncParsableCommand {
         let counts = subscribers.split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }
         guard !counts.isEmpty else { throw CLIError("--subscribers needs positive numbers") }
         print("One publisher (VP8-sized video at \(bitrate) kbps + Opus 50 pps) to N subscribers, \(seconds) s per N, loopback")
+        if simulcast { return try await runLayered(counts) }
         print("N      SFU loss   SFU µs/forwarded packet   relay loss   relay µs/forwarded packet   ratio")
         var best: (sfu: Int, relay: Int) = (0, 0)
         for n in counts {
@@ -68,6 +71,20 @@ struct SFUBench: AsyncParsableCommand {
         print("µs per forwarded packet = CPU time of the forwarding thread / packets sent to subscribers")
     }
 
+    /// One stream per publisher track (today's path) against three simulcast layers with per-subscriber
+    /// selection and splicing, N by N, in one run: µs of the SFU's thread per forwarded packet.
+    func runLayered(_ counts: [Int]) async throws {
+        print("N      one stream µs/forwarded   3 layers µs/forwarded   ratio   3 layers loss")
+        for n in counts {
+            let single = try await runSFU(n: n)
+            let layered = try await runSFU(n: n, layered: true)
+            print("\(String(n).padding(6)) \(String(format2: single.cpuPerPacketUs).padding(25)) \(String(format2: layered.cpuPerPacketUs).padding(23)) "
+                  + "\(String(format2: layered.cpuPerPacketUs / max(single.cpuPerPacketUs, 0.001)).padding(7)) \(String(format2: layered.loss * 100)) %")
+        }
+        print("3 layers: every layer's packets are taken in (cache, statistics), each subscriber is sent one layer, rewritten")
+        print("(SSRC, sequence, timestamp, VP8 picture id); µs = CPU time of the SFU's thread / packets sent to subscribers")
+    }
+
     /// The traffic pattern: (size, isVideo) packets for one 20 ms tick, keeping the bitrate exact over time.
     struct Pacer {
         let videoPerTick: Double
@@ -81,7 +98,7 @@ struct SFUBench: AsyncParsableCommand {
         }
     }
 
-    func runSFU(n: Int) async throws -> Result {
+    func runSFU(n: Int, layered: Bool = false) async throws -> Result {
         let serverGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let clientGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let secret = "bench"
@@ -119,9 +136,10 @@ struct SFUBench: AsyncParsableCommand {
         let publisher = try await MediaTransport.bind(.client(), group: clientGroup)
         let publisherPeer = BenchPeer()
         join("pub", publisherPeer)
+        var video = MediaSectionDescription(mid: "0", kind: .video, direction: .sendonly, ssrc: layered ? nil : 1000)
+        if layered { video.simulcastRids = ["f", "h", "q"] }
         let offer = SessionDescription.make(sessionID: 2, transport: publisher.localParameters, iceLite: false, setup: "actpass", sections: [
-            MediaSectionDescription(mid: "0", kind: .video, direction: .sendonly, ssrc: 1000),
-            MediaSectionDescription(mid: "1", kind: .audio, direction: .sendonly, ssrc: 2000),
+            video, MediaSectionDescription(mid: "1", kind: .audio, direction: .sendonly, ssrc: 2000),
         ])
         sfu.received(ClientEnvelope(.offer(SessionDescriptionMessage(transport: .publisher, sdp: offer.serialized)), requestID: 1).encoded(),
                      from: publisherPeer)
@@ -146,7 +164,7 @@ struct SFUBench: AsyncParsableCommand {
         // Traffic.
         let before = try await sfu.counterSnapshot.get()
         let cpuBefore = try await serverGroup.next().submit { Self.threadCPUMicroseconds() }.get()
-        let sent = try await sendTraffic(group: clientGroup) { packets in publisher.sendRTP(batch: packets) }
+        let sent = try await sendTraffic(group: clientGroup, layered: layered) { packets in publisher.sendRTP(batch: packets) }
         try await Task.sleep(nanoseconds: 500_000_000)
         let cpuAfter = try await serverGroup.next().submit { Self.threadCPUMicroseconds() }.get()
         let after = try await sfu.counterSnapshot.get()
@@ -156,28 +174,46 @@ struct SFUBench: AsyncParsableCommand {
         await sfu.shutdown()
         try await clientGroup.shutdownGracefully()
         try await serverGroup.shutdownGracefully()
-        let expected = sent * n
+        // Layered, each subscriber gets one layer: what the SFU sent is what should arrive.
+        let expected = layered ? forwarded : sent * n
         return Result(n: n, loss: expected > 0 ? max(0, Double(expected - got) / Double(expected)) : 1,
                       cpuPerPacketUs: forwarded > 0 ? (cpuAfter - cpuBefore) / Double(forwarded) : 0)
     }
 
-    /// Sends the pattern for `seconds`; returns the number of packets sent.
-    func sendTraffic(group: EventLoopGroup, _ send: @escaping @Sendable ([ByteBuffer]) -> Void) async throws -> Int {
+    /// Sends the pattern for `seconds`; returns the number of packets sent. `layered`: the video as
+    /// three layers (SSRCs 1000...1002, stream ids f, h, q at 100 %, 30 % and 10 % of the bitrate)
+    /// with VP8 payload descriptors, a keyframe every 2 s.
+    func sendTraffic(group: EventLoopGroup, layered: Bool = false, _ send: @escaping @Sendable ([ByteBuffer]) -> Void) async throws -> Int {
         let loop = group.next()
         let total = NIOLockedValueBox(0)
-        let state = NIOLockedValueBox((pacer: Pacer(bitrate: bitrate), videoSequence: UInt16(0), audioSequence: UInt16(0), tick: 0))
+        let rids = layered ? ["f", "h", "q"] : [""]
+        let shares = layered ? [1.0, 0.3, 0.1] : [1.0]
+        let state = NIOLockedValueBox((pacers: shares.map { Pacer(bitrate: Int(Double(bitrate) * $0)) },
+                                       videoSequences: [UInt16](repeating: 0, count: rids.count), audioSequence: UInt16(0), tick: 0))
         let ticks = Int(seconds * 50)
         let done = loop.makePromise(of: Void.self)
         let task = loop.scheduleRepeatedTask(initialDelay: .zero, delay: .milliseconds(20)) { task in
             let packets: [ByteBuffer] = state.withLockedValue { state in
                 state.tick += 1
                 var out: [ByteBuffer] = []
-                let video = state.pacer.tick()
-                for index in 0..<video {
-                    state.videoSequence &+= 1
-                    out.append(RTPPacket(header: RTPHeader(marker: index == video - 1, payloadType: 96, sequenceNumber: state.videoSequence,
-                                                           timestamp: UInt32(state.tick) * 1800, ssrc: 1000),
-                                         payload: ByteBuffer(bytes: [UInt8](repeating: 0x42, count: 1100))).serialized)
+                for layer in rids.indices {
+                    let video = state.pacers[layer].tick()
+                    for index in 0..<video {
+                        state.videoSequences[layer] &+= 1
+                        var header = RTPHeader(marker: index == video - 1, payloadType: 96, sequenceNumber: state.videoSequences[layer],
+                                               timestamp: UInt32(state.tick) * 1800, ssrc: 1000 + UInt32(layer))
+                        var payload = [UInt8](repeating: 0x42, count: 1100)
+                        if layered {
+                            header.extensions = [RTPHeaderExtension(id: RTPExtensionID.mid, bytes: Array("0".utf8)),
+                                                 RTPHeaderExtension(id: RTPExtensionID.rtpStreamID, bytes: Array(rids[layer].utf8))]
+                            let picture = UInt16(truncatingIfNeeded: state.tick) & 0x7FFF
+                            payload[0...3] = [index == 0 ? 0x90 : 0x80, 0x80, 0x80 | UInt8(picture >> 8), UInt8(picture & 0xFF)]
+                            // A keyframe (P = 0, with its start code) every 100 ticks, else an interframe.
+                            payload[4] = index == 0 && state.tick % 100 == 1 ? 0x10 : 0x11
+                            payload[7...9] = [0x9D, 0x01, 0x2A]
+                        }
+                        out.append(RTPPacket(header: header, payload: ByteBuffer(bytes: payload)).serialized)
+                    }
                 }
                 state.audioSequence &+= 1
                 out.append(RTPPacket(header: RTPHeader(payloadType: 111, sequenceNumber: state.audioSequence,
