@@ -158,6 +158,38 @@ struct BrowserTests {
         await server.shutdown()
     }
 
+    @Test("Chromium publishes three simulcast encodings (sendEncodings q, h, f): a Swift viewer gets the largest, one asking for .low the smallest, each as one stream")
+    func rawSimulcast() async throws {
+        let server = try await TestServer(webRoot: TestServer.webRoot)
+        let high = try bot(server, channel: "web-sim", uid: "high", ["--video", "none", "--audio", "none", "--frame-log", "\(dir)/high.log",
+                                                                      "--duration", "60"])
+        defer { stop(high) }
+        let low = try bot(server, channel: "web-sim", uid: "low", ["--video", "none", "--audio", "none", "--stream-type", "low",
+                                                                    "--frame-log", "\(dir)/low.log", "--duration", "60"])
+        defer { stop(low) }
+        let run = try browser(["\(server.httpURL)/healthz", "--raw-publish", server.url, "--channel", "web-sim", "--uid", "5002",
+                               "--token", testToken(uid: "5002", channel: "web-sim"), "--raw-simulcast", "--seconds", "14"])
+        #expect(run.ok, "\(run.summary)")
+        stop(high)
+        stop(low)
+        let outbound = run.json["outbound"] as? [String: Any] ?? [:]
+        let sentLayers = ["q", "h", "f"].filter { ((outbound["video-\($0)"] as? [String: Any])?["packetsSent"] as? Int ?? 0) > 0 }
+        func sizes(_ path: String) -> [(Int, Int)] {
+            ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { line in
+                let parts = line.split(separator: " ")
+                return parts.count == 4 ? Int(parts[2]).flatMap { w in Int(parts[3]).map { (w, $0) } } : nil
+            }
+        }
+        let highSizes = sizes("\(dir)/high.log"), lowSizes = sizes("\(dir)/low.log")
+        let highWidest = highSizes.map(\.0).max() ?? 0, lowWidest = lowSizes.suffix(60).map(\.0).max() ?? 0
+        print("Chromium simulcast: layers sent \(sentLayers); the default viewer decoded \(highSizes.count) frames up to \(highWidest) wide, "
+            + "the .low viewer \(lowSizes.count) frames, its last 60 at most \(lowWidest) wide")
+        #expect(sentLayers.count >= 2, "\(outbound)")
+        #expect(highSizes.count >= 100 && lowSizes.count >= 100, "frames: \(highSizes.count) and \(lowSizes.count)")
+        #expect(highWidest >= 640 && lowWidest <= 320 && lowWidest > 0, "widths \(highWidest) and \(lowWidest)")
+        await server.shutdown()
+    }
+
     @Test("a page opened with a bad token shows the server's error text")
     func badToken() async throws {
         let server = try await TestServer(webRoot: TestServer.webRoot)

@@ -59,7 +59,7 @@ FLAGS = (
 
 # The raw peer: plain JS, no SDK, Chrome's default offer. Reports into window.rawPeer.
 RAW_PEER = r"""
-const [wsURL, channel, uid, token, direction, bundlePolicy] = arguments;
+const [wsURL, channel, uid, token, direction, bundlePolicy, simulcast] = arguments;
 const s = window.rawPeer = {joined: false, offered: false, answerAccepted: false, setRemoteDescriptionError: null, error: null,
   serverErrors: [], received: [], connectionState: "new", outbound: {}, offerExtmaps: [], answerExtmaps: [], answerSdp: null};
 const extmaps = (sdp) => sdp.split(/\r?\n/).filter((l) => l.startsWith("a=extmap:")).map((l) => l.slice(9))
@@ -90,13 +90,23 @@ const extmaps = (sdp) => sdp.split(/\r?\n/).filter((l) => l.startsWith("a=extmap
   s.leave = () => ws.readyState === 1 && ws.send(JSON.stringify({v: "1.3", type: "leave", payload: {reason: "clientRequest"}}));
   setInterval(() => ws.readyState === 1 && ws.send(JSON.stringify({v: "1.3", type: "ping", payload: {timestamp: Date.now()}})),
               (joined.pingInterval || 5) * 1000);
-  const stream = await navigator.mediaDevices.getUserMedia({audio: true, video: {width: 640, height: 480}});
+  const stream = await navigator.mediaDevices.getUserMedia({audio: true,
+    video: simulcast ? {width: {exact: 1280}, height: {exact: 720}, frameRate: 30} : {width: 640, height: 480}});
   const pc = window.rawPC = new RTCPeerConnection({bundlePolicy, iceServers: (joined.iceServers || []).map((x) => ({urls: x.urls,
     username: x.username ?? undefined, credential: x.credential ?? undefined}))});
   pc.onconnectionstatechange = () => { s.connectionState = pc.connectionState; };
   // addTrack (sendrecv) is what most apps do; --raw-direction sendonly adds sendonly transceivers instead.
   for (const track of stream.getTracks()) {
-    if (direction === "sendonly") pc.addTransceiver(track, {direction: "sendonly", streams: [stream]}); else pc.addTrack(track, stream);
+    if (simulcast && track.kind === "video") {
+      // Three encodings, as LiveKit and most SFU apps send them: quarter, half and full size.
+      pc.addTransceiver(track, {direction: "sendonly", streams: [stream], sendEncodings: [
+        {rid: "q", scaleResolutionDownBy: 4, maxBitrate: 150000}, {rid: "h", scaleResolutionDownBy: 2, maxBitrate: 500000},
+        {rid: "f", maxBitrate: 1500000}]});
+    } else if (direction === "sendonly" || simulcast) {
+      pc.addTransceiver(track, {direction: "sendonly", streams: [stream]});
+    } else {
+      pc.addTrack(track, stream);
+    }
   }
   const offer = await pc.createOffer();
   await pc.setLocalDescription(offer);
@@ -117,7 +127,7 @@ const extmaps = (sdp) => sdp.split(/\r?\n/).filter((l) => l.startsWith("a=extmap
     const out = {};
     report.forEach((r) => {
       if (r.type !== "outbound-rtp") return;
-      out[r.kind] = {packetsSent: r.packetsSent || 0, bytesSent: r.bytesSent || 0, framesEncoded: r.framesEncoded,
+      out[r.kind + (r.rid ? "-" + r.rid : "")] = {packetsSent: r.packetsSent || 0, bytesSent: r.bytesSent || 0, framesEncoded: r.framesEncoded,
                      framesSent: r.framesSent, frameWidth: r.frameWidth, frameHeight: r.frameHeight, encoderImplementation: r.encoderImplementation};
       if (r.kind === "audio") { delete out.audio.framesEncoded; delete out.audio.framesSent; }
     });
@@ -163,7 +173,8 @@ def run_raw(driver, args):
     origin = urlsplit(args.raw_publish)
     page = args.url or "%s://%s/healthz" % ("https" if origin.scheme == "wss" else "http", origin.netloc)
     driver.get(page)
-    driver.execute_script(RAW_PEER, args.raw_publish, args.channel, args.uid, args.token, args.raw_direction, args.raw_bundle_policy)
+    driver.execute_script(RAW_PEER, args.raw_publish, args.channel, args.uid, args.token, args.raw_direction, args.raw_bundle_policy,
+                          args.raw_simulcast)
     deadline = started + args.seconds
     state = None
     while True:
@@ -172,11 +183,13 @@ def run_raw(driver, args):
         if state is None or state.get("error") or state.get("setRemoteDescriptionError") or time.monotonic() > deadline:
             break
         time.sleep(0.25)
-    result = {"mode": "raw-publish", "direction": args.raw_direction, "bundlePolicy": args.raw_bundle_policy}
+    result = {"mode": "raw-publish", "direction": args.raw_direction, "bundlePolicy": args.raw_bundle_policy,
+              "simulcast": args.raw_simulcast}
     result.update(state or {"error": "the raw peer did not start"})
-    video = (result.get("outbound") or {}).get("video") or {}
-    result["ok"] = bool(result.get("answerAccepted") and not result.get("error") and (video.get("framesSent") or 0) > 0
-                        and (video.get("packetsSent") or 0) > 0)
+    # One video stream, or one per simulcast encoding ("video-q", "video-h", "video-f"): some must have sent frames.
+    videos = [v for k, v in (result.get("outbound") or {}).items() if k == "video" or k.startswith("video-")]
+    result["ok"] = bool(result.get("answerAccepted") and not result.get("error")
+                        and any((v.get("framesSent") or 0) > 0 and (v.get("packetsSent") or 0) > 0 for v in videos))
     if not args.keep_sdp:
         result.pop("answerSdp", None)
     if not result["ok"]:
@@ -201,6 +214,8 @@ def main():
     parser.add_argument("--raw-bundle-policy", choices=("max-bundle", "balanced", "max-compat"), default="max-bundle",
                         help="raw mode: the RTCPeerConnection's bundlePolicy (default max-bundle, as Web/rtc.js and most SDKs;"
                              " Chromium checks the answer's extension ids against the offer's only then)")
+    parser.add_argument("--raw-simulcast", action="store_true",
+                        help="raw mode: send the camera at 1280x720 as three simulcast encodings (rids q, h, f)")
     parser.add_argument("--keep-sdp", action="store_true", help="raw mode: include the server's answer SDP in the JSON")
     parser.add_argument("--chromium", default=CHROMIUM)
     parser.add_argument("--chromedriver", default=CHROMEDRIVER)
