@@ -25,7 +25,11 @@ struct StreamRewriter {
     private(set) var lastOutputUs: Int64?
     private(set) var lastPictureID: UInt16?
     private(set) var lastTL0: UInt8?
-    static let maxSegments = 4
+    /// Packets left out since the last one sent (temporal layers dropped for this subscriber): the
+    /// next packet sent closes the gap in a new segment.
+    private var dropped: UInt16 = 0
+    /// Enough for NACKs over a few seconds of dropped upper-layer frames (one segment per gap).
+    static let maxSegments = 64
 
     init(outputSSRC: UInt32, layer: Int = 0) {
         self.outputSSRC = outputSSRC
@@ -41,7 +45,18 @@ struct StreamRewriter {
     /// The layer the current segment forwards.
     var layer: Int { current.layer }
 
+    /// Leaves a packet of the current source out of the output without a gap in its sequence numbers.
+    mutating func drop() { dropped &+= 1 }
+
     mutating func rewrite(_ header: inout RTPHeader, nowUs: Int64? = nil) {
+        if dropped > 0, let lastOutput {
+            var segment = current
+            segment.firstOutput = lastOutput.sequence &+ 1
+            segment.sequenceOffset = current.sequenceOffset &- dropped
+            segments.append(segment)
+            if segments.count > Self.maxSegments { segments.removeFirst() }
+            dropped = 0
+        }
         header.ssrc = outputSSRC
         header.sequenceNumber &+= current.sequenceOffset
         header.timestamp &+= current.timestampOffset
@@ -75,6 +90,7 @@ struct StreamRewriter {
         segment.timestampOffset = (lastOutput.timestamp &+ step) &- header.timestamp
         if let pictureID, let last = lastPictureID { segment.pictureIDOffset = (last &+ 1 &- pictureID) & 0x7FFF }
         if let tl0, let last = lastTL0 { segment.tl0Offset = last &+ 1 &- tl0 }
+        dropped = 0
         segments.append(segment)
         if segments.count > Self.maxSegments { segments.removeFirst() }
     }

@@ -40,7 +40,7 @@ final class LayerController: @unchecked Sendable {
     func tick(nowUs: Int64) {
         for participant in directory.allParticipants {
             var neededBps = 0.0
-            for subscription in participant.subscriptions where subscription.track.isSimulcast {
+            for subscription in participant.subscriptions where subscription.track.hasLayers {
                 neededBps += update(subscription, nowUs: nowUs)
             }
             if neededBps > 0 { probeIfDue(participant, neededBps: neededBps, nowUs: nowUs) }
@@ -55,6 +55,7 @@ final class LayerController: @unchecked Sendable {
     @discardableResult
     func update(_ subscription: Subscription, nowUs: Int64) -> Double {
         let track = subscription.track
+        if !track.isSimulcast { return updateTemporal(subscription, nowUs: nowUs) }
         let layers = track.streams.enumerated().map { $1.layerState(index: $0, nowUs: nowUs) }
         let request = subscription.subscriber.videoPreference(for: track.owner.uid)
         // A leg with no feedback yet starts from what a browser's estimate starts at, not from
@@ -86,7 +87,7 @@ final class LayerController: @unchecked Sendable {
         } else if reasonChanged {
             subscription.announceLayer()
         }
-        guard reason == .estimate, let budget else { return 0 }
+        guard reason == .estimate, budget != nil else { return 0 }
         // What the next layer up (towards the one asked for) would add to the leg: probes go one
         // layer at a time, so a capped leg is never flooded with what the full layer needs.
         let ranked = layers.sorted { ($0.pixels, $0.bitrateBps, $0.index) < ($1.pixels, $1.bitrateBps, $1.index) }
@@ -96,9 +97,37 @@ final class LayerController: @unchecked Sendable {
         return max(0, next.bitrateBps * LayerSelector.upHeadroom - (subscription.currentStream?.rate.lastBitsPerSecond ?? 0))
     }
 
+    /// A single stream with temporal layers: the base layer alone for a subscriber that asks for
+    /// `.low` or whose budget is under the whole stream's rate, all of it again once a probe vouches
+    /// for the whole rate with 15 % to spare. Returns what the leg would need beyond its budget.
+    private func updateTemporal(_ subscription: Subscription, nowUs: Int64) -> Double {
+        let stream = subscription.track.streams[0]
+        let full = stream.rate.costBitsPerSecond(nowUs: nowUs), base = stream.baseRate.costBitsPerSecond(nowUs: nowUs)
+        let subscriber = subscription.subscriber
+        let budget = RTCPTerminator.videoShare(of: subscriber, nowUs: nowUs)
+        let upBudget = RTCPTerminator.share(of: subscriber.downstream.upSwitchBps(nowUs: nowUs), for: subscriber)
+        let baseOnly: Bool, reason: LayerReason
+        if subscriber.videoPreference(for: subscription.track.owner.uid).streamType == .low {
+            (baseOnly, reason) = (true, .request)
+        } else if let budget, full > 0 {
+            let held = subscription.wantsBaseLayerOnly && subscription.layerReason == .estimate
+            let fits = held ? full * LayerSelector.upHeadroom <= min(budget, upBudget ?? budget) : full <= budget
+            (baseOnly, reason) = fits ? (false, .request) : (true, .estimate)
+        } else {
+            (baseOnly, reason) = (false, .request)
+        }
+        if baseOnly != subscription.wantsBaseLayerOnly || reason != subscription.layerReason {
+            subscription.wantsBaseLayerOnly = baseOnly
+            subscription.layerReason = reason
+            if (subscription.maxTemporalLayer == 0) == baseOnly { subscription.announceLayer() }
+        }
+        guard baseOnly, reason == .estimate else { return 0 }
+        return max(0, full * LayerSelector.upHeadroom - base)
+    }
+
     /// Runs ``update(_:nowUs:)`` for every layered subscription of `participant` (its request changed).
     func updateAll(of participant: Participant, nowUs: Int64) {
-        for subscription in participant.subscriptions where subscription.track.isSimulcast { update(subscription, nowUs: nowUs) }
+        for subscription in participant.subscriptions where subscription.track.hasLayers { update(subscription, nowUs: nowUs) }
     }
 
     // MARK: Probing

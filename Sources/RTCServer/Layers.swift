@@ -28,6 +28,10 @@ final class PublishedStream: @unchecked Sendable {
     var height: Int?
     var rate = RateWindow()
     var lastPacketUs: Int64?
+    /// It carries VP8 temporal layers (TID in its payload descriptors): its upper layer can be
+    /// dropped for a viewer whose path cannot carry it; `baseRate` counts the base layer alone.
+    var hasTemporalLayers = false
+    var baseRate = RateWindow()
     /// Dynacast: the publisher was told to stop sending it (nobody wants it); still selectable.
     var pausedByServer = false
     /// When the publisher was last told to send it again (it counts as sent for a while after).

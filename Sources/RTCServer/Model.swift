@@ -214,6 +214,9 @@ final class PublishedTrack: @unchecked Sendable {
     /// Whether the track arrives as simulcast layers.
     var isSimulcast: Bool { streams.count > 1 || streams[0].rid != nil }
 
+    /// Whether a subscriber can be sent less of it than the others: simulcast layers, or temporal layers.
+    var hasLayers: Bool { isSimulcast || streams[0].hasTemporalLayers }
+
     /// The stream with SSRC `ssrc`.
     func stream(ssrc: UInt32) -> PublishedStream? {
         for stream in streams where stream.ssrc == ssrc { return stream }
@@ -271,6 +274,10 @@ final class Subscription: @unchecked Sendable {
     var targetLayer: Int?
     /// The layer it would get were every layer sent (dynacast keeps it wanted).
     var desiredLayer: Int?
+    /// Temporal layers (a single stream): the highest temporal layer forwarded (nil: all), and
+    /// whether it should be the base layer alone (applied at the next frame start).
+    var maxTemporalLayer: UInt8?
+    var wantsBaseLayerOnly = false
     var layerReason: LayerReason = .request
     /// When the target layer last moved away from the current one (its keyframe is awaited).
     var targetSinceUs: Int64?
@@ -296,10 +303,12 @@ final class Subscription: @unchecked Sendable {
     }
 
     /// Tells the subscriber (protocol 1.4) which layer it now gets and why.
+    /// A single stream with temporal layers is named `T0` (its base layer alone) or `T1` (all of it).
     func announceLayer() {
         guard subscriber.speaksLayers, let layer = currentLayer, layer < track.streams.count else { return }
         let stream = track.streams[layer]
-        subscriber.send(.layerChanged(LayerChange(uid: track.owner.uid, trackSid: track.info.sid, layer: stream.rid ?? "",
+        let name = stream.rid ?? (maxTemporalLayer == 0 ? "T0" : "T1")
+        subscriber.send(.layerChanged(LayerChange(uid: track.owner.uid, trackSid: track.info.sid, layer: name,
                                                   width: stream.width, height: stream.height, reason: layerReason)))
     }
 

@@ -65,7 +65,16 @@ final class Producer: @unchecked Sendable {
             stream.received(bytes: datagram.readableBytes, sequence: packet.header.sequenceNumber, nowUs: arrivalUs)
             sendLayer(&packet, of: track, stream: stream, arrivalUs: arrivalUs)
         } else {
-            send(&packet, of: track, arrivalUs: arrivalUs)
+            // A screen's VP8 may carry temporal layers: their upper layer can be left out per subscriber.
+            var temporal: (layer: UInt8, startsFrame: Bool)?
+            if track.info.kind == .video, track.info.source == .screen || stream.hasTemporalLayers,
+               let layout = VP8DescriptorLayout(payload: packet.payload), let layer = layout.temporalLayer {
+                temporal = (layer, layout.startsFrame)
+                stream.hasTemporalLayers = true
+                stream.received(bytes: datagram.readableBytes, sequence: packet.header.sequenceNumber, nowUs: arrivalUs)
+                if layer == 0 { stream.baseRate.add(bytes: datagram.readableBytes, nowUs: arrivalUs) }
+            }
+            send(&packet, of: track, temporal: temporal, arrivalUs: arrivalUs)
         }
         let elapsed = Int64(bitPattern: context.monotonicClock() &- startNs)
         context.counters.recordForward(microseconds: Double(elapsed) / 1000)
@@ -119,14 +128,29 @@ final class Producer: @unchecked Sendable {
         return DownstreamCongestion.sequenceOffset(in: header, sourceID: subscriber.downstream.extensionID)
     }
 
-    /// Sends `packet` on every live subscription of `track`.
-    private func send(_ packet: inout RTPPacket, of track: PublishedTrack, arrivalUs: Int64) {
+    /// Sends `packet` on every live subscription of `track`, but the upper temporal layers of those
+    /// held to the base layer (a change of that takes effect at a frame's start).
+    private func send(_ packet: inout RTPPacket, of track: PublishedTrack, temporal: (layer: UInt8, startsFrame: Bool)?, arrivalUs: Int64) {
         let original = packet.header
         // The rewrite leaves the extension block alone: one lookup for every leg.
         let sequenceAt = DownstreamCongestion.sequenceOffset(in: original, sourceID: RTPExtensionID.transportWideSequence)
         var wrote = false
         for subscription in track.subscriptions {
             guard let session = subscription.subscriber.subscriber else { continue }
+            if let temporal {
+                if temporal.startsFrame {
+                    let cap: UInt8? = subscription.wantsBaseLayerOnly ? 0 : nil
+                    if cap != subscription.maxTemporalLayer {
+                        subscription.maxTemporalLayer = cap
+                        context.counters.recordLayerSwitch(up: cap == nil)
+                        subscription.announceLayer()
+                    }
+                }
+                if let cap = subscription.maxTemporalLayer, temporal.layer > cap {
+                    subscription.rewriter.drop()
+                    continue
+                }
+            }
             packet.header = original
             let legSequenceAt = Self.renumber(&packet.header, for: subscription.subscriber, sequenceAt: sequenceAt)
             subscription.rewriter.rewrite(&packet.header)

@@ -68,7 +68,7 @@ final class RTCPTerminator: @unchecked Sendable {
     /// REMB (never below `publisherLimitFloorKbps`; nothing when that is nil). A leg's estimate is
     /// shared among the video it receives, after what its audio needs. Without simulcast layers
     /// this is the only lever the server has on a leg that cannot carry a track; a layered track
-    /// is never limited (each subscriber gets the layer its leg carries).
+    /// or temporally layered track is never limited (each subscriber gets the layer its leg carries).
     func sendPublisherLimits(nowUs: Int64) {
         guard let floorKbps = context.configuration.publisherLimitFloorKbps else { return }
         let participants = directory.allParticipants
@@ -77,7 +77,7 @@ final class RTCPTerminator: @unchecked Sendable {
         }
         for participant in participants {
             guard let session = participant.publisher else { continue }
-            for track in participant.tracks where track.info.kind == .video && !track.isSimulcast {
+            for track in participant.tracks where track.info.kind == .video && !track.hasLayers {
                 guard let ssrc = track.info.ssrc,
                       let limit = track.subscriptions.compactMap({ Self.videoShare(of: $0.subscriber, nowUs: nowUs) }).min()
                 else { continue }

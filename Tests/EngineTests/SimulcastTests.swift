@@ -126,4 +126,47 @@ struct SimulcastTests {
         await host.leave()
         await server.shutdown()
     }
+
+    @Test("a screen with two temporal layers: a viewer asking for .low gets the base layer alone (half the frames, one continuous stream that decodes), the other all of them; back to .high, all again")
+    func temporalLayers() async throws {
+        let server = try await TestServer()
+        let host = server.engine(), viewer = server.engine(), other = server.engine()
+        let screen = VideoEncoderConfiguration(dimensions: VideoSize(width: 1280, height: 720), frameRate: 15, bitrateKbps: 1200,
+                                               degradationPreference: .maintainResolution, contentHint: .detail)
+        #expect(screen.temporalLayers == 2)
+        try host.setVideoEncoderConfiguration(screen)
+        try await host.enableVideo()
+        let frames = FrameLog(viewer), otherFrames = FrameLog(other)
+        try await host.join(token: testToken(uid: "1001", channel: "temporal"), channel: "temporal", uid: "1001",
+                            options: JoinOptions(videoSource: .screen))
+        try await viewer.join(token: testToken(uid: "2001", channel: "temporal"), channel: "temporal", uid: "2001")
+        try await other.join(token: testToken(uid: "2002", channel: "temporal"), channel: "temporal", uid: "2002")
+        let video = pushPattern(host, kind: .screen, size: VideoSize(width: 1280, height: 720), fps: 15)
+        defer { video.cancel() }
+        #expect(await frames.first(after: 0) { width, _ in width == 1280 } != nil)
+        try await viewer.setRemoteVideoStreamType(uid: "1001", .low)
+        #expect(await eventually { viewer.remoteVideoLayer(uid: "1001")?.layer == "T0" })
+        let from = MediaClock.monotonicUs()
+        try await Task.sleep(for: .seconds(3))
+        let to = MediaClock.monotonicUs()
+        let low = frames.all.filter { $0.us > from && $0.us < to }, all = otherFrames.all.filter { $0.us > from && $0.us < to }
+        let lowFPS = Double(low.count) / 3, allFPS = Double(all.count) / 3
+        let gaps = zip(low, low.dropFirst()).map { $1.us - $0.us }
+        print("temporal layers: the .low viewer decodes \(lowFPS) fps (longest gap \((gaps.max() ?? 0) / 1000) ms), the other \(allFPS) fps")
+        #expect(allFPS >= 12 && lowFPS >= 5 && lowFPS <= 0.7 * allFPS, "\(lowFPS) against \(allFPS) fps")
+        #expect((gaps.max() ?? 0) < 400_000)
+        #expect(low.allSatisfy { $0.width == 1280 && $0.height == 720 }, "the base layer keeps the full size")
+        // Back to all of it.
+        try await viewer.setRemoteVideoStreamType(uid: "1001", .high)
+        #expect(await eventually { viewer.remoteVideoLayer(uid: "1001")?.layer == "T1" })
+        try await Task.sleep(for: .seconds(2))
+        let again = MediaClock.monotonicUs()
+        try await Task.sleep(for: .seconds(2))
+        let restored = Double(frames.all.filter { $0.us > again }.count) / 2
+        #expect(restored >= 12, "\(restored) fps after .high")
+        await other.leave()
+        await viewer.leave()
+        await host.leave()
+        await server.shutdown()
+    }
 }

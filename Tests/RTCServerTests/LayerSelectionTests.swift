@@ -118,11 +118,30 @@ struct LayerSelectionTests {
         #expect(repair == outputs[3] && segment.layer == 2)
     }
 
+    @Test("upper temporal layers dropped for a subscriber leave no gap in its sequence numbers, and NACKs still find the originals")
+    func drops() {
+        var rewriter = StreamRewriter(outputSSRC: 9)
+        var sent: [(input: UInt16, output: UInt16)] = []
+        // Inputs 10...19: the odd ones (an upper temporal layer) are left out.
+        for input in UInt16(10)...19 {
+            if input % 2 == 1 {
+                rewriter.drop()
+                continue
+            }
+            var header = RTPHeader(payloadType: 96, sequenceNumber: input, timestamp: UInt32(input) * 6000, ssrc: 1)
+            rewriter.rewrite(&header)
+            sent.append((input, header.sequenceNumber))
+        }
+        #expect(zip(sent, sent.dropFirst()).allSatisfy { $1.output == $0.output &+ 1 }, "one sequence number per packet sent")
+        #expect(sent.allSatisfy { rewriter.source(of: $0.output) == (0, $0.input) }, "every output maps back to its input")
+    }
+
     @Test("VP8 descriptor layout: picture id and TL0PICIDX offsets, keyframe size; short or bad payloads give nil, never a trap",
           arguments: [
               ([0x90, 0xE0, 0x81, 0x23, 0x07, 0x40, 0x10, 0x02, 0x00, 0x9D, 0x01, 0x2A, 0x00, 0x05, 0xD0, 0x02],
                (2 as Int?, true, 4 as Int?, true, 1280 as Int?, 720 as Int?)),
               ([0x90, 0x80, 0x12, 0x11, 0x00, 0x00], (2, false, nil, false, nil, nil)),
+              ([0x90, 0xE0, 0x81, 0x23, 0x07, 0x60, 0x11, 0x02, 0x00], (2, true, 4, false, nil, nil)),
               ([0x10, 0x10, 0x02, 0x00, 0x9D, 0x01, 0x2A, 0x40, 0x01, 0xB4, 0x00], (nil, false, nil, true, 320, 180)),
           ] as [([UInt8], (Int?, Bool, Int?, Bool, Int?, Int?))])
     func layout(bytes: [UInt8], expected: (Int?, Bool, Int?, Bool, Int?, Int?)) throws {

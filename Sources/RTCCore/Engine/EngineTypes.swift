@@ -48,10 +48,16 @@ public struct VideoEncoderConfiguration: Sendable, Hashable {
     public var orientationMode: VideoOrientationMode
     public var degradationPreference: DegradationPreference
     public var contentHint: VideoContentHint
+    /// VP8 temporal layers of a single stream (1 or 2): with 2, every other frame is one the SFU may
+    /// drop for a viewer whose path cannot carry them all (half the frame rate, same size). Screen
+    /// content (`.detail`) defaults to 2: a screen keeps its full size, so this is its lever.
+    /// Simulcast layers are sent with one temporal layer.
+    public var temporalLayers: Int
 
     public init(dimensions: VideoSize = VideoSize(width: 640, height: 360), frameRate: Int = 15, bitrateKbps: Int = 800,
                 orientationMode: VideoOrientationMode = .adaptive, degradationPreference: DegradationPreference = .balanced,
-                contentHint: VideoContentHint = .motion) {
+                contentHint: VideoContentHint = .motion, temporalLayers: Int? = nil) {
+        self.temporalLayers = temporalLayers ?? (contentHint == .detail ? 2 : 1)
         self.dimensions = dimensions
         self.frameRate = frameRate
         self.bitrateKbps = bitrateKbps
@@ -68,6 +74,9 @@ public struct VideoEncoderConfiguration: Sendable, Hashable {
         guard (1...60).contains(frameRate) else { throw RTCEngineError(.invalidArgument, "frame rate \(frameRate) is out of range 1...60") }
         guard (30...20_000).contains(bitrateKbps) else {
             throw RTCEngineError(.invalidArgument, "bitrate \(bitrateKbps) kbps is out of range 30...20000")
+        }
+        guard (1...2).contains(temporalLayers) else {
+            throw RTCEngineError(.invalidArgument, "temporal layers must be 1 or 2 (got \(temporalLayers))")
         }
     }
 }

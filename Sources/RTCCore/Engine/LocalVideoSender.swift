@@ -260,6 +260,7 @@ final class LocalVideoSender: @unchecked Sendable {
         // Keeping the resolution means dropping frames when the rate cannot be met.
         settings.allowFrameDropping = configuration.degradationPreference != .maintainFramerate
         settings.keyframeInterval = max(configuration.frameRate * 10, 30)
+        settings.temporalLayers = layers.count == 1 ? configuration.temporalLayers : 1
         return settings
     }
 
@@ -270,7 +271,8 @@ final class LocalVideoSender: @unchecked Sendable {
 
     private func packetizeAndSend(_ encoded: EncodedVideoFrame, on layer: VideoLayer, rtpTimestamp: UInt32, rotation: VideoRotation,
                                   captureMonoUs: Int64) {
-        let packets = layer.packetize(encoded, rtpTimestamp: rtpTimestamp, rotation: rotation)
+        let temporal = layers.count == 1 && configuration.temporalLayers > 1
+        let packets = layer.packetize(encoded, rtpTimestamp: rtpTimestamp, rotation: rotation, temporal: temporal)
         layer.state.counters.withLock { counters in
             counters.packetsSent += packets.count
             counters.bytesSent += packets.reduce(0) { $0 + $1.serializedSize }

@@ -211,9 +211,14 @@ final class VideoLayer: @unchecked Sendable {
     }
 
     /// RTP packets of one encoded frame: VP8 payloads with the paced extensions' placeholders, the
-    /// layer's stream id on every packet (a simulcast layer), CVO on the last.
-    func packetize(_ encoded: EncodedVideoFrame, rtpTimestamp: UInt32, rotation: VideoRotation) -> [RTPPacket] {
-        let payloads = packetizer.packetize(ByteBuffer(bytes: encoded.data))
+    /// layer's stream id on every packet (a simulcast layer), CVO on the last. `temporal`: the
+    /// descriptor carries the frame's temporal layer and TL0PICIDX (an upper-layer frame, which
+    /// refers to the base layer alone, is a layer sync point).
+    func packetize(_ encoded: EncodedVideoFrame, rtpTimestamp: UInt32, rotation: VideoRotation, temporal: Bool = false) -> [RTPPacket] {
+        let payloads = temporal
+            ? packetizer.packetize(ByteBuffer(bytes: encoded.data), temporalLayer: UInt8(clamping: encoded.temporalLayer),
+                                   layerSync: encoded.temporalLayer > 0)
+            : packetizer.packetize(ByteBuffer(bytes: encoded.data))
         var packets: [RTPPacket] = []
         packets.reserveCapacity(payloads.count)
         // The same for every packet of the frame: built once. The pacer fills in the placeholders.

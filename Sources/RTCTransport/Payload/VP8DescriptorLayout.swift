@@ -12,7 +12,9 @@ public struct VP8DescriptorLayout: Sendable, Hashable {
     public var longPictureID: Bool
     public var tl0PictureIndexOffset: Int?
     public var temporalLayer: UInt8?
-    /// The packet begins a frame (S=1, partition 0) and that frame is a keyframe (the frame tag's P bit is 0).
+    /// The packet begins a frame (S=1, partition 0).
+    public var startsFrame: Bool
+    /// The packet begins a frame and that frame is a keyframe (the frame tag's P bit is 0).
     public var startsKeyframe: Bool
     /// The keyframe's width and height (RFC 6386 §9.1), when `startsKeyframe` and the header is whole.
     public var keyframeWidth: Int?
@@ -53,6 +55,7 @@ public struct VP8DescriptorLayout: Sendable, Hashable {
         }
         guard at <= payload.writerIndex else { return nil }
         let frameStart = first & 0x10 != 0 && first & 0x07 == 0
+        startsFrame = frameStart
         startsKeyframe = false
         keyframeWidth = nil
         keyframeHeight = nil
