@@ -154,13 +154,8 @@ final class Producer: @unchecked Sendable {
             packet.header = original
             let legSequenceAt = Self.renumber(&packet.header, for: subscription.subscriber, sequenceAt: sequenceAt)
             subscription.rewriter.rewrite(&packet.header)
-            subscription.packetsForwarded += 1
-            subscription.payloadBytesForwarded += packet.payload.readableBytes
             var out = packet.serialized
-            subscription.subscriber.downstream.stamp(&out, at: legSequenceAt, nowUs: arrivalUs)
-            context.counters.packetsOut += 1
-            context.counters.bytesOut += out.readableBytes
-            session.sendRTPOnLoop(out, flush: false)
+            emit(&out, payloadBytes: packet.payload.readableBytes, on: subscription, session: session, at: legSequenceAt, nowUs: arrivalUs)
             wrote = true
         }
         // One flush for all subscribers: NIO hands the datagrams to the kernel with one sendmmsg.
@@ -199,19 +194,26 @@ final class Producer: @unchecked Sendable {
             let legSequenceAt = Self.renumber(&packet.header, for: subscription.subscriber, sequenceAt: sequenceAt)
             subscription.rewriter.rewrite(&packet.header, nowUs: arrivalUs)
             let vp8 = subscription.rewriter.rewriteVP8(pictureID: inputPicture, tl0: inputTL0)
-            subscription.packetsForwarded += 1
-            subscription.payloadBytesForwarded += packet.payload.readableBytes
             var out = packet.serialized
             if let layout, vp8.pictureID != nil || vp8.tl0 != nil {
                 layout.write(pictureID: vp8.pictureID, tl0: vp8.tl0, into: &out, payloadStart: out.writerIndex - packet.payload.readableBytes)
             }
-            subscription.subscriber.downstream.stamp(&out, at: legSequenceAt, nowUs: arrivalUs)
-            context.counters.packetsOut += 1
-            context.counters.bytesOut += out.readableBytes
-            session.sendRTPOnLoop(out, flush: false)
+            emit(&out, payloadBytes: packet.payload.readableBytes, on: subscription, session: session, at: legSequenceAt, nowUs: arrivalUs)
             wrote = true
         }
         if wrote { context.port.flush() }
+    }
+
+    /// Counts a rewritten packet for its subscription, stamps the leg's transport-wide number and
+    /// queues it (the caller flushes once for all legs).
+    private func emit(_ out: inout ByteBuffer, payloadBytes: Int, on subscription: Subscription, session: MediaSession,
+                      at sequenceAt: (id: UInt8, offset: Int)?, nowUs: Int64) {
+        subscription.packetsForwarded += 1
+        subscription.payloadBytesForwarded += payloadBytes
+        subscription.subscriber.downstream.stamp(&out, at: sequenceAt, nowUs: nowUs)
+        context.counters.packetsOut += 1
+        context.counters.bytesOut += out.readableBytes
+        session.sendRTPOnLoop(out, flush: false)
     }
 
     /// RTCP from `publisher`: its sender reports, for the round-trip fields of our receiver reports,

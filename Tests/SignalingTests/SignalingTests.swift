@@ -24,6 +24,8 @@ struct EnvelopeTests {
         .refreshToken(token: "new"),
         .resume(ResumeRequest(token: "t", participantSid: "PA_1")),
         .restartICE(transport: .subscriber),
+        .setVideoPreference(VideoPreference(uid: "1001", streamType: .low)),
+        .setVideoPreference(VideoPreference(renderWidth: 640, renderHeight: 360)),
     ]
 
     static let serverMessages: [ServerMessage] = [
@@ -39,6 +41,9 @@ struct EnvelopeTests {
         .tokenRefreshed(expiresAt: 199),
         .leave(reason: .serverShutdown),
         .resumed(JoinResponse(participant: participant, others: [participant])),
+        .trackPublished(TrackInfo(sid: "TR_8", kind: .video, source: .camera, simulcastLayers: ["f", "h", "q"])),
+        .videoLayers(VideoLayersRequest(trackSid: "TR_8", activeLayers: ["q"])),
+        .layerChanged(LayerChange(uid: "1001", trackSid: "TR_8", layer: "h", width: 640, height: 360, reason: .estimate)),
     ]
 
     @Test("every client message round trips", arguments: clientMessages)
@@ -56,7 +61,8 @@ struct EnvelopeTests {
     @Test("the wire form is a versioned envelope with a type and a payload")
     func wireForm() throws {
         let text = String(decoding: ClientEnvelope(.ping(timestamp: 5), requestID: 1).encoded(), as: UTF8.self)
-        #expect(text == #"{"id":1,"payload":{"timestamp":5},"type":"ping","v":"1.3"}"#)
+        #expect(text == #"{"id":1,"payload":{"timestamp":5},"type":"ping","v":"\#(ProtocolVersion.current)"}"#)
+        #expect(ProtocolVersion.current == ProtocolVersion(major: 1, minor: 4))
         // Unknown fields anywhere are ignored; a newer minor version is accepted.
         let newer = #"{"v":"1.7","type":"ping","extra":true,"payload":{"timestamp":9,"future":[1,2]}}"#
         #expect(try ClientEnvelope.decode(Array(newer.utf8)).message == .ping(timestamp: 9))
