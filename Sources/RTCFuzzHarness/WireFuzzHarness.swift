@@ -57,6 +57,16 @@ extension FuzzHarness {
                 var reread = out
                 precondition(try! VP8PayloadDescriptor(parsing: &reread) == descriptor, "VP8 descriptor round trip")
             }
+            // The SFU's in-place reader (simulcast switches) agrees with the parser, and its writes stay in bounds.
+            if let layout = VP8DescriptorLayout(payload: payload) {
+                var parsed = payload
+                let descriptor = try! VP8PayloadDescriptor(parsing: &parsed)
+                precondition(layout.pictureID(inPayload: payload) == descriptor.pictureID && layout.temporalLayer == descriptor.temporalLayer
+                             && layout.tl0PictureIndex(inPayload: payload) == descriptor.tl0PictureIndex, "VP8 layout disagrees")
+                var copy = payload
+                layout.write(pictureID: 0x1234, tl0: 7, into: &copy, payloadStart: copy.readerIndex)
+                precondition(copy.readableBytes == payload.readableBytes, "VP8 layout write grew the payload")
+            }
             sequence &+= UInt16(flags & 0x03)  // 0 repeats, 2-3 leave gaps
             let frames = (try? assembler.insert(sequenceNumber: sequence, timestamp: UInt32(flags >> 4), marker: flags & 0x04 != 0,
                                                 payload: payload)) ?? []
