@@ -13,6 +13,7 @@ import Signaling
 /// - ``Producer``: the publisher side of the packet path (ingest and forwarding);
 /// - ``Consumer``: the subscriber side (NACK repairs, keyframe requests, leg feedback);
 /// - ``RTCPTerminator``: the RTCP the server sends publishers on its timers;
+/// - ``LayerController``: simulcast and temporal layers (each subscriber's layer, leg probes, dynacast);
 /// - ``SFUContext``: what they share (configuration, port, counters, the two clocks).
 ///
 /// All of its state lives on one event loop, the media port's: per-packet forwarding runs there
