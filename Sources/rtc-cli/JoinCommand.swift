@@ -382,6 +382,7 @@ final class Bot: Sendable {
         for track in stats.local {
             parts.append("send \(track.kind.rawValue) \(Int(track.bitrateKbps)) kbps \(Int(track.framesPerSecond.rounded())) fps"
                 + (track.kind == .video ? " \(track.width)x\(track.height)" : "")
+                + (track.layers.map { " layers \($0.isEmpty ? "none" : $0.joined(separator: ","))" } ?? "")
                 + " loss \(Int(track.lossFraction * 100))%" + (track.roundTripTimeMs.map { " rtt \(Int($0)) ms" } ?? ""))
         }
         for track in stats.remote {

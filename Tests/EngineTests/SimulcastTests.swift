@@ -121,8 +121,17 @@ struct SimulcastTests {
         layers[0].hold(false)
         #expect(await frames.first(after: back) { $0 == 1280 && $1 == 720 } != nil)
         await viewer.leave()
-        // Nobody subscribes: only the smallest layer stays wanted after the grace period.
+        // Nobody subscribes: only the smallest layer stays wanted after the grace period, and the
+        // publisher's stats say so.
+        let hostEvents = EventLog(host)
         #expect(await eventually(8) { !layers[0].isWanted && layers[1].isWanted })
+        let sent = await hostEvents.wait(5) { event -> [String]? in
+            if case .rtcStats(let stats) = event, let video = stats.local.first(where: { $0.kind == .video }), video.layers == ["q"] {
+                return video.layers
+            }
+            return nil
+        }
+        #expect(sent == ["q"])
         await host.leave()
         await server.shutdown()
     }

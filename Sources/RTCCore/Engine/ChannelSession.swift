@@ -520,6 +520,10 @@ final class ChannelSession: @unchecked Sendable {
         }
         report.publisherPath = path(publisherStats)
         report.subscriberPath = path(subscriberStats)
+        if let video = publisher?.videoSender, !video.simulcastRids.isEmpty {
+            let sending = video.layers.filter(\.isSending).compactMap(\.rid)
+            for index in report.local.indices where report.local[index].kind == .video { report.local[index].layers = sending }
+        }
         let layers = lock.withLock { receivedLayers }
         for index in report.remote.indices where report.remote[index].kind == .video {
             guard let change = layers[report.remote[index].uid] else { continue }

@@ -284,6 +284,9 @@ public struct LocalTrackStats: Sendable, Hashable {
     public var roundTripTimeMs: Double?
     public var width: Int
     public var height: Int
+    /// Simulcast: the stream ids of the layers being sent now (the estimate feeds them and some
+    /// subscriber wants them); nil for a single stream. The other fields are the full layer's.
+    public var layers: [String]?
 }
 
 /// Statistics of one remote track over the last period.
