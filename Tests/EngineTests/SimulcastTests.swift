@@ -141,8 +141,8 @@ struct SimulcastTests {
         let server = try await TestServer()
         let host = server.engine(), viewer = server.engine(), other = server.engine()
         let screen = VideoEncoderConfiguration(dimensions: VideoSize(width: 1280, height: 720), frameRate: 15, bitrateKbps: 1200,
-                                               degradationPreference: .maintainResolution, contentHint: .detail)
-        #expect(screen.temporalLayers == 2)
+                                               degradationPreference: .maintainResolution, contentHint: .detail, temporalLayers: 2)
+        #expect(VideoEncoderConfiguration(contentHint: .detail).temporalLayers == 1, "opt-in, see temporalLayers")
         try host.setVideoEncoderConfiguration(screen)
         try await host.enableVideo()
         let frames = FrameLog(viewer), otherFrames = FrameLog(other)
