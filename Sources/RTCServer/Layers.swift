@@ -96,7 +96,7 @@ struct RateWindow {
         if let last = lastActiveUs, nowUs - last <= Self.restartAfterUs {
             advance(to: nowUs)
         } else {
-            buckets = [Int](repeating: 0, count: buckets.count)
+            clear(from: 0)
             bucketStartUs = nowUs
             activeSinceUs = nowUs
         }
@@ -107,13 +107,15 @@ struct RateWindow {
     private mutating func advance(to nowUs: Int64) {
         let steps = Int((nowUs - bucketStartUs) / Self.bucketUs)
         guard steps > 0 else { return }
-        if steps >= buckets.count {
-            buckets = [Int](repeating: 0, count: buckets.count)
-        } else {
-            buckets.removeFirst(steps)
-            buckets.append(contentsOf: [Int](repeating: 0, count: steps))
-        }
+        // Shifted in place: this runs on the packet path, so no array is made.
+        let kept = max(0, buckets.count - steps)
+        for index in 0..<kept { buckets[index] = buckets[index + steps] }
+        clear(from: kept)
         bucketStartUs += Int64(steps) * Self.bucketUs
+    }
+
+    private mutating func clear(from start: Int) {
+        for index in start..<buckets.count { buckets[index] = 0 }
     }
 
     /// The rate over the last second (or since the stream started, at least 250 ms); once the
