@@ -383,6 +383,7 @@ final class Bot: Sendable {
             parts.append("send \(track.kind.rawValue) \(Int(track.bitrateKbps)) kbps \(Int(track.framesPerSecond.rounded())) fps"
                 + (track.kind == .video ? " \(track.width)x\(track.height)" : "")
                 + (track.layers.map { " layers \($0.isEmpty ? "none" : $0.joined(separator: ","))" } ?? "")
+                + (track.temporalLayers.flatMap { $0 > 1 ? " temporal \($0)" : nil } ?? "")
                 + " loss \(Int(track.lossFraction * 100))%" + (track.roundTripTimeMs.map { " rtt \(Int($0)) ms" } ?? ""))
         }
         for track in stats.remote {

@@ -401,33 +401,47 @@ struct ResilienceBench: AsyncParsableCommand {
         var sendKbps: Double
     }
 
+    /// What a degrade run sends: screen content with its default temporal layers (two, dropped to
+    /// one while the estimate has no headroom), screen content held to one, or camera content.
+    enum DegradeCase: CaseIterable {
+        case screen, screenOneLayer, camera
+        var isScreen: Bool { self != .camera }
+        var name: String {
+            switch self {
+            case .screen: "screen under 1 Mbps"
+            case .screenOneLayer: "screen (1 temporal layer) under 1 Mbps"
+            case .camera: "camera under 0.3 Mbps"
+            }
+        }
+    }
+
     private func degrade() async throws {
         print("degrade: a capped uplink (1 s queue, 10 ms each way), 1280x720 asking 2500 kbps: screen content (contentHint .detail, "
-            + "15 fps) under 1 Mbps, camera content (.motion, 30 fps) under 0.3 Mbps; 6 s measured after 10 s of settling; \(runs) run(s)")
+            + "15 fps; its default temporal layers, then held to one) under 1 Mbps, camera content (.motion, 30 fps) under 0.3 Mbps; "
+            + "6 s measured after 10 s of settling; \(runs) run(s)")
         fflush(nil)
-        var results: [Bool: [DegradeFigures]] = [:]
+        var results: [DegradeCase: [DegradeFigures]] = [:]
         for run in 1...runs {
-            for screen in [true, false] {
-                let figures = try await degradeRun(screen: screen)
-                results[screen, default: []].append(figures)
-                print("run \(run), \(degradeName(screen)): \(figures.decoded) frames decoded in 6 s, sizes seen "
-                    + "\(figures.sizes.joined(separator: " ")), \(fixed0(figures.sendKbps)) kbps sent into a \(screen ? 1000 : 300) kbps cap")
+            for kind in DegradeCase.allCases {
+                let figures = try await degradeRun(kind)
+                results[kind, default: []].append(figures)
+                print("run \(run), \(kind.name): \(figures.decoded) frames decoded in 6 s, sizes seen "
+                    + "\(figures.sizes.joined(separator: " ")), \(fixed0(figures.sendKbps)) kbps sent into a \(kind.isScreen ? 1000 : 300) kbps cap")
                 fflush(nil)
             }
         }
-        for screen in [true, false] {
-            let all = results[screen] ?? []
+        for kind in DegradeCase.allCases {
+            let all = results[kind] ?? []
             guard !all.isEmpty else { continue }
             let sizes = Set(all.flatMap(\.sizes)).sorted()
-            print("median: \(degradeName(screen)), frames decoded in 6 s \(median(all.map(\.decoded))), kbps sent "
+            print("median: \(kind.name), frames decoded in 6 s \(median(all.map(\.decoded))), kbps sent "
                 + "\(fixed0(median(all.map(\.sendKbps)))); sizes seen over all runs \(sizes.joined(separator: " "))")
         }
         fflush(nil)
     }
 
-    private func degradeName(_ screen: Bool) -> String { screen ? "screen under 1 Mbps" : "camera under 0.3 Mbps" }
-
-    private func degradeRun(screen: Bool) async throws -> DegradeFigures {
+    private func degradeRun(_ kind: DegradeCase) async throws -> DegradeFigures {
+        let screen = kind.isScreen
         let server = try await BenchServer()
         let channel = "degrade"
         let capBps = screen ? 1_000_000.0 : 300_000
@@ -440,7 +454,7 @@ struct ResilienceBench: AsyncParsableCommand {
         let fps = screen ? 15 : 30
         try host.setVideoEncoderConfiguration(VideoEncoderConfiguration(
             dimensions: VideoSize(width: 1280, height: 720), frameRate: fps, bitrateKbps: 2500,
-            contentHint: screen ? .detail : .motion))
+            contentHint: screen ? .detail : .motion, temporalLayers: kind == .screenOneLayer ? 1 : nil))
         try await host.enableVideo()
         let decoded = NIOLockedValueBox<[(atUs: Int64, width: Int, height: Int)]>([])
         viewer.setRemoteVideoSink { frame in

@@ -136,16 +136,16 @@ struct SimulcastTests {
         await server.shutdown()
     }
 
-    @Test("a screen with two temporal layers: a viewer asking for .low gets the base layer alone (half the frames, one continuous stream that decodes), the other all of them; back to .high, all again")
+    @Test("a screen (two temporal layers by default): a viewer asking for .low gets the base layer alone (half the frames, one continuous stream that decodes), the other all of them; back to .high, all again")
     func temporalLayers() async throws {
         let server = try await TestServer()
         let host = server.engine(), viewer = server.engine(), other = server.engine()
         let screen = VideoEncoderConfiguration(dimensions: VideoSize(width: 1280, height: 720), frameRate: 15, bitrateKbps: 1200,
-                                               degradationPreference: .maintainResolution, contentHint: .detail, temporalLayers: 2)
-        #expect(VideoEncoderConfiguration(contentHint: .detail).temporalLayers == 1, "opt-in, see temporalLayers")
+                                               degradationPreference: .maintainResolution, contentHint: .detail)
+        #expect(screen.temporalLayers == 2, "screen content's default")
         try host.setVideoEncoderConfiguration(screen)
         try await host.enableVideo()
-        let frames = FrameLog(viewer), otherFrames = FrameLog(other)
+        let frames = FrameLog(viewer), otherFrames = FrameLog(other), hostEvents = EventLog(host)
         try await host.join(token: testToken(uid: "1001", channel: "temporal"), channel: "temporal", uid: "1001",
                             options: JoinOptions(videoSource: .screen))
         try await viewer.join(token: testToken(uid: "2001", channel: "temporal"), channel: "temporal", uid: "2001")
@@ -153,6 +153,12 @@ struct SimulcastTests {
         let video = pushPattern(host, kind: .screen, size: VideoSize(width: 1280, height: 720), fps: 15)
         defer { video.cancel() }
         #expect(await frames.first(after: 0) { width, _ in width == 1280 } != nil)
+        // 1200 kbps is headroom enough at 720p15: both layers are encoded, and the stats say so.
+        let encoded = await hostEvents.wait(5) { event -> Int? in
+            guard case .rtcStats(let stats) = event else { return nil }
+            return stats.local.first { $0.kind == .video && $0.framesEncoded > 0 }?.temporalLayers
+        }
+        #expect(encoded == 2)
         try await viewer.setRemoteVideoStreamType(uid: "1001", .low)
         #expect(await eventually { viewer.remoteVideoLayer(uid: "1001")?.layer == "T0" })
         let from = MediaClock.monotonicUs()

@@ -90,6 +90,29 @@ struct VP8Tests {
         #expect(seen == pattern)
     }
 
+    @Test("temporal layers turned off and on again mid-stream: one layer, then the 0-1 pattern from a base frame; no keyframe, every frame decodes")
+    func temporalLayersOffAndOn() throws {
+        let generator = try PatternGenerator(kind: .screen, size: VideoSize(width: 320, height: 180))
+        let encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(
+            width: 320, height: 180, bitrateKbps: 400, contentType: .screen, temporalLayers: 2, allowFrameDropping: false))
+        let decoder = try VP8Decoder()
+        var seen: [Int] = [], keyframes = 0
+        for index in 0..<15 {
+            if index == 5 { try encoder.setActiveTemporalLayers(1) }
+            if index == 10 { try encoder.setActiveTemporalLayers(2) }
+            for packet in try encoder.encode(generator.frame(at: index)) {
+                seen.append(packet.temporalLayer)
+                if packet.isKeyframe { keyframes += 1 }
+                #expect(try decoder.decode(packet.data) != nil, "frame \(index)")
+            }
+        }
+        #expect(seen == [0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0])
+        #expect(keyframes == 1)
+        #expect(encoder.activeTemporalLayers == 2)
+        #expect(throws: CodecError.self) { try encoder.setActiveTemporalLayers(3) }
+        #expect(throws: CodecError.self) { try encoder.setActiveTemporalLayers(0) }
+    }
+
     @Test("NV12 and BGRA input are converted for the encoder", arguments: [PixelFormat.nv12, .bgra])
     func otherInputFormats(format: PixelFormat) throws {
         let pool = try #require(VideoFramePool(format: format, width: 64, height: 48))

@@ -372,7 +372,7 @@ struct CongestionTests {
                                                     downstream: ImpairmentProfile(delayMs: 10), seed: 11,
                                                     group: MultiThreadedEventLoopGroup.singleton)
         server.app.sfu.port.announcedAddress = proxy.address
-        let host = server.engine(), viewer = server.engine()
+        let host = server.engine(), viewer = server.engine(), hostEvents = EventLog(host)
         let screen = hint == .detail
         try host.setVideoEncoderConfiguration(VideoEncoderConfiguration(
             dimensions: VideoSize(width: 1280, height: 720), frameRate: screen ? 15 : 30, bitrateKbps: 2500, contentHint: hint))
@@ -411,6 +411,13 @@ struct CongestionTests {
             #expect(window.suffix(10).allSatisfy { $0.width == 640 && $0.height == 360 }, "camera content sizes \(sizes)")
         }
         #expect(sentBps <= capBps * 1.05)
+        // The screen asks for two temporal layers (its default), but a 1 Mbps uplink leaves the
+        // estimate no headroom for them at 720p15: it is sent in one (TemporalLayerPolicy).
+        let encodedLayers = hostEvents.all.compactMap { event -> Int? in
+            guard case .rtcStats(let stats) = event else { return nil }
+            return stats.local.first { $0.kind == .video }?.temporalLayers
+        }
+        #expect(encodedLayers.last == 1, "temporal layers encoded: \(encodedLayers)")
         await host.leave()
         await viewer.leave()
         await proxy.close()

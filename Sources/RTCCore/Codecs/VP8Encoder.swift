@@ -93,6 +93,10 @@ public final class VP8Encoder {
     private var image = vpx_image_t()
     private var keyframeRequested = false
     private var frameIndex: Int64 = 0
+    /// The temporal layers being encoded: `configuration.temporalLayers` at the most, fewer after
+    /// ``setActiveTemporalLayers(_:)``; the pattern starts again at the frame with this index.
+    public private(set) var activeTemporalLayers: Int
+    private var patternStart: Int64 = 0
     private var lastTimestampUs: Int64?
     private let converter = FrameConverter()
     /// libvpx's token buffer (a glibc mmapped chunk), when `initTrimmed` found it. In a budgeted
@@ -105,6 +109,7 @@ public final class VP8Encoder {
     public init(configuration: VP8EncoderConfiguration) throws(CodecError) {
         try configuration.validate()
         self.configuration = configuration
+        activeTemporalLayers = configuration.temporalLayers
         guard rtc_vpx_enc_config_default(&config) == VPX_CODEC_OK else {
             throw CodecError(.library, "VP8 encoder: no default configuration")
         }
@@ -210,7 +215,7 @@ public final class VP8Encoder {
     private func applyRateSettings(to config: inout vpx_codec_enc_cfg_t) {
         let total = UInt32(configuration.bitrateKbps)
         config.rc_target_bitrate = total
-        let layers = configuration.temporalLayers
+        let layers = activeTemporalLayers
         config.ts_number_layers = UInt32(layers)
         var targets: [UInt32] = [total]
         var decimators: [UInt32] = [1]
@@ -259,9 +264,27 @@ public final class VP8Encoder {
         }
     }
 
+    /// Encodes `count` temporal layers from the next frame on (1 up to the configured number),
+    /// which is a base-layer frame; no keyframe. libvpx resets its per-layer rate control.
+    public func setActiveTemporalLayers(_ count: Int) throws(CodecError) {
+        guard (1...configuration.temporalLayers).contains(count) else {
+            throw CodecError(.invalidConfiguration,
+                             "VP8 encoder: \(count) temporal layers asked for, 1...\(configuration.temporalLayers) configured")
+        }
+        guard count != activeTemporalLayers else { return }
+        activeTemporalLayers = count
+        patternStart = frameIndex
+        applyRateSettings(to: &config)
+        let status = vpx_codec_enc_config_set(&context, &config)
+        guard status == VPX_CODEC_OK else {
+            throw CodecError(.library, "VP8 encoder: temporal layer change failed: \(Self.describe(&context, status))")
+        }
+    }
+
     /// The temporal layer the frame with index `frameIndex` belongs to.
     func temporalLayer(ofFrame index: Int64) -> Int {
-        switch configuration.temporalLayers {
+        let index = index - patternStart
+        switch activeTemporalLayers {
         case 2: return Int(index % 2)
         case 3: return [0, 2, 1, 2][Int(index % 4)]
         default: return 0
@@ -284,8 +307,8 @@ public final class VP8Encoder {
 
         let layer = temporalLayer(ofFrame: frameIndex)
         var flags: vpx_enc_frame_flags_t = 0
-        if configuration.temporalLayers > 1 {
-            flags = Self.layerFlags(layer: layer, layers: configuration.temporalLayers)
+        if activeTemporalLayers > 1 {
+            flags = Self.layerFlags(layer: layer, layers: activeTemporalLayers)
             rtc_vpx_set_temporal_layer_id(&context, Int32(layer))
         }
         if keyframeRequested {

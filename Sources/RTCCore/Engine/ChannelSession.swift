@@ -520,6 +520,9 @@ final class ChannelSession: @unchecked Sendable {
         }
         report.publisherPath = path(publisherStats)
         report.subscriberPath = path(subscriberStats)
+        if let video = publisher?.videoSender {
+            for index in report.local.indices where report.local[index].kind == .video { report.local[index].temporalLayers = video.temporalLayers }
+        }
         if let video = publisher?.videoSender, !video.simulcastRids.isEmpty {
             let sending = video.layers.filter(\.isSending).compactMap(\.rid)
             for index in report.local.indices where report.local[index].kind == .video { report.local[index].layers = sending }

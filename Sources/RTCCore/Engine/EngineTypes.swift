@@ -50,16 +50,21 @@ public struct VideoEncoderConfiguration: Sendable, Hashable {
     public var contentHint: VideoContentHint
     /// VP8 temporal layers of a single stream (1 or 2): with 2, every other frame is one the SFU may
     /// drop for a viewer whose path cannot carry them all (half the frame rate, same size), the
-    /// lever for a screen, which keeps its full size. 1 by default, screen content included: with 2,
-    /// base frames refer two frames back and are larger, and under a 1 Mbps uplink cap the screen
-    /// test pattern got 1-2 frames through in 6 s against 14-45 with one layer
-    /// (`CongestionTests.degradationPreference`). Simulcast layers are sent with one temporal layer.
-    public var temporalLayers: Int
+    /// lever for a screen, which keeps its full size. By default 2 for screen content
+    /// (`contentHint == .detail`), 1 otherwise. Two layers are encoded only while the uplink's
+    /// estimate has headroom (``TemporalLayerPolicy``): base frames refer two frames back and are
+    /// larger, which on a narrow uplink costs every viewer frames. Simulcast layers are sent with
+    /// one temporal layer.
+    public var temporalLayers: Int {
+        get { temporalLayersSetting ?? (contentHint == .detail ? 2 : 1) }
+        set { temporalLayersSetting = newValue }
+    }
+    private var temporalLayersSetting: Int?
 
     public init(dimensions: VideoSize = VideoSize(width: 640, height: 360), frameRate: Int = 15, bitrateKbps: Int = 800,
                 orientationMode: VideoOrientationMode = .adaptive, degradationPreference: DegradationPreference = .balanced,
                 contentHint: VideoContentHint = .motion, temporalLayers: Int? = nil) {
-        self.temporalLayers = temporalLayers ?? 1
+        temporalLayersSetting = temporalLayers
         self.dimensions = dimensions
         self.frameRate = frameRate
         self.bitrateKbps = bitrateKbps
@@ -289,6 +294,9 @@ public struct LocalTrackStats: Sendable, Hashable {
     /// Simulcast: the stream ids of the layers being sent now (the estimate feeds them and some
     /// subscriber wants them); nil for a single stream. The other fields are the full layer's.
     public var layers: [String]?
+    /// Video: the VP8 temporal layers being encoded now (a screen's two drop to one while its
+    /// uplink is narrow; see ``VideoEncoderConfiguration/temporalLayers``).
+    public var temporalLayers: Int?
 }
 
 /// Statistics of one remote track over the last period.

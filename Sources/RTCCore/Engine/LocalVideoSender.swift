@@ -35,6 +35,11 @@ final class LocalVideoSender: @unchecked Sendable {
     /// full size; only when the degradation preference lets the resolution give.
     private var downscale = 1
     private var downscaleChangedUs: Int64 = 0
+    /// Whether a single stream's configured temporal layers are all encoded now (encode thread).
+    private var temporalPolicy: TemporalLayerPolicy?
+    /// The temporal layers the single stream is encoded with now (stats).
+    private let encodedTemporalLayers = Atomic<Int>(1)
+    var temporalLayers: Int { encodedTemporalLayers.load(ordering: .relaxed) }
     private let converter = FrameConverter()
     /// Three layers (each half the one above) are encoded in one pass by libvpx's multi-resolution
     /// encoder: about 1.25 times one full-size encode against 1.38 for three encoders
@@ -145,6 +150,7 @@ final class LocalVideoSender: @unchecked Sendable {
             limiter.setMaxFramesPerSecond(Double(changed.frameRate))
             for layer in layers { layer.resetEncoder() }
             multiRes = nil
+            temporalPolicy = nil
         }
         guard limiter.admit(timestampUs: pushed.timestampUs) else { return }
         // Congestion-window pushback: skip frames while the path is backed up, never for longer
@@ -191,12 +197,13 @@ final class LocalVideoSender: @unchecked Sendable {
                 try encodeMultiRes(fitted, allocation: allocation, rtpTimestamp: rtpTimestamp, rotation: rotation, captureMonoUs: captureMono)
                 return
             }
+            let temporal = chooseTemporalLayers(targetKbps: control.targetBitrateKbps, nowUs: now)
             for (layer, kbps) in zip(layers, allocation) {
                 layer.setAllocated(kbps != nil)
                 guard let kbps, layer.isEncoded else { continue }
                 let frame = layer.divisor == 1 ? fitted
                     : try converter.fitI420(fitted, into: VideoSize(width: fitted.width, height: fitted.height).scaled(down: layer.divisor))
-                let encoded = try layer.encode(frame, kbps: kbps, settings: { width, height in
+                let encoded = try layer.encode(frame, kbps: kbps, temporalLayers: temporal, settings: { width, height in
                     encoderConfiguration(width: width, height: height, bitrateKbps: layer.maximumKbps(of: configuration))
                 })
                 for frame in encoded {
@@ -229,6 +236,22 @@ final class LocalVideoSender: @unchecked Sendable {
         for (layer, frames) in zip(layers, encoded) {
             for frame in frames { packetizeAndSend(frame, on: layer, rtpTimestamp: rtpTimestamp, rotation: rotation, captureMonoUs: captureMonoUs) }
         }
+    }
+
+    /// How many temporal layers a single stream encodes now (``TemporalLayerPolicy``); one for
+    /// simulcast layers.
+    private func chooseTemporalLayers(targetKbps: Int?, nowUs: Int64) -> Int {
+        guard layers.count == 1, configuration.temporalLayers > 1 else {
+            encodedTemporalLayers.store(1, ordering: .relaxed)
+            return 1
+        }
+        if temporalPolicy == nil {
+            let floor = SendSideCongestion.encoderFloorKbps(size: configuration.dimensions, frameRate: configuration.frameRate)
+            temporalPolicy = TemporalLayerPolicy(maximum: configuration.temporalLayers, floorKbps: floor)
+        }
+        let count = temporalPolicy!.update(targetKbps: targetKbps, nowUs: nowUs)
+        encodedTemporalLayers.store(count, ordering: .relaxed)
+        return count
     }
 
     /// Halves the bounds when the estimate's target is under what the encoder needs at the current

@@ -199,12 +199,16 @@ final class VideoLayer: @unchecked Sendable {
     func resetEncoder() { encoder = nil }
 
     /// Encodes `frame` at `kbps` (a keyframe when one was asked for), making the encoder for the
-    /// frame's size with `settings` when there is none or the size changed.
-    func encode(_ frame: VideoFrame, kbps: Int, settings: (Int, Int) -> VP8EncoderConfiguration) throws -> [EncodedVideoFrame] {
+    /// frame's size with `settings` when there is none or the size changed. `temporalLayers`: how
+    /// many of the encoder's configured temporal layers to encode.
+    func encode(_ frame: VideoFrame, kbps: Int, temporalLayers: Int = 1,
+                settings: (Int, Int) -> VP8EncoderConfiguration) throws -> [EncodedVideoFrame] {
         if encoder == nil || encoder!.configuration.width != frame.width || encoder!.configuration.height != frame.height {
             encoder = try VP8Encoder(configuration: settings(frame.width, frame.height))
         }
         guard let encoder else { return [] }
+        let temporal = min(temporalLayers, encoder.configuration.temporalLayers)
+        if temporal != encoder.activeTemporalLayers { try encoder.setActiveTemporalLayers(temporal) }
         if kbps != encoder.configuration.bitrateKbps { try encoder.setBitrate(kbps: kbps) }
         if takeKeyframeRequest() { encoder.requestKeyframe() }
         return try encoder.encode(frame)
