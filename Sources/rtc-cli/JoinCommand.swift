@@ -314,6 +314,8 @@ final class Bot: Sendable {
                 }
             }
         }
+        // The start on CLOCK_MONOTONIC (the clock of --frame-log lines), to time a join across processes.
+        if printStats { print("\(uid): joining at monotonic \(MediaClock.monotonicUs()) µs"); fflush(nil) }
         do {
             try await engine.join(token: token, channel: channel, uid: uid,
                                   options: JoinOptions(autoSubscribeAudio: subscribe, autoSubscribeVideo: subscribe,

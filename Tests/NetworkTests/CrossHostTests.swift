@@ -134,9 +134,11 @@ struct CrossHostTests {
 
     /// The aiortc viewer (`Tests/Tools/aiortc_viewer.py`: aiortc answering the server's offers over
     /// this signaling) in a namespace; its JSON report.
-    func aiortc(_ lab: NetworkLab, on host: NetworkLab.Host, server: NetworkLab.Host, uid: String, _ extra: [String]) throws -> LabProcess {
+    /// `Tests/Tools/aiortc_viewer.py` (or `aiortc_publisher.py`) in `host`.
+    func aiortc(_ lab: NetworkLab, on host: NetworkLab.Host, server: NetworkLab.Host, uid: String, script name: String = "aiortc_viewer.py",
+                _ extra: [String]) throws -> LabProcess {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Tools/aiortc_viewer.py").path
+            .appendingPathComponent("Tools/\(name)").path
         return try LabProcess(lab.command(in: host, ["python3", script, "--server", "ws://\(server.address):7880/rtc", "--channel", "lab",
                                                      "--uid", uid, "--secret", Self.secret] + extra))
     }
@@ -199,6 +201,83 @@ struct CrossHostTests {
         }
         print("side by side, 640x360 at 15 fps for \(seconds) s:\nviewer                 frames   first frame  path\n" + rows.joined(separator: "\n"))
         #expect(rows[0].contains("udp") && rows[2].contains("tcp 10.77.0.1:7883") && rows[3].contains("relay"), "\(rows)")
+    }
+
+    @Test("side by side with aiortc as the publisher: behind a home NAT, and with UDP blocked (ours over ICE-TCP, aiortc through coturn over TCP); one viewer on another host gets >= 95 % of each one's frames")
+    func aiortcPublisherSideBySide() async throws {
+        guard NetworkLab.availableOrKnownIssue() else { return }
+        guard (try? runTool(["python3", "-c", "import aiortc"]))?.status == 0,
+              FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver") else {
+            withKnownIssue("aiortc or coturn is not installed") { Issue.record("skipped") }
+            return
+        }
+        let lab = try NetworkLab()
+        defer { lab.close() }
+        let serverHost = try lab.addHost("s"), viewerHost = try lab.addHost("v")
+        let natHost = try lab.addHost("n", behindNAT: true), blockedHost = try lab.addHost("b", udpBlocked: true)
+        let dir = temporaryDirectory("lab-aiortc-publisher"), frameLog = "\(dir)/frames.log"
+        let turnSecret = "lab-turn-secret", turnURL = "turn:\(serverHost.address):3478?transport=tcp"
+        let coturn = try startCoturn(lab, on: serverHost, secret: turnSecret, dir: dir)
+        defer { coturn.stop() }
+        let server = try await startServer(lab, on: serverHost, ["--tcp-port", "7883", "--turn-url", turnURL, "--turn-secret", turnSecret])
+        defer { server.stop() }
+        let viewer = try join(lab, on: viewerHost, server: serverHost, uid: "2001", ["--role", "audience", "--frame-log", frameLog, "--duration", "40"])
+        defer { viewer.stop() }
+        try await Task.sleep(for: .seconds(2))
+        let seconds = "12"
+        let credentials = TURNCredentials.make(secret: turnSecret, uid: "1004", now: Int64(Date().timeIntervalSince1970), ttl: 600)
+        let ours = ["--size", "640x360", "--fps", "15", "--bitrate", "800", "--duration", seconds, "--no-subscribe"]
+        // Four publishers at once: ours and aiortc behind the NAT, ours and aiortc with UDP blocked.
+        let launchedUs = Self.monotonicUs()
+        let publishers: [(name: String, uid: String, ours: Bool, process: LabProcess)] = [
+            ("ours, behind NAT", "1001", true, try join(lab, on: natHost, server: serverHost, uid: "1001", quiet: false, ours)),
+            ("aiortc, behind NAT", "1002", false, try aiortc(lab, on: natHost, server: serverHost, uid: "1002", script: "aiortc_publisher.py",
+                                                             ["--seconds", seconds])),
+            ("ours, UDP blocked", "1003", true, try join(lab, on: blockedHost, server: serverHost, uid: "1003", quiet: false, ours)),
+            ("aiortc, UDP blocked", "1004", false, try aiortc(lab, on: blockedHost, server: serverHost, uid: "1004", script: "aiortc_publisher.py",
+                                                              ["--seconds", seconds, "--ice-server", turnURL, "--ice-username", credentials.username,
+                                                               "--ice-credential", credentials.credential])),
+        ]
+        for publisher in publishers {
+            #expect(await publisher.process.wait(60) == 0, "\(publisher.name): \(publisher.process.output.suffix(3)) \(publisher.process.errorText.suffix(500))")
+        }
+        try await Task.sleep(for: .seconds(1))
+        // The viewer's decoded frames: "<monotonic µs> <uid> <width> <height>" per line.
+        let lines = ((try? String(contentsOfFile: frameLog, encoding: .utf8)) ?? "").split(separator: "\n").map { $0.split(separator: " ") }
+        var rows: [String] = []
+        for publisher in publishers {
+            let decoded = lines.filter { $0.count == 4 && $0[1] == Substring(publisher.uid) }
+            let sent: Int, joinUs: Int64, path: String
+            if publisher.ours {
+                // "1001: pushed 180 video frames; sent video 180 frames, audio 0 packets"
+                let summary = publisher.process.output.first { $0.hasPrefix("\(publisher.uid): pushed") } ?? ""
+                sent = summary.components(separatedBy: "sent video ").last.flatMap { Int($0.prefix { $0.isNumber }) } ?? 0
+                // "1001: joining at monotonic 123456789 µs"
+                joinUs = publisher.process.output.first { $0.hasPrefix("\(publisher.uid): joining at monotonic ") }
+                    .flatMap { Int64($0.split(separator: " ")[4]) } ?? launchedUs
+                path = publisher.process.output.last { $0.contains("path up ") }.map(Self.path) ?? "?"
+            } else {
+                let json = (try? JSONSerialization.jsonObject(with: Data((publisher.process.output.last ?? "").utf8))) as? [String: Any] ?? [:]
+                sent = (json["framesSent"] as? NSNumber)?.intValue ?? 0
+                // Both from the start of the join (aiortc's WebSocket connect, after Python has imported it).
+                joinUs = (json["joinMono"] as? NSNumber).map { Int64($0.doubleValue * 1_000_000) } ?? launchedUs
+                path = json["path"] as? String ?? "? \(json["errors"] ?? "")"
+            }
+            let first = decoded.first.flatMap { Int64($0[0]) }.map { Double($0 - joinUs) / 1000 }
+            rows.append("\(publisher.name.padding(toLength: 22, withPad: " ", startingAt: 0)) \("\(decoded.count)/\(sent)".padding(toLength: 10, withPad: " ", startingAt: 0)) "
+                        + "\((first.map { String(format: "%.0f ms", $0) } ?? "none").padding(toLength: 12, withPad: " ", startingAt: 0)) \(path)")
+            #expect(sent >= 150 && Double(decoded.count) >= 0.95 * Double(sent), "\(publisher.name): \(decoded.count) of \(sent) frames decoded")
+        }
+        print("side by side, publishers of 640x360 at 15 fps for \(seconds) s, one viewer on another host:\n"
+            + "publisher              decoded/sent first frame  path\n" + rows.joined(separator: "\n"))
+        #expect(rows[0].contains("udp") && rows[2].contains("tcp 10.77.0.1:7883") && rows[3].contains("relay"), "\(rows)")
+    }
+
+    /// CLOCK_MONOTONIC in µs: the clock of `--frame-log` lines and of aiortc's `time.monotonic()`.
+    static func monotonicUs() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
     }
 
     /// The "path ..." part of a stats line.
