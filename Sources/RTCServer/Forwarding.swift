@@ -129,22 +129,36 @@ struct StreamRewriter {
     }
 }
 
-/// Lets a request through at most once per interval (per track keyframe requests).
+/// Lets keyframe requests for one stream through: at most one per interval while the last one is
+/// unanswered, but once its keyframe has arrived (``answered()``) the next may go after
+/// `answeredFloorMs` already. A keyframe that went out before a new subscriber could take it (its
+/// transport still connecting) does not then hold that subscriber's own request back for the
+/// whole interval; a subscriber asking again and again still gets at most one keyframe per
+/// interval out of a publisher that does not answer.
 struct Throttle {
     let intervalMs: Int64
+    static let answeredFloorMs: Int64 = 100
     private var last: Int64?
+    /// A request went out and no keyframe has come since.
+    private(set) var outstanding = false
 
     init(intervalMs: Int) { self.intervalMs = Int64(intervalMs) }
 
+    private var spacingMs: Int64 { outstanding ? intervalMs : min(intervalMs, Self.answeredFloorMs) }
+
     mutating func allow(nowMs: Int64) -> Bool {
-        if let last, nowMs - last < intervalMs { return false }
+        if let last, nowMs - last < spacingMs { return false }
         last = nowMs
+        outstanding = true
         return true
     }
+
+    /// The keyframe asked for arrived.
+    mutating func answered() { outstanding = false }
 
     /// Milliseconds until the next request would be allowed (0 if now).
     func waitMs(nowMs: Int64) -> Int64 {
         guard let last else { return 0 }
-        return max(0, last + intervalMs - nowMs)
+        return max(0, last + spacingMs - nowMs)
     }
 }

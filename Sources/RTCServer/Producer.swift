@@ -59,7 +59,13 @@ final class Producer: @unchecked Sendable {
         if stream.statistics == nil { stream.statistics = ReceptionStatistics(ssrc: packet.header.ssrc, clockRate: track.clockRate) }
         stream.statistics?.record(sequenceNumber: packet.header.sequenceNumber, rtpTimestamp: packet.header.timestamp, arrivalUs: arrivalUs)
         stream.cache.insert(packet, sequence: packet.header.sequenceNumber)
-        if track.info.kind == .video { stream.nack.received(packet.header.sequenceNumber, nowUs: arrivalUs) }
+        if track.info.kind == .video {
+            stream.nack.received(packet.header.sequenceNumber, nowUs: arrivalUs)
+            // Only while a keyframe request is unanswered: the descriptor is read for that alone.
+            if stream.keyframeThrottle.outstanding, VP8DescriptorLayout(payload: packet.payload)?.startsKeyframe == true {
+                stream.keyframeThrottle.answered()
+            }
+        }
         guard !track.info.muted else { return }
         if track.isSimulcast {
             stream.received(bytes: datagram.readableBytes, sequence: packet.header.sequenceNumber, nowUs: arrivalUs)

@@ -203,6 +203,8 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     private var byUfrag: [String: MediaSession] = [:]
     private var byAddress: [SocketAddress: MediaSession] = [:]
     private var _unroutable = 0
+    /// Checks that came before their session (``EarlyChecks``).
+    private var earlyChecks = EarlyChecks()
     /// The UDP socket and the ICE-TCP connections.
     private let paths: MediaPaths
     /// The passive ICE-TCP listener (`tcpPort`), and its candidates.
@@ -293,11 +295,19 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
             guard let self, let session else { return }
             self.byUfrag[old] = nil
             self.byUfrag[new] = session
+            self.deliverEarlyChecks(to: session, ufrag: new)
         }
         byUfrag[session.localParameters.ice.ufrag] = session
         session.start(remote: remote)
+        deliverEarlyChecks(to: session, ufrag: session.localParameters.ice.ufrag)
         return session
     }
+
+    private func deliverEarlyChecks(to session: MediaSession, ufrag: String) {
+        for check in earlyChecks.take(ufrag: ufrag, nowUs: Self.nowUs()) { session.receive(check.datagram, from: check.from) }
+    }
+
+    private static func nowUs() -> Int64 { Int64(NIODeadline.now().uptimeNanoseconds / 1000) }
 
     /// Closes a session and forgets its routes, on the port's event loop.
     public func removeOnLoop(_ session: MediaSession) {
@@ -314,10 +324,13 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
 
     func route(_ envelope: AddressedEnvelope<ByteBuffer>) {
         let datagram = envelope.data
-        if PacketDemultiplexer.classify(datagram.readableBytesView) == .stun,
-           let ufrag = Self.localUfrag(datagram), let session = byUfrag[ufrag] {
-            session.receive(datagram, from: envelope.remoteAddress)
-            return
+        if PacketDemultiplexer.classify(datagram.readableBytesView) == .stun, let ufrag = Self.localUfrag(datagram) {
+            if let session = byUfrag[ufrag] {
+                session.receive(datagram, from: envelope.remoteAddress)
+                return
+            }
+            // Its session may be made in a moment (the signaling message is on its way).
+            earlyChecks.keep(datagram, ufrag: ufrag, from: envelope.remoteAddress, nowUs: Self.nowUs())
         }
         guard let session = byAddress[envelope.remoteAddress] else {
             _unroutable += 1

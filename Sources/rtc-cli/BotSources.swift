@@ -58,14 +58,14 @@ final class VideoPump: @unchecked Sendable {
     private var thread: MediaThread?
     private let next: () throws -> VideoFrame?
     private let engine: RTCEngine
-    private let timeline: CaptureTimeline
+    /// Set by `start`: the capture times of the bot's tracks (one timeline for audio and video).
+    private var timeline = CaptureTimeline()
     private var rate = FrameRate(15)
     private(set) var framesPushed = 0
 
     /// Checks the source now (a missing or bad file is an error here, not later).
-    init(_ source: BotVideoSource, size: VideoSize, fps: Int, engine: RTCEngine, timeline: CaptureTimeline) throws {
+    init(_ source: BotVideoSource, size: VideoSize, fps: Int, engine: RTCEngine) throws {
         self.engine = engine
-        self.timeline = timeline
         switch source {
         case .none:
             next = { nil }
@@ -89,10 +89,16 @@ final class VideoPump: @unchecked Sendable {
         } else {
             rate = FrameRate(max(1, fps))
         }
-        guard case .none = source else {
-            thread = MediaThread(name: "video-source", tickIntervalUs: rate.frameDurationUs) { [unowned self] in self.tick() }
-            return
-        }
+        if case .none = source { isActive = false } else { isActive = true }
+    }
+
+    /// Starts pushing: the first frame at once (a camera that is already open delivers one), then
+    /// one per frame interval.
+    func start(_ timeline: CaptureTimeline) {
+        guard isActive, thread == nil else { return }
+        self.timeline = timeline
+        thread = MediaThread(name: "video-source", tickIntervalUs: rate.frameDurationUs) { [unowned self] in self.tick() }
+        thread?.execute { [unowned self] in self.tick() }
     }
 
     private func tick() {
@@ -105,7 +111,7 @@ final class VideoPump: @unchecked Sendable {
     func stop() { thread?.stop() }
 
     /// Whether the pump has a source (not `none`).
-    var isActive: Bool { thread != nil }
+    let isActive: Bool
 }
 
 /// Feeds an engine a tone or a WAV file (looping) in 10 ms blocks, paced on a thread of its own.
@@ -113,12 +119,12 @@ final class AudioPump: @unchecked Sendable {
     private var thread: MediaThread?
     private let next: () throws -> AudioFrame?
     private let engine: RTCEngine
-    private let timeline: CaptureTimeline
+    /// Set by `start`: the capture times of the bot's tracks (one timeline for audio and video).
+    private var timeline = CaptureTimeline()
     private var blocksPushed = 0
 
-    init(_ source: BotAudioSource, engine: RTCEngine, timeline: CaptureTimeline) throws {
+    init(_ source: BotAudioSource, engine: RTCEngine) throws {
         self.engine = engine
-        self.timeline = timeline
         switch source {
         case .none:
             next = { nil }
@@ -140,10 +146,14 @@ final class AudioPump: @unchecked Sendable {
                 return try reader.read(samplesPerChannel: block)
             }
         }
-        guard case .none = source else {
-            thread = MediaThread(name: "audio-source", tickIntervalUs: 10_000) { [unowned self] in self.tick() }
-            return
-        }
+        if case .none = source { isActive = false } else { isActive = true }
+    }
+
+    /// Starts pushing a 10 ms block every 10 ms.
+    func start(_ timeline: CaptureTimeline) {
+        guard isActive, thread == nil else { return }
+        self.timeline = timeline
+        thread = MediaThread(name: "audio-source", tickIntervalUs: 10_000) { [unowned self] in self.tick() }
     }
 
     private func tick() {
@@ -156,5 +166,5 @@ final class AudioPump: @unchecked Sendable {
     func stop() { thread?.stop() }
 
     /// Whether the pump has a source (not `none`).
-    var isActive: Bool { thread != nil }
+    let isActive: Bool
 }

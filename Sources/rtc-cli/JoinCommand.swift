@@ -314,6 +314,10 @@ final class Bot: Sendable {
                 }
             }
         }
+        // The sources are ready before the join (a bad file is an error before joining), and start
+        // once it is done.
+        let videoPump = try VideoPump(video, size: settings.dimensions, fps: settings.frameRate, engine: engine)
+        let audioPump = try AudioPump(audio, engine: engine)
         // The start on CLOCK_MONOTONIC (the clock of --frame-log lines), to time a join across processes.
         if printStats { print("\(uid): joining at monotonic \(MediaClock.monotonicUs()) µs"); fflush(nil) }
         do {
@@ -325,8 +329,8 @@ final class Bot: Sendable {
             throw CLIError("join failed: \(error)")
         }
         let timeline = CaptureTimeline()
-        let videoPump = try VideoPump(video, size: settings.dimensions, fps: settings.frameRate, engine: engine, timeline: timeline)
-        let audioPump = try AudioPump(audio, engine: engine, timeline: timeline)
+        videoPump.start(timeline)
+        audioPump.start(timeline)
         return Bot(uid: uid, engine: engine, videoPump: videoPump, audioPump: audioPump, recorder: recorder, statsTask: statsTask,
                    latest: latest, log: log)
     }
