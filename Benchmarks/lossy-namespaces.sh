@@ -3,7 +3,7 @@
 # server, publisher and viewer each in a namespace of their own behind a router namespace. The
 # router's kernel drops 10 % of the forwarded UDP each way (nftables `numgen random`); the delay
 # comes from `rtc-cli proxy` in the server's namespace (the kernel here has no netem): 30 ms each
-# way, 60 ms RTT. The server listens on 10.89.0.1 and announces the proxy's 10.89.0.2, so every
+# way, 60 ms RTT; the long run's freezes come from the viewer's --frame-log. The server listens on 10.89.0.1 and announces the proxy's 10.89.0.2, so every
 # client's media goes through the proxy. (The drops are on the router's forward path: a packet a
 # host's own OUTPUT chain drops fails the sender's sendto with EPERM instead of vanishing.)
 #
@@ -72,7 +72,7 @@ sort -n "$OUT/first.txt" | awk '{a[NR]=$1} END {if (NR == 0) {print "no first fr
 
 echo "== $SECONDS_LONG s of 1280x720 at 30 fps through the same path: frames per second sent and decoded"
 ip netns exec ${P}v "$CLI" join --server $SERVER --channel long --uid 2001 --secret s --role audience --video none --audio none \
-    --duration $((SECONDS_LONG + 6)) > "$OUT/viewer.log" 2>&1 &
+    --frame-log "$OUT/frames.log" --duration $((SECONDS_LONG + 6)) > "$OUT/viewer.log" 2>&1 &
 sleep 2
 ip netns exec ${P}p "$CLI" join --server $SERVER --channel long --uid 1002 --secret s --size 1280x720 --fps 30 --bitrate 2500 \
     --audio tone --no-subscribe --duration "$SECONDS_LONG" > "$OUT/pub2.log" 2>&1 || true
@@ -84,6 +84,9 @@ echo "decoded fps per second: $got"
 echo "$got" | tr ' ' '\n' | grep -v '^$' | sed '1d;$d' | sort -n | awk '{a[NR]=$1} END {
     under = 0; for (i = 1; i <= NR; i++) if (a[i] < 15) under++
     printf "decoded: min %d fps, median %d fps, %d of %d seconds under 15 fps (first and last second left out)\n", a[1], a[int((NR + 1) / 2)], under, NR}'
+# Freezes: the gaps between consecutive decoded frames (the frame log's monotonic µs per frame).
+awk '$2 == "1002" { if (last) { gap = $1 - last; if (gap > longest) longest = gap; if (gap > 500000) over++ } last = $1; n++ }
+    END { printf "decoded frames: %d; longest gap between two %d ms; gaps over 500 ms: %d\n", n, longest / 1000, over }' "$OUT/frames.log"
 pkill -TERM -f "proxy --listen 10.89.0.2:7882" 2>/dev/null || true
 sleep 1
 grep -h "dropped" "$OUT/proxy.log" || true

@@ -143,30 +143,50 @@ struct CrossHostTests {
                                                      "--uid", uid, "--secret", Self.secret] + extra))
     }
 
-    @Test("side by side with aiortc as the viewer: behind a home NAT, and with UDP blocked (ours over ICE-TCP, aiortc through coturn over TCP)")
-    func aiortcSideBySide() async throws {
-        guard NetworkLab.availableOrKnownIssue() else { return }
+    /// Namespaces, aiortc and coturn, or a known issue recorded (the side-by-side tests need all three).
+    func aiortcLabAvailable() -> Bool {
+        guard NetworkLab.availableOrKnownIssue() else { return false }
         guard (try? runTool(["python3", "-c", "import aiortc"]))?.status == 0,
               FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver") else {
             withKnownIssue("aiortc or coturn is not installed") { Issue.record("skipped") }
-            return
+            return false
         }
+        return true
+    }
+
+    static let turnSecret = "lab-turn-secret"
+
+    /// coturn (TCP, REST credentials with ``turnSecret``) and the server offering ICE-TCP and handing it out.
+    func startTURNServer(_ lab: NetworkLab, on host: NetworkLab.Host, dir: String) async throws
+        -> (turnURL: String, coturn: LabProcess, server: LabProcess)
+    {
+        let turnURL = "turn:\(host.address):3478?transport=tcp"
+        let coturn = try startCoturn(lab, on: host, secret: Self.turnSecret, dir: dir)
+        do {
+            let server = try await startServer(lab, on: host, ["--tcp-port", "7883", "--turn-url", turnURL, "--turn-secret", Self.turnSecret])
+            return (turnURL, coturn, server)
+        } catch {
+            coturn.stop()
+            throw error
+        }
+    }
+
+    @Test("side by side with aiortc as the viewer: behind a home NAT, and with UDP blocked (ours over ICE-TCP, aiortc through coturn over TCP)")
+    func aiortcSideBySide() async throws {
+        guard aiortcLabAvailable() else { return }
         let lab = try NetworkLab()
         defer { lab.close() }
         let serverHost = try lab.addHost("s"), publisherHost = try lab.addHost("p")
         let natHost = try lab.addHost("n", behindNAT: true), blockedHost = try lab.addHost("b", udpBlocked: true)
         let dir = temporaryDirectory("lab-aiortc")
-        let turnSecret = "lab-turn-secret", turnURL = "turn:\(serverHost.address):3478?transport=tcp"
-        let coturn = try startCoturn(lab, on: serverHost, secret: turnSecret, dir: dir)
-        defer { coturn.stop() }
-        let server = try await startServer(lab, on: serverHost, ["--tcp-port", "7883", "--turn-url", turnURL, "--turn-secret", turnSecret])
-        defer { server.stop() }
+        let (turnURL, coturn, server) = try await startTURNServer(lab, on: serverHost, dir: dir)
+        defer { coturn.stop(); server.stop() }
         let publisher = try join(lab, on: publisherHost, server: serverHost, uid: "1001",
                                  ["--size", "640x360", "--fps", "15", "--bitrate", "1200", "--audio", "tone", "--duration", "30", "--no-subscribe"])
         defer { publisher.stop() }
         try await Task.sleep(for: .seconds(2))
         let seconds = "12"
-        let credentials = TURNCredentials.make(secret: turnSecret, uid: "3002", now: Int64(Date().timeIntervalSince1970), ttl: 600)
+        let credentials = TURNCredentials.make(secret: Self.turnSecret, uid: "3002", now: Int64(Date().timeIntervalSince1970), ttl: 600)
         // Four viewers at once, each for 12 s: ours and aiortc behind the NAT, ours and aiortc with UDP blocked.
         let viewers: [(name: String, record: String?, process: LabProcess)] = [
             ("ours, behind NAT", "\(dir)/nat", try join(lab, on: natHost, server: serverHost, uid: "2001", quiet: false,
@@ -205,27 +225,19 @@ struct CrossHostTests {
 
     @Test("side by side with aiortc as the publisher: behind a home NAT, and with UDP blocked (ours over ICE-TCP, aiortc through coturn over TCP); one viewer on another host gets >= 95 % of each one's frames")
     func aiortcPublisherSideBySide() async throws {
-        guard NetworkLab.availableOrKnownIssue() else { return }
-        guard (try? runTool(["python3", "-c", "import aiortc"]))?.status == 0,
-              FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver") else {
-            withKnownIssue("aiortc or coturn is not installed") { Issue.record("skipped") }
-            return
-        }
+        guard aiortcLabAvailable() else { return }
         let lab = try NetworkLab()
         defer { lab.close() }
         let serverHost = try lab.addHost("s"), viewerHost = try lab.addHost("v")
         let natHost = try lab.addHost("n", behindNAT: true), blockedHost = try lab.addHost("b", udpBlocked: true)
         let dir = temporaryDirectory("lab-aiortc-publisher"), frameLog = "\(dir)/frames.log"
-        let turnSecret = "lab-turn-secret", turnURL = "turn:\(serverHost.address):3478?transport=tcp"
-        let coturn = try startCoturn(lab, on: serverHost, secret: turnSecret, dir: dir)
-        defer { coturn.stop() }
-        let server = try await startServer(lab, on: serverHost, ["--tcp-port", "7883", "--turn-url", turnURL, "--turn-secret", turnSecret])
-        defer { server.stop() }
+        let (turnURL, coturn, server) = try await startTURNServer(lab, on: serverHost, dir: dir)
+        defer { coturn.stop(); server.stop() }
         let viewer = try join(lab, on: viewerHost, server: serverHost, uid: "2001", ["--role", "audience", "--frame-log", frameLog, "--duration", "40"])
         defer { viewer.stop() }
         try await Task.sleep(for: .seconds(2))
         let seconds = "12"
-        let credentials = TURNCredentials.make(secret: turnSecret, uid: "1004", now: Int64(Date().timeIntervalSince1970), ttl: 600)
+        let credentials = TURNCredentials.make(secret: Self.turnSecret, uid: "1004", now: Int64(Date().timeIntervalSince1970), ttl: 600)
         let ours = ["--size", "640x360", "--fps", "15", "--bitrate", "800", "--duration", seconds, "--no-subscribe"]
         // Four publishers at once: ours and aiortc behind the NAT, ours and aiortc with UDP blocked.
         let launchedUs = Self.monotonicUs()

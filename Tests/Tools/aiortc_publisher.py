@@ -14,17 +14,15 @@ Usage: aiortc_publisher.py --server ws://HOST:PORT/rtc --channel C --uid U (--to
          [--seconds N] [--fps F] [--ice-server turn:H:P?transport=tcp --ice-username U --ice-credential C] [--relay-only]
 """
 
-import argparse
 import asyncio
 import fractions
 import json
-import sys
 import time
 
 from aiortc import RTCPeerConnection, RTCSessionDescription, VideoStreamTrack
 from av import VideoFrame
 
-from aiortc_viewer import PROTOCOL, Viewer, WebSocket, mint
+from aiortc_viewer import Viewer, WebSocket, mint, parse_arguments, run_and_report
 
 WIDTH, HEIGHT = 640, 360
 
@@ -168,27 +166,8 @@ class Publisher(Viewer):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--server", required=True)
-    parser.add_argument("--channel", required=True)
-    parser.add_argument("--uid", required=True)
-    parser.add_argument("--token")
-    parser.add_argument("--secret")
-    parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--fps", type=float, default=15)
-    parser.add_argument("--ice-server")
-    parser.add_argument("--ice-username")
-    parser.add_argument("--ice-credential")
-    parser.add_argument("--relay-only", action="store_true")
-    args = parser.parse_args()
-    if not args.token and not args.secret:
-        parser.error("give --token or --secret")
-    try:
-        report = asyncio.run(Publisher(args).run())
-    except Exception as error:
-        report = {"ok": False, "errors": [f"{type(error).__name__}: {error}"]}
-    print(json.dumps(report))
-    sys.stdout.flush()
+    args = parse_arguments(__doc__, extra=lambda parser: parser.add_argument("--fps", type=float, default=15))
+    run_and_report(Publisher(args))
 
 
 if __name__ == "__main__":

@@ -245,8 +245,9 @@ class Viewer:
             await self.send("ping", {"timestamp": int(time.time() * 1000)}, with_id=False)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_arguments(description, extra=None):
+    """The options the aiortc peers share (and `extra(parser)`'s)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--server", required=True)
     parser.add_argument("--channel", required=True)
     parser.add_argument("--uid", required=True)
@@ -257,15 +258,26 @@ def main():
     parser.add_argument("--ice-username")
     parser.add_argument("--ice-credential")
     parser.add_argument("--relay-only", action="store_true")
+    if extra:
+        extra(parser)
     args = parser.parse_args()
     if not args.token and not args.secret:
         parser.error("give --token or --secret")
+    return args
+
+
+def run_and_report(peer):
+    """Runs `peer` and prints its report as one JSON line (an exception becomes a failed report)."""
     try:
-        report = asyncio.run(Viewer(args).run())
+        report = asyncio.run(peer.run())
     except Exception as error:
         report = {"ok": False, "errors": [f"{type(error).__name__}: {error}"]}
     print(json.dumps(report))
     sys.stdout.flush()
+
+
+def main():
+    run_and_report(Viewer(parse_arguments(__doc__)))
 
 
 if __name__ == "__main__":
