@@ -104,7 +104,8 @@ final class MediaPaths: @unchecked Sendable {
         if let known = sendable[address] { return known }
         let family: Int32
         switch (udp.localAddress, address) {
-        case (.v4?, .v4): family = AF_INET
+        // A `::` socket is dual-stack (bindMediaSocket turns IPV6_V6ONLY off): IPv4 goes out mapped.
+        case (.v4?, .v4), (.v6?, .v4): family = AF_INET
         case (.v6?, .v6): family = AF_INET6
         default:
             sendable[address] = false
@@ -150,7 +151,8 @@ final class TCPPathHandler: ChannelInboundHandler, @unchecked Sendable {
             context.close(promise: nil)
             return
         }
-        remote = context.remoteAddress
+        // A `::` listener sees IPv4 peers as IPv4-mapped: they are plain IPv4 above the socket.
+        remote = context.remoteAddress.map(DualStack.unmapped)
         if let remote { paths.add(context.channel, for: remote) }
         armIdle(context)
         context.fireChannelActive()

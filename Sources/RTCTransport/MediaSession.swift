@@ -65,7 +65,8 @@ public final class MediaSession: @unchecked Sendable {
             stats.srtpAuthenticationFailures = self.srtp?.authenticationFailures ?? 0
             if let selected = self.ice.selectedAddress {
                 stats.transport = self.transportOf?(selected) ?? "udp"
-                stats.remoteAddress = "\(selected.ipAddress ?? "?"):\(selected.port ?? 0)"
+                let ip = selected.ipAddress ?? "?"
+                stats.remoteAddress = ip.contains(":") ? "[\(ip)]:\(selected.port ?? 0)" : "\(ip):\(selected.port ?? 0)"
             }
             return stats
         }

@@ -19,8 +19,12 @@ final class InboundHandler: ChannelInboundHandler, @unchecked Sendable {
 
 /// Binds a UDP socket with vectored reads (recvmmsg) for media.
 func bindMediaSocket(host: String, port: Int, group: EventLoopGroup, handler: InboundHandler) async throws -> Channel {
-    try await DatagramBootstrap(group: group)
+    // An IPv6 address (`::` above all) makes a dual-stack socket: IPv4 peers too, as mapped addresses
+    // that the pipeline turns back into IPv4 ones both ways (``DualStack``).
+    let ipv6 = host.contains(":")
+    return try await DatagramBootstrap(group: group)
         .channelOption(.socketOption(.so_reuseaddr), value: 1)
+        .channelOption(ChannelOptions.Types.SocketOption(level: IPPROTO_IPV6, name: IPV6_V6ONLY), value: 0, if: ipv6)
         // A 720p screen keyframe is 100+ packets sent back to back: the default 208 KiB receive
         // buffer overflows on it. Ask for 4 MiB (the kernel caps it at net.core.rmem_max).
         .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
@@ -29,9 +33,39 @@ func bindMediaSocket(host: String, port: Int, group: EventLoopGroup, handler: In
         // With vector reads NIO splits one receive buffer across the messages: 2 KiB each.
         .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 32 * 2048))
         .channelInitializer { channel in
-            channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler) }
+            channel.eventLoop.makeCompletedFuture {
+                if ipv6 { try channel.pipeline.syncOperations.addHandler(DualStackHandler()) }
+                try channel.pipeline.syncOperations.addHandler(handler)
+            }
         }
         .bind(host: host, port: port).get()
+}
+
+/// On a dual-stack socket: IPv4-mapped source addresses in as IPv4, IPv4 destinations out mapped.
+final class DualStackHandler: ChannelDuplexHandler, @unchecked Sendable {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    typealias InboundOut = AddressedEnvelope<ByteBuffer>
+    typealias OutboundIn = AddressedEnvelope<ByteBuffer>
+    typealias OutboundOut = AddressedEnvelope<ByteBuffer>
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var envelope = unwrapInboundIn(data)
+        envelope.remoteAddress = DualStack.unmapped(envelope.remoteAddress)
+        context.fireChannelRead(wrapInboundOut(envelope))
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        var envelope = unwrapOutboundIn(data)
+        envelope.remoteAddress = DualStack.mapped(envelope.remoteAddress)
+        context.write(wrapOutboundOut(envelope), promise: promise)
+    }
+}
+
+extension DatagramBootstrap {
+    /// Sets `option` only when `condition` holds.
+    fileprivate func channelOption<Option: ChannelOption>(_ option: Option, value: Option.Value, if condition: Bool) -> DatagramBootstrap {
+        condition ? channelOption(option, value: value) : self
+    }
 }
 
 /// The host candidates of a socket bound as `configuration` says (``LocalInterfaces/candidates(boundTo:port:announced:includeLoopback:)``),
@@ -56,7 +90,15 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
     public static func bind(_ configuration: MediaTransportConfiguration, group: EventLoopGroup) async throws -> MediaTransport {
         let certificate = try DTLSCertificate()
         let handler = InboundHandler()
-        let channel = try await bindMediaSocket(host: configuration.host, port: configuration.port, group: group, handler: handler)
+        var configuration = configuration
+        let channel: Channel
+        do {
+            channel = try await bindMediaSocket(host: configuration.host, port: configuration.port, group: group, handler: handler)
+        } catch where configuration.host == "::" {
+            // A kernel without IPv6: every IPv4 interface instead.
+            configuration.host = "0.0.0.0"
+            channel = try await bindMediaSocket(host: configuration.host, port: configuration.port, group: group, handler: handler)
+        }
         let transport = MediaTransport(configuration: configuration, channel: channel, certificate: certificate)
         handler.router = transport
         return transport

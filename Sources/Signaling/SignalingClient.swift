@@ -61,9 +61,10 @@ public actor SignalingClient {
         let rest = url.dropFirst(secure ? "wss://".count : "ws://".count)
         let slash = rest.firstIndex(of: "/") ?? rest.endIndex
         let authority = rest[..<slash]
-        let parts = authority.split(separator: ":")
-        guard parts.count == 2, let port = Int(parts[1]) else { throw SignalingClientError("expected ws(s)://host:port/path, got \(url)") }
-        host = String(parts[0])
+        guard let (host, port) = Self.hostAndPort(authority) else {
+            throw SignalingClientError("expected ws(s)://host:port/path (an IPv6 address in brackets), got \(url)")
+        }
+        self.host = host
         self.port = port
         path = slash == rest.endIndex ? "/rtc" : String(rest[slash...])
         self.group = group
@@ -78,6 +79,20 @@ public actor SignalingClient {
         let stream = inbound.messages
         let opened = inbound.channel
         Task { await self.consume(stream, on: opened) }
+    }
+
+    /// `host:port`, or `[IPv6]:port` (RFC 3986 §3.2.2), with the brackets taken off the host.
+    static func hostAndPort(_ authority: Substring) -> (String, Int)? {
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { return nil }
+            let host = authority[authority.index(after: authority.startIndex)..<close]
+            let rest = authority[authority.index(after: close)...]
+            guard !host.isEmpty, rest.hasPrefix(":"), let port = Int(rest.dropFirst()), (1...65535).contains(port) else { return nil }
+            return (String(host), port)
+        }
+        let parts = authority.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, let port = Int(parts[1]), (1...65535).contains(port) else { return nil }
+        return (String(parts[0]), port)
     }
 
     private static func open(host: String, port: Int, path: String, group: EventLoopGroup, tls: NIOSSLContext?) async throws
@@ -275,7 +290,7 @@ private final class UpgradeRequest: ChannelInboundHandler, RemovableChannelHandl
 
     func channelActive(context: ChannelHandlerContext) {
         var headers = HTTPHeaders()
-        headers.add(name: "Host", value: "\(host):\(port)")
+        headers.add(name: "Host", value: host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)")
         headers.add(name: "Content-Length", value: "0")
         context.write(wrapOutboundOut(.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)

@@ -35,8 +35,8 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(name: .customLong("record-uid"), help: "Record only this uid (repeatable; default: everyone).") var recordUID: [String] = []
     @Option(help: "Seconds to stay; without it, until SIGINT or SIGTERM.") var duration: Double?
     @Flag(name: .customLong("no-subscribe"), help: "Receive nothing (auto-subscribe off).") var noSubscribe = false
-    @Option(help: "Local address the media sockets bind to (default 0.0.0.0: every interface, one candidate per address).")
-    var bind: String = "0.0.0.0"
+    @Option(help: "Local address the media sockets bind to (default ::, every interface, IPv6 and IPv4, one candidate per address; 0.0.0.0 for IPv4 only).")
+    var bind: String = "::"
     @Option(name: .customLong("ice-server"),
             help: "A TURN server to relay through, turn:HOST[:PORT][?transport=udp|tcp] or turns:HOST[:PORT] (TLS) (repeatable; default: those the server hands out).")
     var iceServer: [String] = []
@@ -253,7 +253,7 @@ final class Bot: Sendable {
 
     static func start(server: String, channel: String, uid: String, token: String, role: ClientRole, video: BotVideoSource,
                       audio: BotAudioSource, settings: VideoEncoderConfiguration, subscribe: Bool, record: String?,
-                      printStats: Bool, bind: String = "0.0.0.0", iceServers: [ICEServer]? = nil, relayOnly: Bool = false,
+                      printStats: Bool, bind: String = "::", iceServers: [ICEServer]? = nil, relayOnly: Bool = false,
                       iceTrust: String? = nil, layers: Layers = Layers(),
                       recordOptions: ChannelRecorder.Options = ChannelRecorder.Options(),
                       source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone)) async throws -> Bot {

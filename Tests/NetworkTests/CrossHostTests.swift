@@ -292,6 +292,41 @@ struct CrossHostTests {
         return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
     }
 
+    @Test("IPv6: a server on `::` announcing its IPv6 address, a publisher and a viewer on two other hosts, signaling and media over IPv6: every frame arrives, and the stats name the IPv6 path")
+    func ipv6() async throws {
+        guard NetworkLab.availableOrKnownIssue() else { return }
+        let lab = try NetworkLab()
+        defer { lab.close() }
+        let serverHost = try lab.addHost("s", ipv6: true), publisherHost = try lab.addHost("p", ipv6: true)
+        let viewerHost = try lab.addHost("v", ipv6: true)
+        let server6 = try #require(serverHost.address6), dir = temporaryDirectory("lab-ipv6")
+        let server = try LabProcess(lab.command(in: serverHost, [cliPath, "server", "--host", "::", "--port", "7880", "--udp-port", "7882",
+                                                                 "--secret", Self.secret, "--announce-ip", server6, "--log-level", "error"]))
+        defer { server.stop() }
+        #expect(await eventually(15) { server.output.contains { $0.hasPrefix("media candidates:") } }, "server: \(server.errorText)")
+        let url = "ws://[\(server6)]:7880/rtc"
+        func join(on host: NetworkLab.Host, uid: String, _ extra: [String]) throws -> LabProcess {
+            try LabProcess(lab.command(in: host, [cliPath, "join", "--server", url, "--channel", "lab", "--uid", uid, "--secret", Self.secret]
+                                                  + extra))
+        }
+        let viewer = try join(on: viewerHost, uid: "2001", ["--role", "audience", "--record", "\(dir)/rec", "--duration", "12"])
+        defer { viewer.stop() }
+        try await Task.sleep(for: .milliseconds(1500))
+        let publisher = try join(on: publisherHost, uid: "1001", ["--size", "640x360", "--fps", "15", "--bitrate", "800", "--duration", "8",
+                                                                   "--no-subscribe"])
+        defer { publisher.stop() }
+        #expect(await publisher.wait(40) == 0, "publisher: \(publisher.output.suffix(5)) \(publisher.errorText)")
+        #expect(await viewer.wait(40) == 0, "viewer: \(viewer.output.suffix(5)) \(viewer.errorText)")
+        let summary = publisher.output.first { $0.hasPrefix("1001: pushed") } ?? ""
+        let sent = summary.components(separatedBy: "sent video ").last.flatMap { Int($0.prefix { $0.isNumber }) } ?? 0
+        let recorded = try frames("\(dir)/rec/1001-camera.ivf") ?? 0
+        let up = publisher.output.last { $0.contains("path up ") }.map(Self.path) ?? "?"
+        let down = viewer.output.last { $0.contains("path down ") }.map(Self.path) ?? "?"
+        print("IPv6: \(recorded) of \(sent) frames recorded; publisher \(up); viewer \(down)")
+        #expect(sent >= 100 && Double(recorded) >= 0.95 * Double(sent), "\(recorded) of \(sent)")
+        #expect(up.contains("udp [\(server6)]:7882") && down.contains("udp [\(server6)]:7882"), "\(up) / \(down)")
+    }
+
     /// The "path ..." part of a stats line.
     static func path(_ line: String) -> String {
         line.components(separatedBy: " | ").first { $0.hasPrefix("path ") } ?? line

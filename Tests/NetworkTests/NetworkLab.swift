@@ -14,6 +14,8 @@ final class NetworkLab: @unchecked Sendable {
         let address: String
         /// The router's end of the host's veth: what the router sends the host leaves through it.
         var routerInterface = ""
+        /// Its IPv6 address (`fd77:<n>::1/64`, routed by the router), when it was made with one.
+        var address6: String?
     }
 
     struct LabError: Error, CustomStringConvertible {
@@ -48,6 +50,7 @@ final class NetworkLab: @unchecked Sendable {
         router = "\(id)r"
         try addNamespace(router)
         try sh(["ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
+        try sh(["ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"])
         try nft("""
             table ip lab {
                 chain post { type nat hook postrouting priority 100; }
@@ -61,7 +64,9 @@ final class NetworkLab: @unchecked Sendable {
     /// A host on a network of its own, routed to every other host; `behindNAT` puts it on a
     /// private 192.168.x.0/24 that the router masquerades; `udpBlocked` drops every UDP packet to
     /// or from it at the router (a network that lets only TCP out).
-    func addHost(_ label: String, behindNAT: Bool = false, udpBlocked: Bool = false) throws -> Host {
+    /// `ipv6`: the host also gets `fd77:<n>::1/64` (no duplicate address detection, so it is usable
+    /// at once) and a default IPv6 route through the router.
+    func addHost(_ label: String, behindNAT: Bool = false, udpBlocked: Bool = false, ipv6: Bool = false) throws -> Host {
         let subnet = nextSubnet
         nextSubnet += 1
         let namespace = "\(id)\(label)"
@@ -89,7 +94,14 @@ final class NetworkLab: @unchecked Sendable {
                 add rule ip lab gate ip daddr \(net).0/24 meta l4proto udp drop
                 """)
         }
-        return Host(namespace: namespace, address: hostAddress, routerInterface: outside)
+        var address6: String?
+        if ipv6 {
+            address6 = subnet == 0 ? "fd77::1" : "fd77:\(subnet)::1"  // as addresses are written out (RFC 5952)
+            try sh(["ip", "-n", namespace, "addr", "add", "fd77:\(subnet)::1/64", "dev", inside, "nodad"])
+            try sh(["ip", "-n", namespace, "-6", "route", "add", "default", "via", "fd77:\(subnet)::fe"])
+            try sh(["ip", "-n", router, "addr", "add", "fd77:\(subnet)::fe/64", "dev", outside, "nodad"])
+        }
+        return Host(namespace: namespace, address: hostAddress, routerInterface: outside, address6: address6)
     }
 
     /// Caps what reaches `host` (its downlink) at `kbit` kbit/s with a token bucket on the router's

@@ -338,3 +338,49 @@ struct MobilityTests {
         await server.close()
     }
 }
+
+@Suite("Dual-stack sockets (`::`)", .serialized)
+struct DualStackTests {
+    /// (server bind, client bind, the server candidate the client checks).
+    static let cases: [(String, String, String)] = [
+        ("::", "0.0.0.0", "127.0.0.1"),  // an IPv4 client on a dual-stack server
+        ("0.0.0.0", "::", "127.0.0.1"),  // a dual-stack client to an IPv4 server
+        ("::", "::", "::1"),             // IPv6 both ways
+    ]
+
+    @Test("ICE, DTLS and SRTP over a dual-stack socket; the session sees plain IPv4 addresses for IPv4 peers", arguments: cases)
+    func connects(serverHost: String, clientHost: String, candidate: String) async throws {
+        let group = MediaTransportTests.group
+        let port = try await SharedMediaPort.bind(.server(host: serverHost), group: group)
+        let client = try await MediaTransport.bind(.client(host: clientHost), group: group)
+        let received = Received()
+        let session = try await port.makeSession(remote: TransportParameters(
+            ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint, candidates: [], dtlsRole: .client)).get()
+        session.onRTP = { packet in received.rtp.withLockedValue { $0.append(packet) } }
+        var remote = session.localParameters
+        remote.candidates = [try SocketAddress(ipAddress: candidate, port: try #require(port.localAddress?.port))]
+        client.start(remote: remote)
+        #expect(await eventually { try await client.state.get() == .connected })
+        #expect(await eventually { try await session.state.get() == .connected })
+        for sequence in UInt16(0)..<10 { client.sendRTP(rtpPacket(ssrc: 7, sequence: sequence, payload: [1])) }
+        #expect(await eventually { received.rtp.withLockedValue { $0.count } == 10 })
+        // What the server's session calls its peer: no `::ffff:` for an IPv4 one.
+        let peer = try await session.stats.get().remoteAddress ?? ""
+        #expect(candidate.contains(":") ? peer.hasPrefix("[::1]:") : peer.hasPrefix("127.0.0.1:"), "\(peer)")
+        let path = try await client.stats.get().remoteAddress ?? ""
+        #expect(candidate.contains(":") ? path.hasPrefix("[::1]:") : path.hasPrefix("127.0.0.1:"), "\(path)")
+        await client.close()
+        await port.close()
+    }
+
+    @Test("IPv4-mapped addresses map and unmap; others pass through")
+    func mapping() throws {
+        let v4 = try SocketAddress(ipAddress: "10.77.0.1", port: 7882)
+        let mapped = DualStack.mapped(v4)
+        #expect(mapped.ipAddress == "::ffff:10.77.0.1" && mapped.port == 7882, "\(mapped)")
+        #expect(DualStack.unmapped(mapped) == v4)
+        let v6 = try SocketAddress(ipAddress: "fd77::1", port: 7882)
+        #expect(DualStack.mapped(v6) == v6 && DualStack.unmapped(v6) == v6)
+        #expect(DualStack.unmapped(v4) == v4)
+    }
+}

@@ -165,3 +165,26 @@ struct SignalingCorpusTests {
         }
     }
 }
+
+@Suite("Signaling URL authority")
+struct SignalingURLTests {
+    static let cases: [(String, String?, Int?)] = [
+        ("10.77.0.1:7880", "10.77.0.1", 7880),
+        ("example.com:443", "example.com", 443),
+        ("[fd77::1]:7880", "fd77::1", 7880),
+        ("[::1]:80", "::1", 80),
+        ("fd77::1:7880", nil, nil),  // an IPv6 address needs brackets
+        ("[fd77::1]", nil, nil),
+        ("[fd77::1:7880", nil, nil),
+        ("host:0", nil, nil),
+        ("host:99999", nil, nil),
+        (":7880", nil, nil),
+        ("[]:7880", nil, nil),
+    ]
+
+    @Test("host and port, an IPv6 address in brackets (RFC 3986)", arguments: cases)
+    func authority(text: String, host: String?, port: Int?) {
+        let parsed = SignalingClient.hostAndPort(Substring(text))
+        #expect(parsed?.0 == host && parsed?.1 == port, "\(text) → \(String(describing: parsed))")
+    }
+}

@@ -107,10 +107,11 @@ public struct RTCEngineConfiguration: Sendable {
     /// RFC 7675) before the engine calls its path lost and restarts ICE, signaling staying up.
     /// Checks go out every `min(2.5, timeout / 2)` seconds; at least 0.5 s.
     public var mediaTimeoutSeconds: Double = 5
-    /// The address the media sockets bind to: `0.0.0.0` (the default) listens on every IPv4
-    /// interface and offers a host candidate per interface address (loopback only when the server
-    /// is on this machine); one address binds and offers just that one.
-    public var bindAddress: String = "0.0.0.0"
+    /// The address the media sockets bind to: `::` (the default) listens on every interface, IPv6
+    /// and IPv4 (a dual-stack socket; `0.0.0.0` where the kernel has no IPv6), and offers a host
+    /// candidate per interface address (IPv6 link-local ones left out, loopback only when the
+    /// server is on this machine); `0.0.0.0` IPv4 only; one address binds and offers just that one.
+    public var bindAddress: String = "::"
     /// TURN servers to relay through when no direct path answers (or always, with the `.relay`
     /// policy); nil: those the server hands out in `joined` (its `--turn-url`, with short-lived
     /// credentials). `turn:` URLs over UDP or TCP and `turns:` (TLS) are used; `stun:` ones are

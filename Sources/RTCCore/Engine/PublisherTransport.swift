@@ -200,8 +200,11 @@ final class PublisherTransport: Sendable {
             try await Task.sleep(for: .milliseconds(5))
         }
         // Name what was tried: a server announcing an address nobody can reach shows here.
-        let tried = remote.candidates.map { "udp \($0.ipAddress ?? "?"):\($0.port ?? 0)" }
-            + remote.tcpCandidates.map { "tcp \($0.ipAddress ?? "?"):\($0.port ?? 0)" }
+        func shown(_ address: SocketAddress) -> String {
+            let ip = address.ipAddress ?? "?"
+            return ip.contains(":") ? "[\(ip)]:\(address.port ?? 0)" : "\(ip):\(address.port ?? 0)"
+        }
+        let tried = remote.candidates.map { "udp \(shown($0))" } + remote.tcpCandidates.map { "tcp \(shown($0))" }
         throw RTCEngineError(.transportFailed, "the publisher transport did not connect within 10 s (the server's candidates: "
                              + (tried.isEmpty ? "none" : tried.joined(separator: ", ")) + ")")
     }
