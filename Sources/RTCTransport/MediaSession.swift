@@ -65,6 +65,7 @@ public final class MediaSession: @unchecked Sendable {
             stats.srtpAuthenticationFailures = self.srtp?.authenticationFailures ?? 0
             if let selected = self.ice.selectedAddress {
                 stats.transport = self.transportOf?(selected) ?? "udp"
+                stats.mappedAddress = self.ice.mappedAddress
                 let ip = selected.ipAddress ?? "?"
                 stats.remoteAddress = ip.contains(":") ? "[\(ip)]:\(selected.port ?? 0)" : "\(ip):\(selected.port ?? 0)"
             }

@@ -101,6 +101,10 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         }
         let transport = MediaTransport(configuration: configuration, channel: channel, certificate: certificate)
         handler.router = transport
+        if !configuration.stunServers.isEmpty {
+            let found = await transport.gatherReflexive(from: configuration.stunServers, timeout: configuration.stunTimeout)
+            transport.reflexive.withLockedValue { $0 = found }
+        }
         return transport
     }
 
@@ -119,13 +123,101 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         if let relay = paths.relayServers[envelope.remoteAddress], relay.server.transport == .udp {
             return relay.receive(envelope.data)
         }
+        if !bindings.isEmpty, PacketDemultiplexer.classify(envelope.data.readableBytesView) == .stun,
+           let message = try? STUNMessage(parsing: Array(envelope.data.readableBytesView)), message.messageClass == .successResponse,
+           bindings[message.transactionID] != nil {
+            return answered(message)
+        }
         session.receive(envelope.data, from: envelope.remoteAddress)
     }
 
+    // MARK: Server-reflexive candidates (on the event loop)
+
+    /// Binding requests out to STUN servers, by transaction id; the servers that answered, and what they saw.
+    private var bindings: [[UInt8]: SocketAddress] = [:]
+    private var answeredServers: [SocketAddress] = []
+    private var mapped: [SocketAddress] = []
+    let reflexive = NIOLockedValueBox<[ReflexiveCandidate]>([])
+
+    /// Asks each STUN server for this socket's address as it sees it (a Binding request, RFC 8489;
+    /// again after 100 and 200 ms while unanswered), for at most `timeout`. A mapping that is one of
+    /// the host candidates (no NAT on the way) is left out, as is one of a family no host candidate
+    /// has. Never fails: a silent server gives nothing.
+    func gatherReflexive(from servers: [SocketAddress], timeout: TimeAmount) async -> [ReflexiveCandidate] {
+        let loop = channel.eventLoop
+        let sendable = servers.filter { paths.canSend(to: $0) }
+        guard !sendable.isEmpty else { return [] }
+        let send: @Sendable () -> Void = { [self] in
+            for server in sendable where !self.answeredServers.contains(server) {
+                let request = STUNMessage(messageClass: .request, transactionID: STUNMessage.randomTransactionID(), attributes: [])
+                self.bindings[request.transactionID] = server
+                self.paths.write(ByteBuffer(bytes: request.serialized), to: server, flush: true)
+            }
+        }
+        let allAnswered: @Sendable () -> Bool = { [self] in self.answeredServers.count >= sendable.count }
+        try? await loop.submit(send).get()
+        let start = NIODeadline.now()
+        var resends: [Int64] = [100, 200]
+        while NIODeadline.now() < start + timeout, (try? await loop.submit(allAnswered).get()) == false {
+            try? await Task.sleep(for: .milliseconds(10))
+            let elapsedMs = (NIODeadline.now() - start).nanoseconds / 1_000_000
+            if let next = resends.first, elapsedMs >= next {
+                resends.removeFirst()
+                try? await loop.submit(send).get()
+            }
+        }
+        return (try? await loop.submit { () -> [ReflexiveCandidate] in
+            self.bindings.removeAll()
+            let hosts = self.session.localParameters.candidates
+            var found: [ReflexiveCandidate] = []
+            for address in self.mapped where !hosts.contains(address) && !found.contains(where: { $0.address == address }) {
+                guard let base = hosts.first(where: { Self.family(of: $0) == Self.family(of: address) }) else { continue }
+                found.append(ReflexiveCandidate(address: address, base: base))
+            }
+            return found
+        }.get()) ?? []
+    }
+
+    private func answered(_ message: STUNMessage) {
+        guard let server = bindings.removeValue(forKey: message.transactionID),
+              let stun = message.xorMappedAddress, let address = try? SocketAddress(stun: stun) else { return }
+        if !answeredServers.contains(server) { answeredServers.append(server) }
+        mapped.append(DualStack.unmapped(address))
+    }
+
+    private static func family(of address: SocketAddress) -> Int {
+        switch address {
+        case .v4: 4
+        case .v6: 6
+        default: 0
+        }
+    }
+
     public var localAddress: SocketAddress? { channel.localAddress }
-    public var localParameters: TransportParameters { session.localParameters }
+    public var localParameters: TransportParameters {
+        var parameters = session.localParameters
+        parameters.reflexiveCandidates = reflexive.withLockedValue { $0 }
+        return parameters
+    }
     public var state: EventLoopFuture<MediaTransportState> { session.state }
-    public var stats: EventLoopFuture<MediaTransportStats> { session.stats }
+    public var stats: EventLoopFuture<MediaTransportStats> {
+        let reflexive = reflexive.withLockedValue { $0 }.map(\.address), hosts = session.localParameters.candidates
+        return session.stats.map { stats in
+            var stats = stats
+            guard let mapped = stats.mappedAddress, stats.transport == "udp" else {
+                stats.mappedAddress = nil
+                return stats
+            }
+            // A wildcard socket's host candidates carry its port; a mapping equal to one is no NAT.
+            if hosts.contains(mapped) {
+                stats.localCandidateType = "host"
+                stats.mappedAddress = nil
+            } else {
+                stats.localCandidateType = reflexive.contains(mapped) ? "srflx" : "prflx"
+            }
+            return stats
+        }
+    }
     public var onRTP: (@Sendable (ByteBuffer) -> Void)? {
         get { session.onRTP }
         set { session.onRTP = newValue }

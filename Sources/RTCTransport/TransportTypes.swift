@@ -10,6 +10,8 @@ public struct TransportParameters: Sendable, Hashable {
     public var candidates: [SocketAddress]
     /// Passive ICE-TCP host candidates (RFC 6544 `tcptype passive`): where this side accepts TCP.
     public var tcpCandidates: [SocketAddress]
+    /// Server-reflexive candidates (what STUN servers saw this side's socket as), offered after the host ones.
+    public var reflexiveCandidates: [ReflexiveCandidate] = []
     /// The DTLS role this side takes (`a=setup:active` is the client).
     public var dtlsRole: DTLSEndpoint.Role
 
@@ -20,6 +22,18 @@ public struct TransportParameters: Sendable, Hashable {
         self.candidates = candidates
         self.tcpCandidates = tcpCandidates
         self.dtlsRole = dtlsRole
+    }
+}
+
+/// A server-reflexive candidate (RFC 8445 §5.1.1.2): the address a STUN server saw a socket's
+/// datagrams come from (a NAT's mapping), and the host candidate it stands in front of (`raddr`).
+public struct ReflexiveCandidate: Sendable, Hashable {
+    public var address: SocketAddress
+    public var base: SocketAddress
+
+    public init(address: SocketAddress, base: SocketAddress) {
+        self.address = address
+        self.base = base
     }
 }
 
@@ -53,6 +67,10 @@ public struct MediaTransportConfiguration: Sendable {
     /// Client: TURN servers to relay through when the direct paths stay silent (with the ICE-TCP
     /// fallback), or always with `relayOnly`.
     public var turnServers: [TURNServer] = []
+    /// STUN servers (`stun:` URLs) asked for this side's server-reflexive address when the
+    /// transport is bound (``MediaTransport/bind(_:group:)``, waiting at most `stunTimeout`).
+    public var stunServers: [SocketAddress] = []
+    public var stunTimeout: TimeAmount = .milliseconds(300)
     /// Client: media only through a TURN relay (`iceTransportPolicy: .relay`): no direct checks.
     public var relayOnly = false
 
@@ -106,4 +124,9 @@ public struct MediaTransportStats: Sendable, Hashable {
     /// The selected candidate pair's transport ("udp", or "tcp" for ICE-TCP) and remote address.
     public var transport: String?
     public var remoteAddress: String?
+    /// A client's side of the selected pair, from the answer to its check: "host" (the server saw
+    /// our own address), "srflx" (a NAT's mapping that a STUN server reported too) or "prflx" (a
+    /// mapping only the server saw); and that mapped address when it is not our own.
+    public var localCandidateType: String?
+    public var mappedAddress: SocketAddress?
 }

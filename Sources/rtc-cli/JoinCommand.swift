@@ -38,12 +38,23 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(help: "Local address the media sockets bind to (default ::, every interface, IPv6 and IPv4, one candidate per address; 0.0.0.0 for IPv4 only).")
     var bind: String = "::"
     @Option(name: .customLong("ice-server"),
-            help: "A TURN server to relay through, turn:HOST[:PORT][?transport=udp|tcp] or turns:HOST[:PORT] (TLS) (repeatable; default: those the server hands out).")
+            help: "A TURN server to relay through, turn:HOST[:PORT][?transport=udp|tcp] or turns:HOST[:PORT] (TLS), or a STUN server for server-reflexive candidates, stun:HOST[:PORT] (repeatable; default: those the server hands out).")
     var iceServer: [String] = []
     @Option(name: .customLong("ice-trust"), help: "PEM certificates to trust for turns: servers instead of the system's roots.")
     var iceTrust: String?
     @Option(name: .customLong("ice-username"), help: "Username for --ice-server.") var iceUsername: String?
     @Option(name: .customLong("ice-credential"), help: "Credential for --ice-server.") var iceCredential: String?
+
+    /// The `--ice-server` URLs that are relays (they take the credentials).
+    private var relays: [String] { iceServer.filter { !$0.lowercased().hasPrefix("stun:") } }
+
+    /// `--ice-server`: the STUN servers without credentials, the relays with them; nil: the server's.
+    private var iceServers: [ICEServer]? {
+        guard !iceServer.isEmpty else { return nil }
+        let stun = iceServer.filter { $0.lowercased().hasPrefix("stun:") }
+        return (stun.isEmpty ? [] : [ICEServer(urls: stun)])
+            + (relays.isEmpty ? [] : [ICEServer(urls: relays, username: iceUsername, credential: iceCredential)])
+    }
     @Flag(name: .customLong("relay-only"), help: "Send media only through a TURN server (iceTransportPolicy relay).") var relayOnly = false
     @Flag(help: "Print no stats lines.") var quiet = false
     @Option(help: "Simulcast layers of the video: 1, 2 (dual stream: full and quarter size) or 3 (full, half, quarter).")
@@ -76,15 +87,15 @@ struct JoinCommand: AsyncParsableCommand {
         for url in iceServer {
             do {
                 let parsed = try ICEServerURL(parsing: url)
-                guard parsed.scheme == .turn || parsed.scheme == .turns else {
-                    throw ValidationError("--ice-server \(url): only turn: (UDP or TCP) and turns: (TLS) URLs are used")
+                guard parsed.scheme == .turn || parsed.scheme == .turns || parsed.scheme == .stun else {
+                    throw ValidationError("--ice-server \(url): only stun:, turn: (UDP or TCP) and turns: (TLS) URLs are used")
                 }
             } catch let error as ICEServerURL.ParseError {
                 throw ValidationError("--ice-server \(error)")
             }
         }
-        guard iceServer.isEmpty || (iceUsername != nil && iceCredential != nil) else {
-            throw ValidationError("--ice-server needs --ice-username and --ice-credential")
+        guard relays.isEmpty || (iceUsername != nil && iceCredential != nil) else {
+            throw ValidationError("--ice-server turn: and turns: URLs need --ice-username and --ice-credential")
         }
         guard (try? SocketAddress(ipAddress: bind, port: 0)) != nil else { throw ValidationError("--bind \(bind) is not an IPv4 or IPv6 address") }
         guard ownerWait.isFinite, ownerWait >= 0 else { throw ValidationError("--owner-wait is seconds, 0 or more, not \(ownerWait)") }
@@ -185,7 +196,7 @@ struct JoinCommand: AsyncParsableCommand {
                                       role: role == "audience" ? .audience : .broadcaster, video: videoSource, audio: audioSource,
                                       settings: VideoEncoderConfiguration(dimensions: size, frameRate: fps, bitrateKbps: bitrate),
                                       subscribe: !noSubscribe, record: record, printStats: !quiet, bind: bind,
-                                      iceServers: iceServer.isEmpty ? nil : [ICEServer(urls: iceServer, username: iceUsername, credential: iceCredential)],
+                                      iceServers: iceServers,
                                       relayOnly: relayOnly, iceTrust: iceTrust,
                                       layers: Bot.Layers(simulcast: simulcast, streamType: streamType.flatMap(VideoStreamType.init(rawValue:)),
                                                          frameLog: frameLog),

@@ -11,7 +11,7 @@ struct ICEServerTests {
         let server = try await TestServer()
         var configuration = RTCEngineConfiguration(serverURL: server.url)
         configuration.iceServers = [
-            ICEServer(urls: ["turn:", "stun:stun.example.com", "turn:host.invalid:3478"], username: "u", credential: "c"),
+            ICEServer(urls: ["turn:", "stuns:stun.example.com", "turn:host.invalid:3478"], username: "u", credential: "c"),
             ICEServer(urls: ["turn:127.0.0.1:3478"]),
         ]
         let engine = RTCEngine(configuration: configuration)
@@ -23,7 +23,7 @@ struct ICEServerTests {
         }
         let errors = events.all.compactMap { if case .error(let error) = $0 { error.reason } else { nil } }
         #expect(reasons, "\(errors)")
-        for fragment in ["turn:: not an ICE server URL", "stun:stun.example.com: only turn:", "host.invalid does not resolve",
+        for fragment in ["turn:: not an ICE server URL", "stuns:stun.example.com: only stun:, turn: and turns:", "host.invalid does not resolve",
                          "turn:127.0.0.1:3478: no username"] {
             #expect(errors.contains { $0.contains(fragment) }, "\(fragment) not among \(errors)")
         }

@@ -242,7 +242,10 @@ struct CrossHostTests {
         // Four publishers at once: ours and aiortc behind the NAT, ours and aiortc with UDP blocked.
         let launchedUs = Self.monotonicUs()
         let publishers: [(name: String, uid: String, ours: Bool, process: LabProcess)] = [
-            ("ours, behind NAT", "1001", true, try join(lab, on: natHost, server: serverHost, uid: "1001", quiet: false, ours)),
+            // Ours behind the NAT asks coturn for its server-reflexive address (STUN): the stats then
+            // name the pair's local side as that srflx candidate.
+            ("ours, behind NAT", "1001", true, try join(lab, on: natHost, server: serverHost, uid: "1001", quiet: false,
+                                                        ours + ["--ice-server", "stun:\(serverHost.address):3478"])),
             ("aiortc, behind NAT", "1002", false, try aiortc(lab, on: natHost, server: serverHost, uid: "1002", script: "aiortc_publisher.py",
                                                              ["--seconds", seconds])),
             ("ours, UDP blocked", "1003", true, try join(lab, on: blockedHost, server: serverHost, uid: "1003", quiet: false, ours)),
@@ -282,7 +285,8 @@ struct CrossHostTests {
         }
         print("side by side, publishers of 640x360 at 15 fps for \(seconds) s, one viewer on another host:\n"
             + "publisher              decoded/sent first frame  path\n" + rows.joined(separator: "\n"))
-        #expect(rows[0].contains("udp") && rows[2].contains("tcp 10.77.0.1:7883") && rows[3].contains("relay"), "\(rows)")
+        #expect(rows[0].contains("udp 10.77.0.1:7882 from srflx ") && rows[2].contains("tcp 10.77.0.1:7883") && rows[3].contains("relay"),
+                "\(rows)")
     }
 
     /// CLOCK_MONOTONIC in µs: the clock of `--frame-log` lines and of aiortc's `time.monotonic()`.

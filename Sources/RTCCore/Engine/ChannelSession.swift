@@ -62,6 +62,8 @@ final class ChannelSession: @unchecked Sendable {
     private var participantSid = ""
     /// The TURN servers transports may relay through (the configuration's, else the server's).
     private var turnServers: [TURNServer] = []
+    /// `stun:` servers, asked for server-reflexive candidates when a transport is bound.
+    private var stunServers: [SocketAddress] = []
     private var _publisher: PublisherTransport?
     private var _subscriber: SubscriberTransport?
     /// The simulcast layer the server last said it sends of each remote user's video.
@@ -152,6 +154,7 @@ final class ChannelSession: @unchecked Sendable {
         lock.withLock {
             participantSid = joined.participant.sid
             turnServers = relays.usable
+            stunServers = relays.stun
             self.playout = playout
             self.rtcpTask = rtcpTask
             self.eventTask = eventTask
@@ -286,7 +289,7 @@ final class ChannelSession: @unchecked Sendable {
         let timeout = max(0.5, context.configuration.mediaTimeoutSeconds)
         transport.iceTimers.consentInterval = min(2.5, timeout / 2)
         transport.iceTimers.disconnectAfter = timeout
-        transport.turnServers = lock.withLock { turnServers }
+        (transport.turnServers, transport.stunServers) = lock.withLock { (turnServers, stunServers) }
         transport.relayOnly = configuration.iceTransportPolicy == .relay
         return transport
     }
@@ -516,7 +519,11 @@ final class ChannelSession: @unchecked Sendable {
                                   subscriberRTT: subscriberStats?.roundTripTime, estimatedBandwidthKbps: publisher?.estimatedBandwidthKbps)
         func path(_ stats: MediaTransportStats?) -> String? {
             guard let stats, let transport = stats.transport else { return nil }
-            return "\(transport) \(stats.remoteAddress ?? "?")"
+            let local = stats.mappedAddress.map { mapped in
+                let ip = mapped.ipAddress ?? "?"
+                return " from \(stats.localCandidateType ?? "prflx") " + (ip.contains(":") ? "[\(ip)]:\(mapped.port ?? 0)" : "\(ip):\(mapped.port ?? 0)")
+            } ?? ""
+            return "\(transport) \(stats.remoteAddress ?? "?")\(local)"
         }
         report.publisherPath = path(publisherStats)
         report.subscriberPath = path(subscriberStats)
@@ -541,12 +548,21 @@ extension ICEServer {
     /// The TURN servers among these URLs that a client transport can relay through: `turn:` over
     /// UDP or TCP with a username and credential; numeric hosts, `localhost` or names resolved
     /// here. Each skipped URL comes back with why.
-    static func turnServers(_ servers: [ICEServer], trustedCertificates: String? = nil) -> (usable: [TURNServer], skipped: [String]) {
-        var usable: [TURNServer] = [], skipped: [String] = []
+    static func turnServers(_ servers: [ICEServer], trustedCertificates: String? = nil)
+        -> (usable: [TURNServer], stun: [SocketAddress], skipped: [String])
+    {
+        var usable: [TURNServer] = [], stun: [SocketAddress] = [], skipped: [String] = []
         for server in servers {
             for text in server.urls {
                 guard let url = try? ICEServerURL(parsing: text) else { skipped.append("\(text): not an ICE server URL"); continue }
-                guard url.scheme == .turn || url.scheme == .turns else { skipped.append("\(text): only turn: and turns: URLs are used"); continue }
+                if url.scheme == .stun {
+                    // For server-reflexive candidates: no credentials.
+                    let address = (try? SocketAddress(ipAddress: url.host, port: url.port))
+                        ?? (try? SocketAddress.makeAddressResolvingHost(url.host, port: url.port))
+                    if let address { stun.append(address) } else { skipped.append("\(text): \(url.host) does not resolve") }
+                    continue
+                }
+                guard url.scheme == .turn || url.scheme == .turns else { skipped.append("\(text): only stun:, turn: and turns: URLs are used"); continue }
                 guard let username = server.username, let credential = server.credential else {
                     skipped.append("\(text): no username and credential")
                     continue
@@ -559,6 +575,6 @@ extension ICEServer {
                                          hostname: url.host, trustedCertificates: trustedCertificates))
             }
         }
-        return (usable, skipped)
+        return (usable, stun, skipped)
     }
 }

@@ -114,8 +114,10 @@ public struct RTCEngineConfiguration: Sendable {
     public var bindAddress: String = "::"
     /// TURN servers to relay through when no direct path answers (or always, with the `.relay`
     /// policy); nil: those the server hands out in `joined` (its `--turn-url`, with short-lived
-    /// credentials). `turn:` URLs over UDP or TCP and `turns:` (TLS) are used; `stun:` ones are
-    /// skipped (an ICE-lite server learns a client's mapped address from its checks).
+    /// credentials). `turn:` URLs over UDP or TCP and `turns:` (TLS) are relays; `stun:` ones are
+    /// asked for server-reflexive candidates when a media transport is bound (at most 300 ms; the
+    /// ICE-lite server learns a client's mapped address from its checks anyway, so they change which
+    /// candidates are offered, not which path is taken).
     public var iceServers: [ICEServer]?
     /// `.all`: direct paths first (UDP, then ICE-TCP and TURN when UDP stays silent); `.relay`:
     /// only through a TURN server.

@@ -59,6 +59,9 @@ public final class ICEAgent {
     public private(set) var state: ICEState = .new
     /// Where media goes: the nominated remote address.
     public private(set) var selectedAddress: SocketAddress?
+    /// What the peer saw our checks on the selected pair come from (the XOR-MAPPED-ADDRESS of its
+    /// answer): our own address, or a NAT's mapping of it.
+    public private(set) var mappedAddress: SocketAddress?
     /// Round-trip time of the latest answered check, seconds.
     public private(set) var roundTripTime: Double?
     public let timers: ICETimers
@@ -209,6 +212,7 @@ public final class ICEAgent {
         nextConsentCheck = now + timers.consentInterval
         if selectedAddress == nil || state != .connected {
             selectedAddress = transaction.to
+            mappedAddress = response.xorMappedAddress.flatMap { try? SocketAddress(stun: $0) }.map(DualStack.unmapped)
             output.selectedAddress = transaction.to
             // The checks to the other candidates stop, and the chosen pair is nominated once more
             // shortly: an ICE-lite peer follows the latest nomination, and a check to another of its

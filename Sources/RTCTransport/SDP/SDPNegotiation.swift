@@ -168,9 +168,19 @@ extension SessionDescription {
                                          address: address.ipAddress ?? "127.0.0.1", port: UInt16(address.port ?? 9))
                 lines.append(.attribute("candidate", entry.value))
             }
+            // Server-reflexive candidates (type preference 100), after the host ones.
+            for (index, reflexive) in transport.reflexiveCandidates.enumerated() {
+                let entry = ICECandidate(foundation: String(transport.candidates.count + index + 1),
+                                         priority: ICEPriority.candidate(typePreference: 100, localPreference: UInt32(max(0, 65535 - index))),
+                                         address: reflexive.address.ipAddress ?? "0.0.0.0", port: UInt16(reflexive.address.port ?? 9),
+                                         type: "srflx", relatedAddress: reflexive.base.ipAddress ?? "0.0.0.0",
+                                         relatedPort: UInt16(reflexive.base.port ?? 9))
+                lines.append(.attribute("candidate", entry.value))
+            }
             // Passive ICE-TCP candidates, after (and below) every UDP one.
             for (index, address) in transport.tcpCandidates.enumerated() {
-                let entry = ICECandidate(foundation: String(transport.candidates.count + index + 1), transport: "tcp",
+                let entry = ICECandidate(foundation: String(transport.candidates.count + transport.reflexiveCandidates.count + index + 1),
+                                         transport: "tcp",
                                          priority: ICEPriority.candidate(localPreference: UInt32(max(0, 8191 - index))),
                                          address: address.ipAddress ?? "127.0.0.1", port: UInt16(address.port ?? 9),
                                          extensions: [("tcptype", "passive")])
@@ -230,10 +240,16 @@ extension SessionDescription {
         case "passive": .server
         default: offererRole
         }
-        var candidates: [SocketAddress] = [], tcpCandidates: [SocketAddress] = []
+        var candidates: [SocketAddress] = [], tcpCandidates: [SocketAddress] = [], reflexive: [ReflexiveCandidate] = []
         for section in media {
             for candidate in section.candidates where candidate.component == 1 {
                 guard let address = try? SocketAddress(ipAddress: candidate.address, port: Int(candidate.port)) else { continue }
+                // A server-reflexive one is also an address to check (as before); its base is kept.
+                if candidate.type == "srflx", let raddr = candidate.relatedAddress, let rport = candidate.relatedPort,
+                   let base = try? SocketAddress(ipAddress: raddr, port: Int(rport)),
+                   !reflexive.contains(where: { $0.address == address }) {
+                    reflexive.append(ReflexiveCandidate(address: address, base: base))
+                }
                 switch candidate.transport.lowercased() {
                 case "udp" where !candidates.contains(address):
                     candidates.append(address)
@@ -245,7 +261,9 @@ extension SessionDescription {
                 }
             }
         }
-        return TransportParameters(ice: ICECredentials(ufrag: ufrag, pwd: pwd), fingerprint: fingerprint, candidates: candidates,
-                                   tcpCandidates: tcpCandidates, dtlsRole: role)
+        var parameters = TransportParameters(ice: ICECredentials(ufrag: ufrag, pwd: pwd), fingerprint: fingerprint, candidates: candidates,
+                                             tcpCandidates: tcpCandidates, dtlsRole: role)
+        parameters.reflexiveCandidates = reflexive
+        return parameters
     }
 }
