@@ -57,7 +57,8 @@ final class StreamFrameDecoder: ByteToMessageDecoder {
 /// Where a session's datagrams go: the UDP socket, or the TCP connection (ICE-TCP) a remote
 /// address is reached over. Used on the event loop that owns the UDP channel and the connections.
 final class MediaPaths: @unchecked Sendable {
-    let udp: Channel
+    /// The UDP socket (a new one after ``SocketKeeper`` bound it again).
+    private(set) var udp: Channel
     /// Established ICE-TCP connections by their remote address.
     private(set) var tcp: [SocketAddress: Channel] = [:]
     /// Peers reached through a TURN relay, and the relays by their server's address (UDP ones
@@ -69,6 +70,12 @@ final class MediaPaths: @unchecked Sendable {
     static let maxConnections = 4096
 
     init(udp: Channel) { self.udp = udp }
+
+    /// The UDP socket was bound again (same address and port): writes go to the new one.
+    func replaceUDP(_ channel: Channel) {
+        udp = channel
+        sendable.removeAll()
+    }
 
     func add(_ connection: Channel, for remote: SocketAddress) { tcp[remote] = connection }
 

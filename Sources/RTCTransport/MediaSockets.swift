@@ -85,6 +85,10 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
     /// The UDP socket and any ICE-TCP connection to the peer.
     private let paths: MediaPaths
     private var fallback: Scheduled<Void>?
+    /// Binds the socket again should it close on its own (``SocketKeeper``); set once at bind.
+    private var keeper: SocketKeeper?
+    /// How many times the socket was bound again, on the event loop.
+    public var socketRebinds: EventLoopFuture<Int> { channel.eventLoop.submit { self.keeper?.rebinds ?? 0 } }
 
     /// Binds a UDP socket and makes a transport on it.
     public static func bind(_ configuration: MediaTransportConfiguration, group: EventLoopGroup) async throws -> MediaTransport {
@@ -101,6 +105,9 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         }
         let transport = MediaTransport(configuration: configuration, channel: channel, certificate: certificate)
         handler.router = transport
+        transport.keeper = SocketKeeper(host: configuration.host, port: channel.localAddress?.port ?? 0, loop: channel.eventLoop,
+                                        paths: transport.paths, router: transport)
+        transport.keeper?.watch(channel)
         if !configuration.stunServers.isEmpty {
             let found = await transport.gatherReflexive(from: configuration.stunServers, timeout: configuration.stunTimeout)
             transport.reflexive.withLockedValue { $0 = found }
@@ -110,6 +117,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
 
     private init(configuration: MediaTransportConfiguration, channel: Channel, certificate: DTLSCertificate) {
         self.channel = channel
+        boundAddress = channel.localAddress
         let paths = MediaPaths(udp: channel)
         self.paths = paths
         session = MediaSession(configuration: configuration, certificate: certificate,
@@ -193,7 +201,9 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         }
     }
 
-    public var localAddress: SocketAddress? { channel.localAddress }
+    /// The socket's address (the same after ``SocketKeeper`` bound it again).
+    public var localAddress: SocketAddress? { boundAddress }
+    private let boundAddress: SocketAddress?
     public var localParameters: TransportParameters {
         var parameters = session.localParameters
         parameters.reflexiveCandidates = reflexive.withLockedValue { $0 }
@@ -272,7 +282,9 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         var failures: [String] = []
         let servers = session.configuration.turnServers.prefix(2)
         for server in servers where paths.relayServers[server.address] == nil {
-            let relay = TURNRelay(server: server, udp: channel) { bytes, from in session.receive(bytes, from: from) }
+            let relay = TURNRelay(server: server, udp: { [paths] in paths.udp }, loop: channel.eventLoop) { bytes, from in
+                session.receive(bytes, from: from)
+            }
             paths.relayServers[server.address] = relay
             relay.onPermitted = { [weak relay] in
                 guard let relay, session.isSearchingOnLoop else { return }
@@ -319,11 +331,13 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
     /// Closes DTLS (close_notify), ICE, any ICE-TCP connection and the socket.
     public func close() async {
         await session.close()
-        try? await channel.eventLoop.submit {
+        let udp = try? await channel.eventLoop.submit { () -> Channel in
+            self.keeper?.stop()
             self.fallback?.cancel()
             self.paths.closeAll()
+            return self.paths.udp
         }.get()
-        try? await channel.close()
+        try? await (udp ?? channel).close()
     }
 }
 
@@ -351,6 +365,10 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
         let channel = try await bindMediaSocket(host: configuration.host, port: configuration.port, group: group, handler: handler)
         let port = SharedMediaPort(configuration: configuration, channel: channel, certificate: certificate)
         handler.router = port
+        // One rejected datagram must not end every session on the port (``SocketKeeper``).
+        port.keeper = SocketKeeper(host: configuration.host, port: channel.localAddress?.port ?? configuration.port, loop: channel.eventLoop,
+                                   paths: port.paths, router: port)
+        port.keeper?.watch(channel)
         if let tcpPort = configuration.tcpPort {
             do {
                 let listener = try await ICETCP.listen(host: configuration.host, port: tcpPort, loop: channel.eventLoop, paths: port.paths) {
@@ -372,6 +390,7 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     private init(configuration: MediaTransportConfiguration, channel: Channel, certificate: DTLSCertificate) {
         self.configuration = configuration
         self.channel = channel
+        boundAddress = channel.localAddress
         self.certificate = certificate
         paths = MediaPaths(udp: channel)
         configured = configuredCandidates(configuration, channel: channel)
@@ -380,13 +399,19 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     /// The candidates the configuration gives, listed once at bind (not per session).
     private let configured: [SocketAddress]
 
-    public var localAddress: SocketAddress? { channel.localAddress }
+    /// The socket's address (the same after ``SocketKeeper`` bound it again).
+    public var localAddress: SocketAddress? { boundAddress }
+    private let boundAddress: SocketAddress?
 
     /// The passive ICE-TCP listener's address, when there is one.
     public var tcpAddress: SocketAddress? { tcpListener?.localAddress }
 
     /// Hands every pending datagram to the kernel together (sendmmsg). On the event loop.
-    public func flush() { channel.flush() }
+    public func flush() { paths.udp.flush() }
+
+    /// How many times the socket was bound again (``SocketKeeper``), on the event loop.
+    public var socketRebinds: EventLoopFuture<Int> { channel.eventLoop.submit { self.keeper?.rebinds ?? 0 } }
+    private var keeper: SocketKeeper?
 
     /// Datagrams that matched no session.
     public var unroutableDatagrams: EventLoopFuture<Int> { channel.eventLoop.submit { self._unroutable } }
@@ -482,13 +507,15 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     }
 
     public func close() async {
-        try? await channel.eventLoop.submit {
+        let udp = try? await channel.eventLoop.submit { () -> Channel in
+            self.keeper?.stop()
             for session in self.byUfrag.values { session.closeOnLoop() }
             self.byUfrag.removeAll()
             self.byAddress.removeAll()
             self.paths.closeAll()
+            return self.paths.udp
         }.get()
         try? await tcpListener?.close()
-        try? await channel.close()
+        try? await (udp ?? channel).close()
     }
 }

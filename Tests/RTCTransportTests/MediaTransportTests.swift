@@ -384,3 +384,54 @@ struct DualStackTests {
         #expect(DualStack.unmapped(v4) == v4)
     }
 }
+
+@Suite("A media socket that a send error closes is bound again", .serialized)
+struct SocketKeeperTests {
+    /// A datagram to the broadcast address without SO_BROADCAST fails with EACCES, which NIO does
+    /// not forgive (as EPERM from a host firewall): the socket closes.
+    static func sendRejected(on channel: Channel) async {
+        let broadcast = try! SocketAddress(ipAddress: "255.255.255.255", port: 9)
+        try? await channel.writeAndFlush(AddressedEnvelope(remoteAddress: broadcast, data: ByteBuffer(bytes: [1, 2, 3])))
+        try? await channel.closeFuture.get()
+    }
+
+    @Test("the client's socket and the server's port each close on a rejected send and come back on the same port; media goes on both ways")
+    func rebinds() async throws {
+        let group = MediaTransportTests.group
+        let port = try await SharedMediaPort.bind(.server(), group: group)
+        let client = try await MediaTransport.bind(.client(), group: group)
+        let atServer = NIOLockedValueBox<Int>(0), atClient = NIOLockedValueBox<Int>(0)
+        let session = try await port.makeSession(remote: TransportParameters(
+            ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint, candidates: [], dtlsRole: .client)).get()
+        session.onRTP = { _ in atServer.withLockedValue { $0 += 1 } }
+        client.onRTP = { _ in atClient.withLockedValue { $0 += 1 } }
+        client.start(remote: session.localParameters)
+        #expect(await eventually { try await session.state.get() == .connected })
+        let next = NIOLockedValueBox<UInt16>(0)
+        func exchange(_ count: Int) async -> Bool {
+            let (server0, client0) = (atServer.withLockedValue { $0 }, atClient.withLockedValue { $0 })
+            // New sequence numbers each time: SRTP drops a replay.
+            let first = next.withLockedValue { value in defer { value &+= UInt16(count) }; return value }
+            for sequence in first..<first + UInt16(count) {
+                client.sendRTP(rtpPacket(ssrc: 7, sequence: sequence, payload: [1]))
+                session.sendRTP(rtpPacket(ssrc: 8, sequence: sequence, payload: [2]))
+            }
+            return await eventually {
+                atServer.withLockedValue { $0 } - server0 == count && atClient.withLockedValue { $0 } - client0 == count
+            }
+        }
+        #expect(await exchange(10))
+        let clientPort = client.localAddress?.port, serverPort = port.localAddress?.port
+        await Self.sendRejected(on: client.channel)
+        #expect(await eventually { try await client.socketRebinds.get() == 1 })
+        #expect(await exchange(10), "after the client's socket was bound again")
+        await Self.sendRejected(on: port.channel)
+        #expect(await eventually { try await port.socketRebinds.get() == 1 })
+        #expect(await exchange(10), "after the server's port was bound again")
+        #expect(client.localAddress?.port == clientPort && port.localAddress?.port == serverPort)
+        let states = (try await session.state.get(), try await client.state.get())
+        #expect(states.0 == .connected && states.1 == .connected)
+        await client.close()
+        await port.close()
+    }
+}

@@ -91,7 +91,9 @@ public struct TURNServer: Sendable, Hashable {
 final class TURNRelay: @unchecked Sendable {
     let server: TURNServer
     private let loop: EventLoop
-    private let udp: Channel
+    /// The transport's UDP socket now (a new one after ``SocketKeeper`` bound it again); on the loop.
+    private let currentUDP: () -> Channel
+    private var udp: Channel { currentUDP() }
     private var tcp: Channel?
     private let deliver: (ByteBuffer, SocketAddress) -> Void
     /// Called once the peers are permitted (checks may go through the relay), or with why not.
@@ -124,10 +126,10 @@ final class TURNRelay: @unchecked Sendable {
     }
     private var pending: [[UInt8]: Pending] = [:]
 
-    init(server: TURNServer, udp: Channel, deliver: @escaping (ByteBuffer, SocketAddress) -> Void) {
+    init(server: TURNServer, udp: @escaping () -> Channel, loop: EventLoop, deliver: @escaping (ByteBuffer, SocketAddress) -> Void) {
         self.server = server
-        self.udp = udp
-        loop = udp.eventLoop
+        currentUDP = udp
+        self.loop = loop
         self.deliver = deliver
     }
 
