@@ -130,24 +130,30 @@ struct StreamRewriter {
 }
 
 /// Lets keyframe requests for one stream through: at most one per interval while the last one is
-/// unanswered, but once its keyframe has arrived (``answered()``) the next may go after
-/// `answeredFloorMs` already. A keyframe that went out before a new subscriber could take it (its
-/// transport still connecting) does not then hold that subscriber's own request back for the
-/// whole interval; a subscriber asking again and again still gets at most one keyframe per
-/// interval out of a publisher that does not answer.
+/// unanswered. Once its keyframe has arrived (``answered()``) one more may go early, 100 ms after
+/// the last, at most once per interval: a keyframe that went out while a new subscriber's transport
+/// was still connecting does not hold that subscriber's own request back for the whole interval,
+/// and a subscriber asking again and again gets the publisher to send at most two keyframes per
+/// interval (four a second).
 struct Throttle {
     let intervalMs: Int64
     static let answeredFloorMs: Int64 = 100
     private var last: Int64?
+    private var lastEarly: Int64?
     /// A request went out and no keyframe has come since.
     private(set) var outstanding = false
 
     init(intervalMs: Int) { self.intervalMs = Int64(intervalMs) }
 
-    private var spacingMs: Int64 { outstanding ? intervalMs : min(intervalMs, Self.answeredFloorMs) }
+    private func earlyAllowed(nowMs: Int64) -> Bool {
+        !outstanding && (lastEarly.map { nowMs - $0 >= intervalMs } ?? true)
+    }
 
     mutating func allow(nowMs: Int64) -> Bool {
-        if let last, nowMs - last < spacingMs { return false }
+        if let last, nowMs - last < intervalMs {
+            guard earlyAllowed(nowMs: nowMs), nowMs - last >= Self.answeredFloorMs else { return false }
+            lastEarly = nowMs
+        }
         last = nowMs
         outstanding = true
         return true
@@ -159,6 +165,8 @@ struct Throttle {
     /// Milliseconds until the next request would be allowed (0 if now).
     func waitMs(nowMs: Int64) -> Int64 {
         guard let last else { return 0 }
-        return max(0, last + spacingMs - nowMs)
+        let full = max(0, last + intervalMs - nowMs)
+        guard earlyAllowed(nowMs: nowMs) else { return full }
+        return min(full, max(0, last + Self.answeredFloorMs - nowMs))
     }
 }

@@ -20,6 +20,10 @@ struct KeyframeThrottleTests {
                                                               request(150, false)]),
         ("answered after the floor: at once", [request(0, true), keyframe(70), request(300, true), request(350, false), request(799, false),
                                                request(800, true)]),
+        ("a subscriber asking again and again: at most two per interval", [
+            request(0, true), keyframe(50), request(100, true), keyframe(150), request(250, false), request(599, false),
+            request(600, true), keyframe(650), request(700, true), keyframe(750), request(800, false), request(1199, false),
+            request(1200, true)]),
     ]
 
     @Test("requests against keyframes", arguments: cases)

@@ -139,7 +139,7 @@ class Publisher(Viewer):
                 if publishing is not None and publishing.done() and publishing.exception():
                     self.report["errors"].append(f"publish: {publishing.exception()}")
                     break
-            self.report["path"] = await self.selected_sender_path() if self.pc else None
+            self.report["path"] = await self.selected_path(side="sender") if self.pc else None
         finally:
             pinger.cancel()
             self.report["framesSent"] = self.track.sent if self.pc else 0
@@ -151,18 +151,6 @@ class Publisher(Viewer):
                 pass
         self.report["ok"] = self.report["connectedMs"] is not None and self.report["framesSent"] > 0
         return self.report
-
-    async def selected_sender_path(self):
-        try:
-            for transceiver in self.pc.getTransceivers():
-                transport = transceiver.sender.transport.transport  # RTCIceTransport
-                pair = transport._connection._nominated.get(1)
-                if pair:
-                    local, remote = pair.local_candidate, pair.remote_candidate
-                    return f"{local.type} {local.transport.lower()} {remote.host}:{remote.port}"
-        except Exception as error:  # aioice internals: the figure is best effort
-            return f"unknown ({error})"
-        return None
 
 
 def main():

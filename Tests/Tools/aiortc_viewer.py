@@ -181,11 +181,12 @@ class Viewer:
         uid, sources = self.participants.get(msid[0], (msid[0], {}))
         return f"{uid}/{sources.get(msid[1], msid[1])}"
 
-    async def selected_path(self):
-        """The candidate pair carrying media: the local candidate's type and the remote address."""
+    async def selected_path(self, side="receiver"):
+        """The candidate pair carrying media: the local candidate's type and the remote address
+        (`side`: the transceivers' receiver or sender, whichever this peer uses)."""
         try:
             for transceiver in self.pc.getTransceivers():
-                transport = transceiver.receiver.transport.transport  # RTCIceTransport
+                transport = getattr(transceiver, side).transport.transport  # RTCIceTransport
                 pair = transport._connection._nominated.get(1)
                 if pair:
                     local, remote = pair.local_candidate, pair.remote_candidate
