@@ -5,6 +5,13 @@ import Signaling
 
 /// The connection a participant's signaling arrives on. The SFU calls it on its event loop;
 /// implementations hop to their own.
+/// Where a server's signaling connections hand their messages: one ``SFU``, or the router over
+/// a server's shards (``ShardedSFU``).
+public protocol SignalingSink: AnyObject, Sendable {
+    /// One message from `peer`: bytes that may be anything.
+    func received(_ bytes: [UInt8], from peer: SignalingPeer)
+}
+
 public protocol SignalingPeer: AnyObject, Sendable {
     func send(_ envelope: ServerEnvelope)
     func close()

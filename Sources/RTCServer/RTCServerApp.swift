@@ -10,7 +10,8 @@ import Signaling
 /// server needs only `/rtc`, `/healthz` and `/metrics`, and the client side (which a screen-share
 /// process links, under a hard memory budget) can then share the same small NIO stack.
 public final class RTCServerApp: Sendable {
-    public let sfu: SFU
+    /// The media plane: one SFU per media thread (`configuration.mediaThreads`).
+    public let sfu: ShardedSFU
     public let signalingChannel: Channel
     private let metrics: ServerMetrics
     public let logger: Logger
@@ -23,9 +24,9 @@ public final class RTCServerApp: Sendable {
             let key = try NIOSSLPrivateKey(file: keyPath, format: .pem)
             tls = try NIOSSLContext(configuration: .makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key)))
         }
-        let sfu = try await SFU.start(configuration: configuration, group: group, logger: logger)
+        let sfu = try await ShardedSFU.start(configuration: configuration, group: group, logger: logger)
         let metrics = ServerMetrics()
-        sfu.onForwardLatency = { metrics.forwardLatency.recordNanoseconds($0) }
+        sfu.setForwardLatencyObserver { metrics.forwardLatency.recordNanoseconds($0) }
         let channel = try await bindSignaling(
             host: configuration.host, port: configuration.signalingPort, group: group, sfu: sfu, logger: logger, tls: tls,
             web: configuration.webRoot.map(WebRoot.init(directory:)),
@@ -33,12 +34,12 @@ public final class RTCServerApp: Sendable {
             limits: configuration.limits,
             metrics: { sfu.counterSnapshot.map { metrics.scrape($0) } })
         logger.info("server listening", metadata: [
-            "signaling": "\(channel.localAddress.map { "\($0)" } ?? "?")", "media": "\(sfu.mediaAddress.map { "\($0)" } ?? "?")",
+            "signaling": "\(channel.localAddress.map { "\($0)" } ?? "?")", "media": "\(sfu.mediaAddresses.map { "\($0)" }.joined(separator: ", "))",
         ])
         return RTCServerApp(sfu: sfu, signalingChannel: channel, metrics: metrics, logger: logger)
     }
 
-    private init(sfu: SFU, signalingChannel: Channel, metrics: ServerMetrics, logger: Logger) {
+    private init(sfu: ShardedSFU, signalingChannel: Channel, metrics: ServerMetrics, logger: Logger) {
         self.sfu = sfu
         self.signalingChannel = signalingChannel
         self.metrics = metrics

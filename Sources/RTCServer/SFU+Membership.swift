@@ -26,7 +26,7 @@ extension SFU {
             context.counters.duplicateIdentities += 1
         }
         let room = directory.room(named: request.channel) ?? Room(name: request.channel)
-        guard directory.allParticipants.count < configuration.limits.maxParticipants else {
+        guard context.tally.total < configuration.limits.maxParticipants else {
             return fail(.limitExceeded, "the server is full (\(configuration.limits.maxParticipants) participants)")
         }
         guard room.participants.count < configuration.limits.maxParticipantsPerRoom else {
@@ -44,6 +44,7 @@ extension SFU {
         participant.revealed = pinned
         participant.speaksLayers = request.sdk.protocolVersion >= ProtocolVersion(major: 1, minor: 4)
         directory.insert(participant)
+        context.tally.add(1, shard: context.shardIndex)
         directory.bind(peer, to: participant)
         participant.send(.joined(joinResponse(for: participant)), requestID: requestID)
         announce(participant)
@@ -111,6 +112,8 @@ extension SFU {
         if let publisher = participant.publisher { port.removeOnLoop(publisher) }
         if let subscriber = participant.subscriber { port.removeOnLoop(subscriber) }
         directory.remove(participant)
+        context.tally.add(-1, shard: context.shardIndex)
+        if directory.room(named: room.name) == nil { context.onRoomDropped?(room.name) }
         for other in room.participants.values where other.sees(participant) {
             other.send(.participantLeft(uid: participant.uid, reason: reason))
         }

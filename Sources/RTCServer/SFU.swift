@@ -19,7 +19,7 @@ import Signaling
 /// All of its state lives on one event loop, the media port's: per-packet forwarding runs there
 /// synchronously (no hop per packet), and signaling messages hop onto it once per message. Room
 /// changes are rare and cheap next to packets, so one loop keeps the core simple and race-free.
-public final class SFU: @unchecked Sendable {
+public final class SFU: SignalingSink, @unchecked Sendable {
     public var configuration: ServerConfiguration { context.configuration }
     public var port: SharedMediaPort { context.port }
     var loop: EventLoop { context.loop }
@@ -154,7 +154,7 @@ public final class SFU: @unchecked Sendable {
 
     func makeID(_ prefix: String) -> String {
         nextID += 1
-        return "\(prefix)_\(nextID)"
+        return "\(prefix)_\(context.idTag)\(nextID)"
     }
 
     // MARK: Signaling input
@@ -163,17 +163,16 @@ public final class SFU: @unchecked Sendable {
     /// arrive (the connection's event loop), so a flood of bad or large messages costs that loop
     /// and not the media loop; only a decoded, size-checked envelope hops to the SFU.
     public func received(_ bytes: [UInt8], from peer: SignalingPeer) {
-        let decoded: Result<ClientEnvelope, SignalingError>
-        do { decoded = .success(try ClientEnvelope.decode(bytes)) } catch { decoded = .failure(error) }
-        // A token's signature (an HMAC over up to 8 KiB) is checked here too; the media loop
-        // gets the claims and checks only what needs its state (time, channel, uid, lifetime).
-        let token: TokenCheck? = switch (try? decoded.get())?.message {
-        case .join(let request): TokenCheck(request.token, secret: configuration.secret)
-        case .resume(let request): TokenCheck(request.token, secret: configuration.secret)
-        case .refreshToken(let token): TokenCheck(token, secret: configuration.secret)
-        default: nil
+        deliver(InboundMessage(bytes, secret: configuration.secret), from: peer)
+    }
+
+    /// Hands a message decoded where it arrived to the SFU's loop; `then` runs there after it,
+    /// told whether a room named `channel` exists on this SFU then (the shard router's bookkeeping).
+    func deliver(_ message: InboundMessage, from peer: SignalingPeer, then: (@Sendable (Bool) -> Void)? = nil) {
+        loop.execute {
+            self.handle(message.decoded, token: message.token, from: peer)
+            if let then { then(message.channel.map { self.directory.room(named: $0) != nil } ?? false) }
         }
-        loop.execute { self.handle(decoded, token: token, from: peer) }
     }
 
     /// The peer's connection is gone: the participant may `resume` within the window.
@@ -314,6 +313,40 @@ public final class SFU: @unchecked Sendable {
         guard claims.channel == channel else { throw SignalingError(.tokenWrongChannel, "the token is for channel \(claims.channel)") }
         guard claims.uid == uid else { throw SignalingError(.tokenWrongUID, "the token is for uid \(claims.uid)") }
         return claims
+    }
+}
+
+/// A signaling message decoded where it arrived (the connection's loop), with its token's
+/// signature checked there too (an HMAC over up to 8 KiB): the media loop gets the claims and
+/// checks only what needs its state (time, channel, uid, lifetime).
+struct InboundMessage: Sendable {
+    let decoded: Result<ClientEnvelope, SignalingError>
+    let token: TokenCheck?
+
+    init(_ bytes: [UInt8], secret: String) {
+        do { decoded = .success(try ClientEnvelope.decode(bytes)) } catch { decoded = .failure(error) }
+        token = switch (try? decoded.get())?.message {
+        case .join(let request): TokenCheck(request.token, secret: secret)
+        case .resume(let request): TokenCheck(request.token, secret: secret)
+        case .refreshToken(let token): TokenCheck(token, secret: secret)
+        default: nil
+        }
+    }
+
+    /// The channel a join names, or a resume's token names (nil for anything else).
+    var channel: String? {
+        switch (try? decoded.get())?.message {
+        case .join(let request): request.channel
+        case .resume: try? token?.signed.get().channel
+        default: nil
+        }
+    }
+
+    var isJoinOrResume: Bool {
+        switch (try? decoded.get())?.message {
+        case .join, .resume: true
+        default: false
+        }
     }
 }
 

@@ -1,4 +1,5 @@
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import RTCConventions
 import RTCTransport
@@ -23,6 +24,14 @@ final class SFUContext: @unchecked Sendable {
     /// The screen-share uid rule under the configured suffix.
     let screenShare: ScreenShareUID
     var counters = ServerCounters()
+    /// This SFU's place among the server's shards (``ShardedSFU``), and what its ids carry so
+    /// that sids stay unique across shards ("" alone).
+    var shardIndex = 0
+    var idTag = ""
+    /// Participants on every shard of the server (`maxParticipants` is the whole server's bound).
+    var tally = ParticipantTally(shards: 1)
+    /// Told the name of a room this SFU has just dropped (its last participant left).
+    var onRoomDropped: ((String) -> Void)?
     /// The server's log (negotiation outcomes at info level).
     var logger = Logger(label: "rtc.sfu")
     /// Seconds since 1970.
@@ -41,4 +50,16 @@ final class SFUContext: @unchecked Sendable {
 
     /// The monotonic clock in microseconds.
     var nowUs: Int64 { Int64(monotonicClock() / 1000) }
+}
+
+/// Participants per shard, for the server-wide bound and the placement of new rooms: read and
+/// written from every shard's loop, under a lock (once per join and leave, never per packet).
+final class ParticipantTally: Sendable {
+    private let counts: NIOLockedValueBox<[Int]>
+
+    init(shards: Int) { counts = NIOLockedValueBox([Int](repeating: 0, count: max(1, shards))) }
+
+    func add(_ delta: Int, shard: Int) { counts.withLockedValue { $0[shard] += delta } }
+    var total: Int { counts.withLockedValue { $0.reduce(0, +) } }
+    var perShard: [Int] { counts.withLockedValue { $0 } }
 }

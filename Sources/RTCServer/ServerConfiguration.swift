@@ -55,8 +55,12 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var tcpMediaPort: Int?
     /// WebSocket and HTTP port (`/rtc`, `/healthz`, `/metrics`); 0 picks one.
     public var signalingPort: Int
-    /// The UDP media port; 0 picks one.
+    /// The UDP media port; 0 picks one. With several media threads, thread `i` uses `mediaPort + i`.
     public var mediaPort: Int
+    /// Event loops (shards) that rooms and their media are spread over (``ShardedSFU``): one
+    /// room lives on one loop, each loop has its own UDP (and ICE-TCP) port. `rtc-cli server`
+    /// starts one per core; embedded servers one unless set.
+    public var mediaThreads = 1
     /// HS256 secret that tokens are signed with.
     public var secret: String
     /// The signaling protocol this server speaks.

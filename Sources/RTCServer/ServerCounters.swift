@@ -47,6 +47,43 @@ public struct ServerCounters: Sendable, Hashable {
 
     public static let latencyBoundsUs: [Double] = [5, 10, 25, 50, 100, 250, 500, 1000, 5000]
 
+    /// Adds another shard's counters (the histogram bucket by bucket).
+    mutating func add(_ other: ServerCounters) {
+        rooms += other.rooms
+        participants += other.participants
+        tracks += other.tracks
+        packetsIn += other.packetsIn
+        bytesIn += other.bytesIn
+        packetsOut += other.packetsOut
+        bytesOut += other.bytesOut
+        nacksReceived += other.nacksReceived
+        nacksSent += other.nacksSent
+        retransmissions += other.retransmissions
+        retransmissionsSkipped += other.retransmissionsSkipped
+        iceRestarts += other.iceRestarts
+        downstreamFeedback += other.downstreamFeedback
+        publisherLimitsSent += other.publisherLimitsSent
+        rtxRepairs += other.rtxRepairs
+        rtxDropped += other.rtxDropped
+        keyframeRequestsForwarded += other.keyframeRequestsForwarded
+        keyframeRequestsThrottled += other.keyframeRequestsThrottled
+        signalingErrors += other.signalingErrors
+        limitRefusals += other.limitRefusals
+        permissionRefusals += other.permissionRefusals
+        duplicateIdentities += other.duplicateIdentities
+        connectionsClosedUnjoined += other.connectionsClosedUnjoined
+        packetsDropped += other.packetsDropped
+        layerSwitchesUp += other.layerSwitchesUp
+        layerSwitchesDown += other.layerSwitchesDown
+        legProbes += other.legProbes
+        layerPauses += other.layerPauses
+        forwardLatencyCount += other.forwardLatencyCount
+        forwardLatencySumUs += other.forwardLatencySumUs
+        for index in forwardLatencyBuckets.indices where index < other.forwardLatencyBuckets.count {
+            forwardLatencyBuckets[index] += other.forwardLatencyBuckets[index]
+        }
+    }
+
     mutating func recordLayerSwitch(up: Bool) {
         if up { layerSwitchesUp += 1 } else { layerSwitchesDown += 1 }
     }

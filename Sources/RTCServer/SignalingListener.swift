@@ -12,7 +12,7 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
     typealias InboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
 
-    private let sfu: SFU
+    private let sfu: ShardedSFU
     private let logger: Logger
     private let limits: ServerLimits
     private var channel: Channel?
@@ -22,7 +22,7 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
     private var queuedBytes = 0
     private var closing = false
 
-    init(sfu: SFU, logger: Logger, limits: ServerLimits) {
+    init(sfu: ShardedSFU, logger: Logger, limits: ServerLimits) {
         self.sfu = sfu
         self.logger = logger
         self.limits = limits
@@ -289,7 +289,7 @@ final class ConnectionsPerIP: Sendable {
 /// finished the WebSocket upgrade, or a WebSocket that never sent a good `join`. Plain HTTP
 /// requests (`/healthz`, `/metrics`, the web client) are answered long before it.
 enum JoinDeadline {
-    static func arm(_ channel: Channel, seconds: Int, sfu: SFU, logger: Logger) {
+    static func arm(_ channel: Channel, seconds: Int, sfu: ShardedSFU, logger: Logger) {
         channel.eventLoop.scheduleTask(in: .seconds(Int64(seconds))) {
             guard channel.isActive else { return }
             let peer = try? channel.pipeline.syncOperations.handler(type: WebSocketPeer.self)
@@ -309,7 +309,7 @@ enum JoinDeadline {
         }
     }
 
-    static func close(_ channel: Channel, reason: String, sfu: SFU, logger: Logger) {
+    static func close(_ channel: Channel, reason: String, sfu: ShardedSFU, logger: Logger) {
         connectionLog.notice(logger, "connection closed", ["reason": "\(reason)",
                                                            "remote": "\(channel.remoteAddress.map { "\($0)" } ?? "?")"])
         sfu.countClosedUnjoined()
@@ -433,7 +433,7 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
 let maxWebSocketFrame = 1 << 20
 
 /// Binds the signaling port: `/rtc` upgrades to a WebSocket, the rest is plain HTTP.
-func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: SFU, logger: Logger, tls: NIOSSLContext?,
+func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedSFU, logger: Logger, tls: NIOSSLContext?,
                    web: WebRoot?, devTokens: DevTokenMinter?, limits: ServerLimits,
                    metrics: @escaping @Sendable () -> EventLoopFuture<String>) async throws -> Channel {
     let perIP = ConnectionsPerIP(limit: limits.maxConnectionsPerIP)

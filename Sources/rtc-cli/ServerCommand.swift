@@ -34,6 +34,9 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("tcp-port"),
             help: "TCP port for media (ICE-TCP, passive candidates) for clients whose UDP is blocked; 0 picks one.")
     var tcpPort: Int?
+    @Option(name: .customLong("media-threads"),
+            help: "Event loops rooms are spread over (a room lives on one); thread i takes --udp-port + i (and --tcp-port + i). Default: one per core.")
+    var mediaThreads: Int = System.coreCount
     @Option(help: "HS256 secret tokens are signed with.") var secret: String?
     @Flag(help: "Development mode: make up a secret (unless --secret is given), print it with a sample token and the web page's URL, and hand out tokens at /dev-token.")
     var dev = false
@@ -78,6 +81,10 @@ struct ServerCommand: AsyncParsableCommand {
         guard secret != nil || dev else { throw ValidationError("give --secret, or --dev for a generated one") }
         guard (0...65535).contains(port), (0...65535).contains(udpPort), (0...65535).contains(tcpPort ?? 0) else {
             throw ValidationError("ports must be 0...65535")
+        }
+        guard (1...256).contains(mediaThreads) else { throw ValidationError("--media-threads must be 1...256, not \(mediaThreads)") }
+        guard udpPort == 0 || udpPort + mediaThreads - 1 <= 65535, (tcpPort ?? 0) == 0 || (tcpPort ?? 0) + mediaThreads - 1 <= 65535 else {
+            throw ValidationError("--media-threads \(mediaThreads) needs ports up to \(max(udpPort, tcpPort ?? 0) + mediaThreads - 1), past 65535")
         }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level \(logLevel) is not a level") }
         guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
@@ -126,12 +133,13 @@ struct ServerCommand: AsyncParsableCommand {
         var logger = Logger(label: "rtc.server")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         let secret = self.secret ?? Self.randomSecret()
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(System.coreCount, mediaThreads))
         var configuration = ServerConfiguration(host: host, signalingPort: port, mediaPort: udpPort, secret: secret,
                                                 publisherLimitFloorKbps: publisherLimitFloor == 0 ? nil : publisherLimitFloor,
                                                 screenShareSuffix: screenShareSuffix, tlsCertificatePath: tlsCertificate, tlsKeyPath: tlsKey)
         configuration.announceAddresses = announceIP
         configuration.tcpMediaPort = tcpPort
+        configuration.mediaThreads = mediaThreads
         configuration.resumeWindow = resumeWindow
         configuration.screenShareNeedsOwner = !allowOwnerlessShare
         configuration.limits.joinDeadlineSeconds = joinDeadline
@@ -159,6 +167,10 @@ struct ServerCommand: AsyncParsableCommand {
         let offered = LocalInterfaces.candidates(boundTo: host, port: app.mediaAddress?.port ?? udpPort, announced: announceIP, includeLoopback: true)
         print("media candidates: \(offered.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" }.joined(separator: " "))"
               + (app.sfu.port.tcpAddress.map { " (and ICE-TCP on port \($0.port ?? 0))" } ?? ""))
+        if app.sfu.shards.count > 1 {
+            print("media threads: \(app.sfu.shards.count), udp ports \(app.sfu.mediaAddresses.compactMap(\.port).map(String.init).joined(separator: " "))"
+                  + (app.sfu.port.tcpAddress == nil ? "" : ", ICE-TCP ports \(app.sfu.shards.compactMap { $0.port.tcpAddress?.port }.map(String.init).joined(separator: " "))"))
+        }
         if dev {
             let now = Int64(time(nil))
             print("dev secret: \(secret)")

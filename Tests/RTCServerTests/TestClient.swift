@@ -27,7 +27,7 @@ final class MemoryPeer: SignalingPeer, @unchecked Sendable {
 /// transport that sends synthetic RTP, a subscriber transport that counts what arrives by SSRC.
 final class TestClient: @unchecked Sendable {
     let uid: String
-    let sfu: SFU
+    let sfu: any SignalingSink
     let group: EventLoopGroup
     let peer = MemoryPeer()
     private var requestID: UInt32 = 0
@@ -46,7 +46,7 @@ final class TestClient: @unchecked Sendable {
     let retransmissionSSRCs = NIOLockedValueBox<[UInt32: UInt32]>([:])
     let repaired = NIOLockedValueBox<[UInt32: [UInt16]]>([:])
 
-    init(uid: String, sfu: SFU, group: EventLoopGroup) {
+    init(uid: String, sfu: any SignalingSink, group: EventLoopGroup) {
         self.uid = uid
         self.sfu = sfu
         self.group = group
