@@ -13,6 +13,10 @@ public final class MediaSession: @unchecked Sendable {
     public let localParameters: TransportParameters
     /// Called with each decrypted RTP packet, on the event loop.
     public var onRTP: (@Sendable (ByteBuffer) -> Void)?
+    /// When set, each SRTP packet is handed over as it arrived (its RTP header is in the clear,
+    /// its payload not decrypted nor authenticated) and `onRTP` is not called: for load-test bots
+    /// that count packets, losses and frames from headers without paying for SRTP.
+    public var onProtectedRTP: (@Sendable (ByteBuffer) -> Void)?
     /// Called with each decrypted RTCP compound packet, on the event loop.
     public var onRTCP: (@Sendable (ByteBuffer) -> Void)?
     /// Called on every state change, on the event loop.
@@ -25,6 +29,8 @@ public final class MediaSession: @unchecked Sendable {
     private var dtls: DTLSEndpoint?
     private var srtp: SRTPContext?
     private var timer: Scheduled<Void>?
+    /// When `timer` fires (monotonic seconds).
+    private var timerDue: Double?
     private var dtlsDeadline: Double?
     private var _state: MediaTransportState = .new
     private var _stats = MediaTransportStats()
@@ -193,6 +199,7 @@ public final class MediaSession: @unchecked Sendable {
         }
         ice.close()
         timer?.cancel()
+        timer = nil
         setState(.closed)
     }
 
@@ -225,10 +232,16 @@ public final class MediaSession: @unchecked Sendable {
         case .rtp, .rtcp:
             guard source == ice.selectedAddress, let srtp else { return drop() }
             let isRTCP = kind == .rtcp
-            guard let clear = try? (isRTCP ? srtp.unprotectRTCP(datagram) : srtp.unprotectRTP(datagram)) else { return drop() }
-            _stats.packetsReceived += 1
-            _stats.bytesReceived += datagram.readableBytes
-            if isRTCP { onRTCP?(clear) } else { onRTP?(clear) }
+            if !isRTCP, let onProtectedRTP {
+                _stats.packetsReceived += 1
+                _stats.bytesReceived += datagram.readableBytes
+                onProtectedRTP(datagram)
+            } else {
+                guard let clear = try? (isRTCP ? srtp.unprotectRTCP(datagram) : srtp.unprotectRTP(datagram)) else { return drop() }
+                _stats.packetsReceived += 1
+                _stats.bytesReceived += datagram.readableBytes
+                if isRTCP { onRTCP?(clear) } else { onRTP?(clear) }
+            }
         default:
             drop()
         }
@@ -278,19 +291,30 @@ public final class MediaSession: @unchecked Sendable {
         }
     }
 
+    /// Arms the timer for the next ICE or DTLS deadline. Called after every datagram, so a timer
+    /// already due no later than that deadline is kept (firing early only re-arms): a packet
+    /// costs no cancel and schedule.
     private func rearmTimer() {
-        timer?.cancel()
         var next = ice.nextTimer
         if let delay = dtls?.retransmitDelay { next = min(next ?? .infinity, Self.now() + delay) }
         if let dtlsDeadline { next = min(next ?? .infinity, dtlsDeadline) }
-        guard let next, next.isFinite else { return }
+        guard let next, next.isFinite else {
+            timer?.cancel()
+            timer = nil
+            return
+        }
+        if timer != nil, let timerDue, timerDue <= next + 0.0005 { return }
+        timer?.cancel()
         let delay = max(0, next - Self.now())
+        timerDue = next
         timer = eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9) + 1_000_000)) { [self] in
             onTimer()
         }
     }
 
     private func onTimer() {
+        timer = nil
+        timerDue = nil
         let now = Self.now()
         apply(ice.handleTimers(now: now))
         if let dtls, let address = ice.selectedAddress, dtls.state == .handshaking {

@@ -22,8 +22,11 @@ func bindMediaSocket(host: String, port: Int, group: EventLoopGroup, handler: In
     // An IPv6 address (`::` above all) makes a dual-stack socket: IPv4 peers too, as mapped addresses
     // that the pipeline turns back into IPv4 ones both ways (``DualStack``).
     let ipv6 = host.contains(":")
+    // No SO_REUSEADDR: on Linux it lets two UDP sockets that both set it share a port, the kernel
+    // then even hands an ephemeral port already in use to a second socket, and datagrams for one
+    // peer reach another (seen as ICE checks answered 400 by the wrong agent). UDP has no
+    // TIME_WAIT, so a closed socket's port can be bound again at once without it.
     return try await DatagramBootstrap(group: group)
-        .channelOption(.socketOption(.so_reuseaddr), value: 1)
         .channelOption(ChannelOptions.Types.SocketOption(level: IPPROTO_IPV6, name: IPV6_V6ONLY), value: 0, if: ipv6)
         // A 720p screen keyframe is 100+ packets sent back to back: the default 208 KiB receive
         // buffer overflows on it. Ask for 4 MiB (the kernel caps it at net.core.rmem_max).
@@ -231,6 +234,11 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
     public var onRTP: (@Sendable (ByteBuffer) -> Void)? {
         get { session.onRTP }
         set { session.onRTP = newValue }
+    }
+    /// RTP as it arrived, not decrypted (``MediaSession/onProtectedRTP``): `onRTP` is then not called.
+    public var onProtectedRTP: (@Sendable (ByteBuffer) -> Void)? {
+        get { session.onProtectedRTP }
+        set { session.onProtectedRTP = newValue }
     }
     public var onRTCP: (@Sendable (ByteBuffer) -> Void)? {
         get { session.onRTCP }

@@ -11,7 +11,7 @@ import Glibc
 #endif
 
 /// A signaling connection in memory for the benchmark's clients.
-private final class BenchPeer: SignalingPeer, @unchecked Sendable {
+final class BenchPeer: SignalingPeer, @unchecked Sendable {
     let replies = NIOLockedValueBox<[ServerEnvelope]>([])
     var onOffer: (@Sendable (String) -> Void)?
 
@@ -33,6 +33,10 @@ struct SFUBench: AsyncParsableCommand {
     @Option(help: "Seconds of traffic per N.") var seconds: Double = 4
     @Option(help: "Subscriber counts to try, comma-separated.") var subscribers: String = "1,2,4,8,16,32,64"
     @Option(help: "Video bitrate, kbps.") var bitrate: Int = 1500
+    @Option(help: "Rooms of one publisher and --subscribers subscribers each (one count), spread over media threads: throughput over cores.")
+    var rooms: Int?
+    @Option(name: .customLong("media-threads"), help: "With --rooms: media thread counts to compare, comma-separated.")
+    var mediaThreads: String = "1,2"
     @Flag(help: "Also send the video as three simulcast layers (full, 30 % and 10 % of the bitrate) with layer selection, and compare.")
     var simulcast = false
 
@@ -53,6 +57,7 @@ struct SFUBench: AsyncParsableCommand {
     func run() async throws {
         let counts = subscribers.split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }
         guard !counts.isEmpty else { throw CLIError("--subscribers needs positive numbers") }
+        if let rooms { return try await runRooms(rooms, subscribers: counts[0]) }
         print("One publisher (VP8-sized video at \(bitrate) kbps + Opus 50 pps) to N subscribers, \(seconds) s per N, loopback")
         if simulcast { return try await runLayered(counts) }
         print("N      SFU loss   SFU µs/forwarded packet   relay loss   relay µs/forwarded packet   ratio")

@@ -78,6 +78,40 @@ struct MediaTransportTests {
         #expect(stats.packetsSent == 100 && stats.packetsReceived == 100 && stats.roundTripTime != nil)
     }
 
+    @Test("onProtectedRTP hands RTP over as it arrived: header in the clear, payload still encrypted, onRTP not called")
+    func protectedRTP() async throws {
+        let pair = try await makePair()
+        defer { Task { await pair.client.close(); await pair.server.close() } }
+        let protected = NIOLockedValueBox<[ByteBuffer]>([])
+        pair.client.onProtectedRTP = { packet in protected.withLockedValue { $0.append(packet) } }
+        #expect(await eventually { try await bothConnected(pair) })
+        let clear = Array("a payload of forty bytes, plain to read!".utf8)
+        for sequence in UInt16(0)..<20 { pair.server.sendRTP(rtpPacket(ssrc: 9, sequence: sequence, payload: clear)) }
+        #expect(await eventually { protected.withLockedValue { $0.count } == 20 })
+        let packets = try protected.withLockedValue { $0 }.map { try RTPPacket(parsing: $0) }
+        #expect(packets.map(\.header.sequenceNumber) == Array(0..<20) && packets.allSatisfy { $0.header.ssrc == 9 })
+        // The payload is ciphertext followed by the authentication tag (10 bytes or more, by profile).
+        #expect(packets.allSatisfy { Array($0.payload.readableBytesView) != clear && $0.payload.readableBytes >= clear.count + 10 })
+        #expect(pair.clientReceived.rtp.withLockedValue { $0.isEmpty })
+        #expect(try await pair.client.stats.get().packetsReceived == 20)
+    }
+
+    @Test("media sockets never share a port: a taken port is refused, and 300 ephemeral binds get 300 ports")
+    func portsAreNotShared() async throws {
+        let first = try await MediaTransport.bind(.server(), group: Self.group)
+        defer { Task { await first.close() } }
+        let port = try #require(first.localAddress?.port)
+        await #expect(throws: (any Error).self) {
+            let second = try await MediaTransport.bind(.server(port: port), group: Self.group)
+            await second.close()
+        }
+        var transports: [MediaTransport] = []
+        for _ in 0..<300 { transports.append(try await MediaTransport.bind(.client(), group: Self.group)) }
+        let ports = transports.compactMap { $0.localAddress?.port }
+        #expect(Set(ports).count == 300 && !ports.contains(port))
+        for transport in transports { await transport.close() }
+    }
+
     @Test("a wrong fingerprint in the remote description fails with that reason, and nothing hangs")
     func wrongFingerprint() async throws {
         let pair = try await makePair(tamperServerFingerprint: true)

@@ -1,0 +1,160 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import RTCServer
+import RTCTransport
+import Signaling
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `bench sfu --rooms R`: R rooms of one publisher and S subscribers on one server with 1, 2, …
+/// media threads, in one run. Subscribers count packets from their RTP headers without
+/// decrypting (``MediaTransport/onProtectedRTP``), so the client side costs little next to the
+/// server's; the SFU does its full work (SRTP in and out, rewriting, feedback).
+extension SFUBench {
+    struct RoomsResult {
+        var threads: Int
+        var seconds: Double
+        var forwarded: Int
+        var delivered: Int
+        var expected: Int
+        /// CPU seconds of each media thread over the window.
+        var loopCPU: [Double]
+        var perShard: [Int]
+        /// CPU seconds of the bench's client thread (publishers and subscribers).
+        var clientCPU: Double
+
+        var forwardedPerSecond: Double { Double(forwarded) / seconds }
+        var deliveredPerSecond: Double { Double(delivered) / seconds }
+        var loss: Double { expected > 0 ? max(0, Double(expected - delivered) / Double(expected)) : 1 }
+        var microsecondsPerPacket: Double { forwarded > 0 ? loopCPU.reduce(0, +) * 1e6 / Double(forwarded) : 0 }
+    }
+
+    func runRooms(_ rooms: Int, subscribers: Int) async throws {
+        let threadCounts = mediaThreads.split(separator: ",").compactMap { Int($0) }.filter { (1...64).contains($0) }
+        guard rooms > 0, !threadCounts.isEmpty else { throw CLIError("--rooms needs a positive count and --media-threads positive numbers") }
+        print("\(rooms) rooms × (1 publisher at \(bitrate) kbps + Opus → \(subscribers) subscribers), \(seconds) s, loopback, "
+              + "\(System.coreCount) cores; subscribers count SRTP packets from their headers")
+        print("threads  forwarded/s   delivered/s   loss      µs/packet  CPU per thread        clients CPU  participants per thread")
+        var results: [RoomsResult] = []
+        for threads in threadCounts {
+            let result = try await runSharded(threads: threads, rooms: rooms, subscribers: subscribers)
+            results.append(result)
+            print("\(String(threads).padding(8)) \(String(Int(result.forwardedPerSecond)).padding(13)) \(String(Int(result.deliveredPerSecond)).padding(13)) "
+                  + "\((String(format2: result.loss * 100) + " %").padding(9)) \(String(format2: result.microsecondsPerPacket).padding(10)) "
+                  + "\(result.loopCPU.map { String(format1: $0 / result.seconds * 100) + " %" }.joined(separator: " ").padding(21)) "
+                  + "\((String(format1: result.clientCPU / result.seconds * 100) + " %").padding(12)) "
+                  + result.perShard.map(String.init).joined(separator: " "))
+        }
+        if let one = results.first(where: { $0.threads == 1 }) {
+            for result in results where result.threads > 1 {
+                print("\(result.threads) threads / 1: forwarded/s \(String(format2: result.forwardedPerSecond / max(one.forwardedPerSecond, 1)))x, "
+                      + "delivered/s \(String(format2: result.deliveredPerSecond / max(one.deliveredPerSecond, 1)))x")
+            }
+        }
+        print("forwarded = packets the SFU sent (its counters); delivered = packets the subscribers got; µs/packet = CPU of all media threads / forwarded")
+    }
+
+    func runSharded(threads: Int, rooms: Int, subscribers: Int) async throws -> RoomsResult {
+        let serverGroup = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let clientGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let secret = "bench"
+        var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: secret)
+        configuration.mediaThreads = threads
+        let sfu = try await ShardedSFU.start(configuration: configuration, group: serverGroup)
+        let now = Int64(time(nil))
+        func join(_ uid: String, _ channel: String, _ peer: BenchPeer) {
+            sfu.received(ClientEnvelope(.join(JoinRequest(token: AccessToken(uid: uid, channel: channel, now: now).signed(secret: secret),
+                                                          channel: channel, uid: uid))).encoded(), from: peer)
+        }
+        let received = NIOLockedValueBox(0)
+        var transports: [MediaTransport] = []
+        var publishers: [MediaTransport] = []
+        let deadline = Self.now() + 30 + Double(rooms * subscribers) / 4
+        for room in 0..<rooms {
+            let channel = "bench\(room)"
+            for index in 0..<subscribers {
+                let transport = try await MediaTransport.bind(.client(), group: clientGroup)
+                transport.onProtectedRTP = { _ in received.withLockedValue { $0 += 1 } }
+                let peer = BenchPeer()
+                let started = NIOLockedValueBox(false)
+                peer.onOffer = { sdp in
+                    guard let offer = try? SessionDescription(parsing: sdp) else { return }
+                    let answer = SessionDescription.make(sessionID: 1, transport: transport.localParameters, iceLite: false, setup: "active",
+                                                         sections: offer.sections.map {
+                                                             MediaSectionDescription(mid: $0.mid, kind: $0.kind, direction: $0.reversed)
+                                                         })
+                    sfu.received(ClientEnvelope(.answer(SessionDescriptionMessage(transport: .subscriber, sdp: answer.serialized))).encoded(),
+                                 from: peer)
+                    if !started.withLockedValue({ let was = $0; $0 = true; return was }),
+                       let remote = try? offer.transportParameters(offererRole: .server) {
+                        transport.start(remote: remote)
+                    }
+                }
+                join("sub\(index)", channel, peer)
+                transports.append(transport)
+            }
+            let publisher = try await MediaTransport.bind(.client(), group: clientGroup)
+            let publisherPeer = BenchPeer()
+            join("pub", channel, publisherPeer)
+            let offer = SessionDescription.make(sessionID: 2, transport: publisher.localParameters, iceLite: false, setup: "actpass", sections: [
+                MediaSectionDescription(mid: "0", kind: .video, direction: .sendonly, ssrc: 1000),
+                MediaSectionDescription(mid: "1", kind: .audio, direction: .sendonly, ssrc: 2000),
+            ])
+            sfu.received(ClientEnvelope(.offer(SessionDescriptionMessage(transport: .publisher, sdp: offer.serialized)), requestID: 1).encoded(),
+                         from: publisherPeer)
+            var answer: String?
+            while answer == nil && Self.now() < deadline {
+                answer = publisherPeer.replies.withLockedValue { replies in
+                    replies.lazy.compactMap { if case .answer(let a) = $0.message { a.sdp } else { nil } }.first
+                }
+                try await Task.sleep(nanoseconds: 5_000_000)
+            }
+            guard let answer else { throw CLIError("the SFU did not answer publisher \(room)") }
+            publisher.start(remote: try SessionDescription(parsing: answer).transportParameters())
+            publishers.append(publisher)
+            transports.append(publisher)
+        }
+        for transport in transports {
+            while try await transport.state.get() != .connected {
+                guard Self.now() < deadline else {
+                    var states: [String: Int] = [:]
+                    for transport in transports { states["\(try await transport.state.get())", default: 0] += 1 }
+                    throw CLIError("transports did not connect: \(states)")
+                }
+                try await Task.sleep(nanoseconds: 5_000_000)
+            }
+        }
+        let perShard = sfu.participantsPerShard
+        try await Task.sleep(nanoseconds: 300_000_000)
+        received.withLockedValue { $0 = 0 }
+        let before = try await sfu.counterSnapshot.get()
+        func loopCPU() async throws -> [Double] {
+            var times: [Double] = []
+            for shard in sfu.shards { times.append(try await shard.port.channel.eventLoop.submit { Self.threadCPUMicroseconds() / 1e6 }.get()) }
+            return times
+        }
+        let cpuBefore = try await loopCPU()
+        let clientLoop = clientGroup.next()
+        let clientBefore = try await clientLoop.submit { Self.threadCPUMicroseconds() / 1e6 }.get()
+        let started = Self.now()
+        let senders = publishers
+        let sent = try await sendTraffic(group: clientGroup) { packets in for publisher in senders { publisher.sendRTP(batch: packets) } }
+        // Rates over the sending window; the counts include what drains in the next half second.
+        let elapsed = Self.now() - started
+        try await Task.sleep(nanoseconds: 500_000_000)
+        let cpuAfter = try await loopCPU()
+        let clientAfter = try await clientLoop.submit { Self.threadCPUMicroseconds() / 1e6 }.get()
+        let after = try await sfu.counterSnapshot.get()
+        let got = received.withLockedValue { $0 }
+        for transport in transports { await transport.close() }
+        await sfu.shutdown()
+        try await clientGroup.shutdownGracefully()
+        try await serverGroup.shutdownGracefully()
+        return RoomsResult(threads: threads, seconds: elapsed, forwarded: after.packetsOut - before.packetsOut, delivered: got,
+                           expected: sent * rooms * subscribers, loopCPU: zip(cpuAfter, cpuBefore).map { $0 - $1 }, perShard: perShard,
+                           clientCPU: clientAfter - clientBefore)
+    }
+}
