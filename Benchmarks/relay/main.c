@@ -4,19 +4,110 @@
 // prints "packets_in packets_out cpu_us" (its own user + system time) on stdout.
 //
 // usage: rtc-relay LISTEN_PORT DEST_PORT...
+//
+// rtc-relay sink PORT...: the cheapest receiver, for `rtc-cli bench sfu --rooms`. Binds each port
+// on 127.0.0.1 and counts the RTP datagrams that arrive (RTCP is not counted), with epoll and
+// recvmmsg. A 1-byte datagram 0xFF to any of them stops it; it then prints "rtp 0 cpu_us".
+// rtc-relay hole PORT...: binds the ports with the smallest receive buffer and never reads, so the
+// kernel drops what arrives as it arrives (receivers on other machines, costing this one nothing);
+// SIGTERM stops it and it prints "0 0 cpu_us".
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 enum { BATCH = 64, MAX_DESTS = 512, MTU = 2048 };
 
+static long long cpu_microseconds(void) {
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000000LL + usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
+}
+
+static int sink(int count, char **ports) {
+    int epoll = epoll_create1(0);
+    for (int p = 0; p < count; p++) {
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+        int size = 4 << 20;
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+        struct sockaddr_in local = {.sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(ports[p])),
+                                    .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (bind(fd, (struct sockaddr *)&local, sizeof local) != 0) {
+            perror("bind");
+            return 1;
+        }
+        struct epoll_event event = {.events = EPOLLIN, .data.fd = fd};
+        epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event);
+    }
+    static char buffers[BATCH][MTU];
+    struct iovec iov[BATCH];
+    struct mmsghdr msgs[BATCH];
+    struct epoll_event events[64];
+    long long rtp = 0;
+    printf("ready\n");
+    fflush(stdout);
+    for (;;) {
+        int ready = epoll_wait(epoll, events, 64, -1);
+        for (int e = 0; e < ready; e++) {
+            for (;;) {
+                for (int i = 0; i < BATCH; i++) {
+                    iov[i] = (struct iovec){buffers[i], MTU};
+                    msgs[i] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[i], .msg_iovlen = 1}};
+                }
+                int got = recvmmsg(events[e].data.fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+                if (got <= 0) break;
+                for (int i = 0; i < got; i++) {
+                    unsigned char *b = (unsigned char *)buffers[i];
+                    if (msgs[i].msg_len == 1 && b[0] == 0xFF) {
+                        printf("%lld 0 %lld\n", rtp, cpu_microseconds());
+                        return 0;
+                    }
+                    // RTP (RFC 7983: first byte 128-191), not RTCP (RFC 5761: packet types 192-223).
+                    if (msgs[i].msg_len >= 12 && b[0] >= 128 && b[0] <= 191 && !((b[1] & 0x7F) >= 64 && (b[1] & 0x7F) <= 95)) rtp++;
+                }
+            }
+        }
+    }
+}
+
+static volatile sig_atomic_t hole_stop = 0;
+static void hole_signal(int number) { (void)number; hole_stop = 1; }
+
+static int hole(int count, char **ports) {
+    for (int p = 0; p < count; p++) {
+        int fd = socket(AF_INET, SOCK_DGRAM, 0);
+        int size = 1;
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+        struct sockaddr_in local = {.sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(ports[p])),
+                                    .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (bind(fd, (struct sockaddr *)&local, sizeof local) != 0) {
+            perror("bind");
+            return 1;
+        }
+    }
+    // The spawning thread's mask is inherited: SIGTERM may arrive blocked.
+    signal(SIGTERM, hole_signal);
+    sigset_t unblock;
+    sigemptyset(&unblock);
+    sigaddset(&unblock, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &unblock, NULL);
+    printf("ready\n");
+    fflush(stdout);
+    while (!hole_stop) pause();
+    printf("0 0 %lld\n", cpu_microseconds());
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 3 && strcmp(argv[1], "sink") == 0) return sink(argc - 2, argv + 2);
+    if (argc >= 3 && strcmp(argv[1], "hole") == 0) return hole(argc - 2, argv + 2);
     if (argc < 3) {
         fprintf(stderr, "usage: rtc-relay LISTEN_PORT DEST_PORT...\n");
         return 2;
@@ -55,10 +146,7 @@ int main(int argc, char **argv) {
         if (got <= 0) continue;
         for (int i = 0; i < got; i++) {
             if (in_msgs[i].msg_len == 1 && (unsigned char)buffers[i][0] == 0xFF) {
-                struct rusage usage;
-                getrusage(RUSAGE_SELF, &usage);
-                long long cpu = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000000LL + usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
-                printf("%lld %lld %lld\n", packets_in, packets_out, cpu);
+                printf("%lld %lld %lld\n", packets_in, packets_out, cpu_microseconds());
                 return 0;
             }
         }

@@ -192,6 +192,14 @@ public final class MediaSession: @unchecked Sendable {
         eventLoop.execute { if let address = self.ice.selectedAddress { self.write(bytes, to: address) } }
     }
 
+    /// Stops ICE and the timers without a word to the peer (no close_notify). On the event loop.
+    func abandonOnLoop() {
+        ice.close()
+        timer?.cancel()
+        timer = nil
+        setState(.closed)
+    }
+
     /// Sends close_notify and stops ICE. On the event loop.
     func closeOnLoop() {
         if let dtls = self.dtls, let address = self.ice.selectedAddress {

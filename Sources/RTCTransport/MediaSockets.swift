@@ -336,6 +336,22 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         set { session.onDatagramSent = newValue }
     }
 
+    /// Closes the socket without a word to the peer (no close_notify, no more checks) and returns
+    /// the UDP port it was bound to, for a benchmark's sink that binds it next: the peer's media
+    /// keeps coming there, to be counted without NIO or SRTP (`rtc-cli bench sfu --rooms`).
+    public func abandonSocket() async -> Int? {
+        let port = boundAddress?.port
+        let udp = try? await channel.eventLoop.submit { () -> Channel in
+            self.session.abandonOnLoop()
+            self.keeper?.stop()
+            self.fallback?.cancel()
+            self.paths.closeAll()
+            return self.paths.udp
+        }.get()
+        try? await (udp ?? channel).close()
+        return port
+    }
+
     /// Closes DTLS (close_notify), ICE, any ICE-TCP connection and the socket.
     public func close() async {
         await session.close()

@@ -37,6 +37,10 @@ struct SFUBench: AsyncParsableCommand {
     var rooms: Int?
     @Option(name: .customLong("media-threads"), help: "With --rooms: media thread counts to compare, comma-separated.")
     var mediaThreads: String = "1,2"
+    @Option(help: "With --rooms: the subscribers' ports are read and counted (count), or never read so the kernel drops what arrives, as for receivers on other machines (discard).")
+    var receivers: Receivers = .count
+
+    enum Receivers: String, ExpressibleByArgument, Sendable { case count, discard }
     @Flag(help: "Also send the video as three simulcast layers (full, 30 % and 10 % of the bitrate) with layer selection, and compare.")
     var simulcast = false
 
@@ -305,6 +309,9 @@ final class RelayProcess {
         output = fdopen(pipeFDs[0], "r")
         guard readLine() == "ready" else { throw CLIError("rtc-relay did not start") }
     }
+
+    /// Asks it to stop (SIGTERM), for the modes that stop on a signal.
+    func terminate() { kill(pid, SIGTERM) }
 
     private func readLine() -> String? {
         var line: UnsafeMutablePointer<CChar>?

@@ -10,25 +10,32 @@ import Glibc
 #endif
 
 /// `bench sfu --rooms R`: R rooms of one publisher and S subscribers on one server with 1, 2, …
-/// media threads, in one run. Subscribers count packets from their RTP headers without
-/// decrypting (``MediaTransport/onProtectedRTP``), so the client side costs little next to the
-/// server's; the SFU does its full work (SRTP in and out, rewriting, feedback).
+/// media threads, in one run. Once connected, the subscribers' ports are handed to `rtc-relay
+/// sink`, a C process that only counts RTP datagrams (recvmmsg), so the client side costs little
+/// next to the server's; the SFU does its full work (SRTP in and out, rewriting, feedback).
 extension SFUBench {
     struct RoomsResult {
         var threads: Int
         var seconds: Double
         var forwarded: Int
         var delivered: Int
+        var counted: Bool
         var expected: Int
         /// CPU seconds of each media thread over the window.
         var loopCPU: [Double]
         var perShard: [Int]
-        /// CPU seconds of the bench's client thread (publishers and subscribers).
+        /// CPU seconds of the bench's client thread (publishers) and of the subscribers' sink process.
         var clientCPU: Double
+        var sinkCPU: Double
 
         var forwardedPerSecond: Double { Double(forwarded) / seconds }
         var deliveredPerSecond: Double { Double(delivered) / seconds }
-        var loss: Double { expected > 0 ? max(0, Double(expected - delivered) / Double(expected)) : 1 }
+        /// Of what the publishers sent, what did not reach a subscriber (with `--receivers count`), or
+        /// what the SFU did not send (`discard`: nothing is read).
+        var loss: Double {
+            let reached = counted ? delivered : forwarded
+            return expected > 0 ? max(0, Double(expected - reached) / Double(expected)) : 1
+        }
         var microsecondsPerPacket: Double { forwarded > 0 ? loopCPU.reduce(0, +) * 1e6 / Double(forwarded) : 0 }
     }
 
@@ -36,8 +43,9 @@ extension SFUBench {
         let threadCounts = mediaThreads.split(separator: ",").compactMap { Int($0) }.filter { (1...64).contains($0) }
         guard rooms > 0, !threadCounts.isEmpty else { throw CLIError("--rooms needs a positive count and --media-threads positive numbers") }
         print("\(rooms) rooms × (1 publisher at \(bitrate) kbps + Opus → \(subscribers) subscribers), \(seconds) s, loopback, "
-              + "\(System.coreCount) cores; subscribers count SRTP packets from their headers")
-        print("threads  forwarded/s   delivered/s   loss      µs/packet  CPU per thread        clients CPU  participants per thread")
+              + "\(System.coreCount) cores; subscribers' ports "
+              + (receivers == .count ? "counted by rtc-relay sink (recvmmsg, no SRTP)" : "never read (rtc-relay hole: the kernel drops on arrival)"))
+        print("threads  forwarded/s   delivered/s   loss      µs/packet  CPU per thread        publishers  sink (all run)  participants per thread")
         var results: [RoomsResult] = []
         for threads in threadCounts {
             let result = try await runSharded(threads: threads, rooms: rooms, subscribers: subscribers)
@@ -45,7 +53,8 @@ extension SFUBench {
             print("\(String(threads).padding(8)) \(String(Int(result.forwardedPerSecond)).padding(13)) \(String(Int(result.deliveredPerSecond)).padding(13)) "
                   + "\((String(format2: result.loss * 100) + " %").padding(9)) \(String(format2: result.microsecondsPerPacket).padding(10)) "
                   + "\(result.loopCPU.map { String(format1: $0 / result.seconds * 100) + " %" }.joined(separator: " ").padding(21)) "
-                  + "\((String(format1: result.clientCPU / result.seconds * 100) + " %").padding(12)) "
+                  + "\((String(format1: result.clientCPU / result.seconds * 100) + " %").padding(11)) "
+                  + "\((String(format2: result.sinkCPU) + " s").padding(15)) "
                   + result.perShard.map(String.init).joined(separator: " "))
         }
         if let one = results.first(where: { $0.threads == 1 }) {
@@ -69,15 +78,14 @@ extension SFUBench {
             sfu.received(ClientEnvelope(.join(JoinRequest(token: AccessToken(uid: uid, channel: channel, now: now).signed(secret: secret),
                                                           channel: channel, uid: uid))).encoded(), from: peer)
         }
-        let received = NIOLockedValueBox(0)
         var transports: [MediaTransport] = []
+        var subscriberTransports: [MediaTransport] = []
         var publishers: [MediaTransport] = []
         let deadline = Self.now() + 30 + Double(rooms * subscribers) / 4
         for room in 0..<rooms {
             let channel = "bench\(room)"
             for index in 0..<subscribers {
                 let transport = try await MediaTransport.bind(.client(), group: clientGroup)
-                transport.onProtectedRTP = { _ in received.withLockedValue { $0 += 1 } }
                 let peer = BenchPeer()
                 let started = NIOLockedValueBox(false)
                 peer.onOffer = { sdp in
@@ -95,6 +103,7 @@ extension SFUBench {
                 }
                 join("sub\(index)", channel, peer)
                 transports.append(transport)
+                subscriberTransports.append(transport)
             }
             let publisher = try await MediaTransport.bind(.client(), group: clientGroup)
             let publisherPeer = BenchPeer()
@@ -128,8 +137,13 @@ extension SFUBench {
             }
         }
         let perShard = sfu.participantsPerShard
+        // The subscribers' ports go to one counting thread (no NIO, no SRTP on the client side).
+        var sinkPorts: [Int] = []
+        for transport in subscriberTransports { if let port = await transport.abandonSocket() { sinkPorts.append(port) } }
+        let relayPath = ProcessRunner.selfPath.split(separator: "/").dropLast().joined(separator: "/")
+        let sink = try RelayProcess(path: "/" + relayPath + "/rtc-relay",
+                                    arguments: [receivers == .count ? "sink" : "hole"] + sinkPorts.map(String.init))
         try await Task.sleep(nanoseconds: 300_000_000)
-        received.withLockedValue { $0 = 0 }
         let before = try await sfu.counterSnapshot.get()
         func loopCPU() async throws -> [Double] {
             var times: [Double] = []
@@ -142,19 +156,29 @@ extension SFUBench {
         let started = Self.now()
         let senders = publishers
         let sent = try await sendTraffic(group: clientGroup) { packets in for publisher in senders { publisher.sendRTP(batch: packets) } }
-        // Rates over the sending window; the counts include what drains in the next half second.
+        // CPU, forwarding and rates over the sending window; deliveries also count what arrives in
+        // the next half second.
         let elapsed = Self.now() - started
-        try await Task.sleep(nanoseconds: 500_000_000)
         let cpuAfter = try await loopCPU()
         let clientAfter = try await clientLoop.submit { Self.threadCPUMicroseconds() / 1e6 }.get()
         let after = try await sfu.counterSnapshot.get()
-        let got = received.withLockedValue { $0 }
-        for transport in transports { await transport.close() }
+        try await Task.sleep(nanoseconds: 500_000_000)
+        if receivers == .count {
+            let stopper = try await DatagramBootstrap(group: clientGroup).bind(host: "127.0.0.1", port: 0).get()
+            try await stopper.writeAndFlush(AddressedEnvelope(remoteAddress: try SocketAddress(ipAddress: "127.0.0.1", port: sinkPorts[0]),
+                                                              data: ByteBuffer(bytes: [0xFF])))
+            try await stopper.close()
+        } else {
+            sink.terminate()
+        }
+        let (got, _, sinkCPU) = try sink.finish()
+        for transport in publishers { await transport.close() }
         await sfu.shutdown()
         try await clientGroup.shutdownGracefully()
         try await serverGroup.shutdownGracefully()
         return RoomsResult(threads: threads, seconds: elapsed, forwarded: after.packetsOut - before.packetsOut, delivered: got,
+                           counted: receivers == .count,
                            expected: sent * rooms * subscribers, loopCPU: zip(cpuAfter, cpuBefore).map { $0 - $1 }, perShard: perShard,
-                           clientCPU: clientAfter - clientBefore)
+                           clientCPU: clientAfter - clientBefore, sinkCPU: sinkCPU / 1e6)
     }
 }
