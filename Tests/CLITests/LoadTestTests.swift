@@ -1,0 +1,60 @@
+import Foundation
+import RTCTestSupport
+import Testing
+
+/// `rtc-cli loadtest` against `rtc-cli server` with two media threads: every bot joins, the
+/// subscribers count every frame, the summary reads the server's own metrics.
+@Suite("rtc-cli loadtest", .serialized)
+struct LoadTestTests {
+    /// `rtc-cli server` on free ports with `extra`; returns the process and its signaling URL.
+    func startServer(_ extra: [String] = []) throws -> (Process, String, String) {
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: cliPath)
+        server.arguments = ["server", "--port", "0", "--udp-port", "0", "--secret", "s", "--log-level", "error"] + extra
+        let serverOut = Pipe()
+        server.standardOutput = serverOut
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        var text = ""
+        let deadline = Date().addingTimeInterval(15)
+        while !text.contains("web client") && !text.contains("media threads"), Date() < deadline {
+            let chunk = serverOut.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        let url = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).first { $0.hasPrefix("ws://") }.map(String.init) ?? ""
+        return (server, url, text)
+    }
+
+    @Test("2 rooms × (1 publisher + 2 subscribers) on a 2-thread server: all join, ≥ 80 % of frames counted, loss < 1 %, server figures from /metrics")
+    func twoRooms() async throws {
+        let (server, url, text) = try startServer(["--media-threads", "2"])
+        defer { if server.isRunning { server.terminate(); server.waitUntilExit() } }
+        #expect(text.contains("media threads: 2"), "\(text)")
+        let result = try cli(["loadtest", "--server", url, "--secret", "s", "--rooms", "2", "--publishers", "1", "--subscribers", "2",
+                              "--duration", "3", "--video-size", "640x360", "--fps", "15"])
+        #expect(result.status == 0, "\(result.out)\n\(result.err)")
+        #expect(result.out.contains("joined 6 of 6 bots"), "\(result.out)")
+        let summary = try #require(result.out.split(separator: "\n").first { $0.contains("subscribers:") && $0.contains("frames") })
+        let numbers = summary.split(separator: " ").compactMap { Double($0.trimmingCharacters(in: CharacterSet(charactersIn: ","))) }
+        // "subscribers: P packets, F frames, loss L %": 4 subscribers × 15 fps × 3 s = 180 frames.
+        #expect(numbers.count >= 3 && numbers[1] >= 144 && numbers[2] < 1, "\(summary)")
+        let serverLine = try #require(result.out.split(separator: "\n").first { $0.contains("server:") })
+        let forwarded = serverLine.split(separator: " ").compactMap { Double($0) }.first ?? 0
+        #expect(forwarded > 100 && serverLine.contains("CPU") && serverLine.contains("µs per forwarded packet"), "\(serverLine)")
+        #expect(result.out.contains("join (connect to joined): p50 "), "\(result.out)")
+    }
+
+    @Test("bad input: a wrong URL, size or count is a clear error; an unreachable server fails the bots with a reason",
+          arguments: [
+              (["--server", "http://127.0.0.1:1/rtc", "--secret", "s"], "ws://"),
+              (["--server", "ws://127.0.0.1:1/rtc", "--secret", "s", "--video-size", "12"], "--video-size"),
+              (["--server", "ws://127.0.0.1:1/rtc", "--secret", "s", "--rooms", "0"], "--rooms"),
+              (["--server", "ws://127.0.0.1:1/rtc", "--secret", "s", "--duration", "1", "--subscribers", "1"], "bots failed"),
+          ])
+    func badInput(arguments: [String], message: String) throws {
+        let result = try cli(["loadtest"] + arguments)
+        #expect(result.status != 0)
+        #expect((result.err + result.out).contains(message), "\(result.out)\n\(result.err)")
+    }
+}
