@@ -3,7 +3,7 @@
 // the SFU (RTCServer) and the `rtc-cli` tool. See docs/architecture.md for the dependency graph.
 import PackageDescription
 
-let fuzzTargets = ["Y4M", "IVF", "WAV", "Ogg", "RTP", "RTCP", "VP8", "STUN", "SDP", "DTLS", "ICE", "Signaling", "Link"]
+let fuzzTargets = ["Y4M", "IVF", "WAV", "Ogg", "RTP", "RTCP", "VP8", "STUN", "SDP", "DTLS", "ICE", "Signaling", "Link", "RESP"]
 
 let package = Package(
     name: "swift-rtc",
@@ -99,10 +99,12 @@ let package = Package(
                 "RTCCore", "ScreenCapture", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
+        // RESP (the Redis protocol) values and parser: no dependencies, fuzzed.
+        .target(name: "RedisWire"),
         .target(
             name: "RTCServer",
             dependencies: [
-                "RTCConventions", "RTCTransport", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCConventions", "RTCTransport", "Signaling", "RedisWire", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -137,7 +139,7 @@ let package = Package(
         // MARK: Fuzzing: one libFuzzer entry point per parser of untrusted bytes (see Fuzz/README.md)
         .target(
             name: "RTCFuzzHarness",
-            dependencies: ["RTCCore", "RTCTransport", "Signaling", "ScreenCapture", .product(name: "NIOCore", package: "swift-nio")]),
+            dependencies: ["RTCCore", "RTCTransport", "Signaling", "ScreenCapture", "RedisWire", .product(name: "NIOCore", package: "swift-nio")]),
 
         // MARK: Tests
         .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "CMemory", "TestKit"]),

@@ -95,7 +95,7 @@ public actor SignalingClient {
         return (String(parts[0]), port)
     }
 
-    private static func open(host: String, port: Int, path: String, group: EventLoopGroup, tls: NIOSSLContext?) async throws
+    fileprivate static func open(host: String, port: Int, path: String, group: EventLoopGroup, tls: NIOSSLContext?) async throws
         -> (channel: Channel, messages: AsyncStream<[UInt8]>)
     {
         let (messages, continuation) = AsyncStream.makeStream(of: [UInt8].self)
@@ -333,5 +333,41 @@ private final class ClientFrameHandler: ChannelInboundHandler, @unchecked Sendab
     func channelInactive(context: ChannelHandlerContext) {
         continuation.finish()
         context.fireChannelInactive()
+    }
+}
+
+/// A WebSocket to a signaling URL that carries messages as bytes, neither parsed nor answered:
+/// what a server node uses to relay a client's connection to the node its room lives on.
+public final class RawSignalingLink: Sendable {
+    /// Every text or binary message from the far end, in order; finishes when the link closes.
+    public let messages: AsyncStream<[UInt8]>
+    private let channel: Channel
+
+    private init(channel: Channel, messages: AsyncStream<[UInt8]>) {
+        self.channel = channel
+        self.messages = messages
+    }
+
+    /// Opens `url` (`ws://host:port/path`).
+    public static func open(url: String, group: EventLoopGroup) async throws -> RawSignalingLink {
+        let client = try SignalingClient(url: url, group: group)
+        let opened = try await SignalingClient.openRaw(host: client.host, port: client.port, path: client.path, group: group)
+        return RawSignalingLink(channel: opened.channel, messages: opened.messages)
+    }
+
+    public func send(_ bytes: [UInt8]) {
+        let channel = channel
+        channel.eventLoop.execute {
+            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: channel.allocator.buffer(bytes: bytes)),
+                                  promise: nil)
+        }
+    }
+
+    public func close() { channel.close(promise: nil) }
+}
+
+extension SignalingClient {
+    static func openRaw(host: String, port: Int, path: String, group: EventLoopGroup) async throws -> (channel: Channel, messages: AsyncStream<[UInt8]>) {
+        try await open(host: host, port: port, path: path, group: group, tls: nil)
     }
 }

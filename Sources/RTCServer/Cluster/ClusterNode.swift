@@ -1,0 +1,167 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import RedisWire
+
+/// Where a room is served: here, or on another node whose signaling URL a join is relayed to.
+public enum RoomPlacement: Sendable, Hashable {
+    case local
+    case remote(node: String, signalingURL: String)
+}
+
+/// One node of a cluster of servers that share rooms through Redis, as LiveKit's nodes do: Redis
+/// holds the node registry and the room → node map, each room lives on one node, and a join that
+/// reaches another node is relayed there (its media then goes straight to that node).
+///
+/// Keys (all under `rtc:`):
+/// - `rtc:node:<id>` = `<signaling URL> <participants>`, with a TTL of ``nodeTTL`` renewed every
+///   ``heartbeat``: a node that stops renewing it (killed, cut off) is gone when it expires;
+/// - `rtc:room:<name>` = `<node id>`, TTL ``roomTTL``, renewed by its node while the room has
+///   participants there; set only through ``claimScript``, which keeps a live owner and replaces
+///   a missing or dead one in one step, so two nodes never both own a room.
+///
+/// Without Redis (lost mid-run) a node keeps serving the rooms it has and places new ones on
+/// itself; it logs the loss, reconnects every heartbeat and then registers again with its rooms.
+public final class ClusterNode: Sendable {
+    public let nodeID: String
+    public let signalingURL: String
+    public let redisURL: RedisURL
+    public static let heartbeat: TimeAmount = .milliseconds(1000)
+    public static let nodeTTL = 3
+    public static let roomTTL = 5
+    private let group: EventLoopGroup
+    private let logger: Logger
+    private let state = NIOLockedValueBox<State>(State())
+    /// The participants here and the rooms with participants here, asked for at each heartbeat.
+    private let load: @Sendable () -> (participants: Int, rooms: [String])
+
+    private struct State {
+        var connection: RedisConnection?
+        var connecting = false
+        var lost = false
+        var heartbeat: RepeatedTask?
+        var stopped = false
+    }
+
+    /// KEYS[1] the room key; ARGV[1] the node wanting it, ARGV[2] its TTL. Returns the owner.
+    static let claimScript = """
+        local owner = redis.call('GET', KEYS[1])
+        if owner and redis.call('EXISTS', 'rtc:node:' .. owner) == 1 then return owner end
+        redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+        return ARGV[1]
+        """
+
+    /// Connects to Redis (a clear error when it cannot) and registers the node.
+    public static func start(nodeID: String, signalingURL: String, redisURL: RedisURL, group: EventLoopGroup, logger: Logger,
+                             load: @escaping @Sendable () -> (participants: Int, rooms: [String])) async throws(RedisError) -> ClusterNode {
+        let connection = try await RedisConnection.connect(redisURL, group: group)
+        let node = ClusterNode(nodeID: nodeID, signalingURL: signalingURL, redisURL: redisURL, group: group, logger: logger, load: load)
+        node.state.withLockedValue { $0.connection = connection }
+        try await node.beat(on: connection)
+        let loop = group.next()
+        let task = loop.scheduleRepeatedAsyncTask(initialDelay: heartbeat, delay: heartbeat) { _ in
+            loop.makeFutureWithTask { await node.heartbeatOnce() }
+        }
+        node.state.withLockedValue { $0.heartbeat = task }
+        logger.info("cluster node registered", metadata: ["node": "\(nodeID)", "redis": "\(redisURL)", "signaling": "\(signalingURL)"])
+        return node
+    }
+
+    private init(nodeID: String, signalingURL: String, redisURL: RedisURL, group: EventLoopGroup, logger: Logger,
+                 load: @escaping @Sendable () -> (participants: Int, rooms: [String])) {
+        self.nodeID = nodeID
+        self.signalingURL = signalingURL
+        self.redisURL = redisURL
+        self.group = group
+        self.logger = logger
+        self.load = load
+    }
+
+    /// Whether Redis answers now.
+    public var isConnected: Bool { state.withLockedValue { !$0.lost && $0.connection?.isActive == true } }
+
+    /// Registers the node with its load and renews its rooms.
+    private func beat(on connection: RedisConnection) async throws(RedisError) {
+        let (participants, rooms) = load()
+        _ = try await connection.command(["SET", "rtc:node:\(nodeID)", "\(signalingURL) \(participants)", "EX", String(Self.nodeTTL)])
+        for room in rooms {
+            // Renews (or, after Redis lost its keys, takes back) each room with participants here.
+            _ = try await connection.command(["EVAL", Self.claimScript, "1", "rtc:room:\(room)", nodeID, String(Self.roomTTL)])
+        }
+    }
+
+    private func heartbeatOnce() async {
+        let connection = state.withLockedValue { $0.stopped ? nil : $0.connection }
+        do {
+            if let connection, connection.isActive {
+                try await beat(on: connection)
+                return
+            }
+            guard !state.withLockedValue({ $0.stopped }) else { return }
+            let fresh = try await RedisConnection.connect(redisURL, group: group, timeout: .milliseconds(500))
+            state.withLockedValue { $0.connection = fresh }
+            try await beat(on: fresh)
+            if state.withLockedValue({ let was = $0.lost; $0.lost = false; return was }) {
+                logger.notice("redis is back: node registered again with its rooms", metadata: ["redis": "\(redisURL)"])
+            }
+        } catch {
+            if !state.withLockedValue({ let was = $0.lost; $0.lost = true; return was }) {
+                logger.error("redis lost: rooms here keep running, new rooms are placed here until it is back",
+                             metadata: ["redis": "\(redisURL)", "error": "\(error)"])
+            }
+            state.withLockedValue { $0.connection?.close(); $0.connection = nil }
+        }
+    }
+
+    /// Where `channel` is served: its live owner, else the least-loaded live node, which claims
+    /// it atomically (another node's claim may win: then that node). Here when Redis is away.
+    public func place(_ channel: String) async -> RoomPlacement {
+        guard let connection = state.withLockedValue({ $0.connection }), connection.isActive else { return .local }
+        do {
+            let nodes = try await liveNodes(connection)
+            let owner = try await connection.command(["GET", "rtc:room:\(channel)"]).string
+            if let owner, owner == nodeID { return .local }
+            if let owner, let url = nodes[owner]?.url { return .remote(node: owner, signalingURL: url) }
+            // Least loaded, this node first among equals (no relay).
+            let mine = load().participants
+            var candidate = (id: nodeID, load: mine)
+            for (id, node) in nodes where id != nodeID && node.load < candidate.load { candidate = (id, node.load) }
+            let winner = try await connection.command(["EVAL", Self.claimScript, "1", "rtc:room:\(channel)", candidate.id, String(Self.roomTTL)])
+                .string ?? nodeID
+            if winner == nodeID { return .local }
+            guard let url = nodes[winner]?.url else { return .local }
+            return .remote(node: winner, signalingURL: url)
+        } catch {
+            logger.warning("room placement without redis: here", metadata: ["channel": "\(channel)", "error": "\(error)"])
+            return .local
+        }
+    }
+
+    /// Registered nodes: signaling URL and participants, by id.
+    private func liveNodes(_ connection: RedisConnection) async throws(RedisError) -> [String: (url: String, load: Int)] {
+        guard case .array(let keys?) = try await connection.command(["KEYS", "rtc:node:*"]) else { return [:] }
+        let names = keys.compactMap(\.string)
+        guard !names.isEmpty, case .array(let values?) = try await connection.command(["MGET"] + names) else { return [:] }
+        var nodes: [String: (url: String, load: Int)] = [:]
+        for (key, value) in zip(names, values) {
+            guard let text = value.string else { continue }
+            let parts = text.split(separator: " ")
+            guard parts.count == 2, let load = Int(parts[1]) else { continue }
+            nodes[String(key.dropFirst("rtc:node:".count))] = (String(parts[0]), load)
+        }
+        return nodes
+    }
+
+    /// Stops the heartbeat and removes the node's key (its rooms expire with their TTL).
+    public func stop() async {
+        let (task, connection) = state.withLockedValue { state in
+            state.stopped = true
+            return (state.heartbeat, state.connection)
+        }
+        task?.cancel()
+        if let connection, connection.isActive {
+            _ = try? await connection.command(["DEL", "rtc:node:\(nodeID)"])
+            connection.close()
+        }
+    }
+}
