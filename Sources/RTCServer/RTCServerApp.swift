@@ -15,6 +15,8 @@ public final class RTCServerApp: Sendable {
     public let signalingChannel: Channel
     private let metrics: ServerMetrics
     public let logger: Logger
+    /// With `redisURL`: this node of the cluster.
+    public let cluster: ClusterNode?
 
     public static func start(configuration: ServerConfiguration, group: EventLoopGroup,
                              logger: Logger = Logger(label: "rtc.server")) async throws -> RTCServerApp {
@@ -24,22 +26,43 @@ public final class RTCServerApp: Sendable {
             let key = try NIOSSLPrivateKey(file: keyPath, format: .pem)
             tls = try NIOSSLContext(configuration: .makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key)))
         }
+        // A wrong Redis URL is refused before anything binds.
+        let redisURL = try configuration.redisURL.map { text throws(RedisError) in try RedisURL(parsing: text) }
         let sfu = try await ShardedSFU.start(configuration: configuration, group: group, logger: logger)
+        let handle = ClusterHandle()
         let metrics = ServerMetrics()
         sfu.setForwardLatencyObserver { metrics.forwardLatency.recordNanoseconds($0) }
         let channel = try await bindSignaling(
-            host: configuration.host, port: configuration.signalingPort, group: group, sfu: sfu, logger: logger, tls: tls,
+            host: configuration.host, port: configuration.signalingPort, group: group, sfu: sfu, cluster: handle, logger: logger, tls: tls,
             web: configuration.webRoot.map(WebRoot.init(directory:)),
             devTokens: configuration.mintsDevTokens ? DevTokenMinter(secret: configuration.secret) : nil,
             limits: configuration.limits,
             metrics: { sfu.counterSnapshot.map { metrics.scrape($0) } })
+        var cluster: ClusterNode?
+        if let redisURL {
+            let port = channel.localAddress?.port ?? configuration.signalingPort
+            let host = configuration.announceAddresses.first ?? configuration.host
+            let url = configuration.nodeSignalingURL ?? "ws://\(host.contains(":") ? "[\(host)]" : host):\(port)/rtc"
+            do {
+                cluster = try await ClusterNode.start(nodeID: configuration.nodeID ?? "node-\(port)", signalingURL: url, redisURL: redisURL,
+                                                      group: group, logger: logger) {
+                    (sfu.participantsPerShard.reduce(0, +), sfu.roomNames)
+                }
+            } catch {
+                await sfu.shutdown()
+                try? await channel.close()
+                throw error
+            }
+            handle.node = cluster
+        }
         logger.info("server listening", metadata: [
             "signaling": "\(channel.localAddress.map { "\($0)" } ?? "?")", "media": "\(sfu.mediaAddresses.map { "\($0)" }.joined(separator: ", "))",
         ])
-        return RTCServerApp(sfu: sfu, signalingChannel: channel, metrics: metrics, logger: logger)
+        return RTCServerApp(sfu: sfu, signalingChannel: channel, metrics: metrics, logger: logger, cluster: cluster)
     }
 
-    private init(sfu: ShardedSFU, signalingChannel: Channel, metrics: ServerMetrics, logger: Logger) {
+    private init(sfu: ShardedSFU, signalingChannel: Channel, metrics: ServerMetrics, logger: Logger, cluster: ClusterNode?) {
+        self.cluster = cluster
         self.sfu = sfu
         self.signalingChannel = signalingChannel
         self.metrics = metrics
@@ -53,6 +76,7 @@ public final class RTCServerApp: Sendable {
     /// Graceful shutdown: every participant is told `serverShutdown`, then the ports close.
     public func shutdown() async {
         logger.info("shutting down")
+        await cluster?.stop()
         await sfu.shutdown()
         try? await signalingChannel.close()
     }

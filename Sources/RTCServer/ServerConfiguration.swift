@@ -61,6 +61,12 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// room lives on one loop, each loop has its own UDP (and ICE-TCP) port. `rtc-cli server`
     /// starts one per core; embedded servers one unless set.
     public var mediaThreads = 1
+    /// A cluster of nodes sharing rooms through Redis (``ClusterNode``): `redis://HOST:PORT[/DB]`,
+    /// this node's id (unique in the cluster), and the signaling URL other nodes relay joins to
+    /// (nil: `ws://<first announced address or host>:<signaling port>/rtc`). Nil URL: alone.
+    public var redisURL: String?
+    public var nodeID: String?
+    public var nodeSignalingURL: String?
     /// HS256 secret that tokens are signed with.
     public var secret: String
     /// The signaling protocol this server speaks.

@@ -117,6 +117,9 @@ public final class ShardedSFU: SignalingSink, Sendable {
     /// The shard a room lives on now, if it lives anywhere.
     public func shard(of channel: String) -> Int? { router.withLockedValue { $0.placed(channel) } }
 
+    /// The rooms placed on a shard now.
+    public var roomNames: [String] { router.withLockedValue { $0.roomNames } }
+
     /// Participants per shard now.
     public var participantsPerShard: [Int] { tally.perShard }
 
@@ -166,6 +169,7 @@ struct ShardRouter {
     init(shards: Int) { pendingPerShard = [Int](repeating: 0, count: shards) }
 
     var roomCount: Int { rooms.count }
+    var roomNames: [String] { Array(rooms.keys) }
 
     func placed(_ channel: String) -> Int? { rooms[channel]?.shard }
     func shard(of peer: ObjectIdentifier) -> Int? { peers[peer] }

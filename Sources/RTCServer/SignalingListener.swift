@@ -21,9 +21,29 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
     private var inboundBytes: TokenBucket
     private var queuedBytes = 0
     private var closing = false
+    /// With a cluster: where this connection's messages go, decided at its first join or resume.
+    private let cluster: ClusterHandle?
+    private var route = Route.undecided
 
-    init(sfu: ShardedSFU, logger: Logger, limits: ServerLimits) {
+    private enum Route {
+        case undecided
+        /// Waiting for Redis to say where the room is: messages queue.
+        case deciding([[UInt8]])
+        case local
+        /// Relayed to the room's node: every message both ways, unread.
+        case relaying(RawSignalingLink)
+    }
+
+    /// Whether the connection is relayed to another node (it joined there). On the channel's loop.
+    var isRelaying: Bool {
+        if case .relaying = route { return true }
+        if case .deciding = route { return true }
+        return false
+    }
+
+    init(sfu: ShardedSFU, logger: Logger, limits: ServerLimits, cluster: ClusterHandle? = nil) {
         self.sfu = sfu
+        self.cluster = cluster
         self.logger = logger
         self.limits = limits
         messages = TokenBucket(ratePerSecond: limits.messagesPerSecond, burst: limits.messageBurst)
@@ -85,7 +105,7 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
             guard inboundBytes.take(Double(bytes.count), nowNs: nowNs) else {
                 return refuseFlood(context, reason: "over \(Int(limits.inboundBytesPerSecond)) bytes a second")
             }
-            sfu.received(bytes, from: self)
+            routeMessage(bytes, context: context)
         case .ping:
             guard !closing else { return }
             // Pings spend the same budget as messages: a ping flood is a reply flood.
@@ -106,8 +126,71 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        if case .relaying(let link) = route { link.close() }
         sfu.disconnected(self)
         context.fireChannelInactive()
+    }
+
+    // MARK: Cluster routing
+
+    /// Alone (no cluster), every message goes to this node's SFU. In a cluster, the first join or
+    /// resume asks where its room lives: here, or another node, to which the connection is then
+    /// relayed whole (the client's media goes to that node's addresses, which its answers carry).
+    private func routeMessage(_ bytes: [UInt8], context: ChannelHandlerContext) {
+        switch route {
+        case .local: sfu.received(bytes, from: self)
+        case .relaying(let link): link.send(bytes)
+        case .deciding(let queued): route = .deciding(queued + [bytes])
+        case .undecided:
+            guard let node = cluster?.node else {
+                route = .local
+                return sfu.received(bytes, from: self)
+            }
+            let message = InboundMessage(bytes, secret: sfu.configuration.secret)
+            // Before a join (a ping, bad input): answered here.
+            guard message.isJoinOrResume, let channel = message.channel else { return sfu.received(bytes, from: self) }
+            route = .deciding([bytes])
+            let loop = context.eventLoop
+            Task {
+                let placement = await node.place(channel)
+                loop.execute { self.decided(placement, loop: loop) }
+            }
+        }
+    }
+
+    private func decided(_ placement: RoomPlacement, loop: EventLoop) {
+        guard case .deciding(let queued) = route, let channel, channel.isActive else { return }
+        switch placement {
+        case .local:
+            route = .local
+            for bytes in queued { sfu.received(bytes, from: self) }
+        case .remote(let node, let url):
+            Task {
+                do {
+                    let link = try await RawSignalingLink.open(url: url, group: loop)
+                    loop.execute {
+                        guard channel.isActive else { return link.close() }
+                        self.route = .relaying(link)
+                        for bytes in queued { link.send(bytes) }
+                    }
+                    for await bytes in link.messages {
+                        loop.execute { self.write(WebSocketFrame(fin: true, opcode: .text, data: channel.allocator.buffer(bytes: bytes)), on: channel) }
+                    }
+                    // The room's node closed the link (it left us, or it is gone): so does the client's connection.
+                    loop.execute { channel.close(promise: nil) }
+                } catch {
+                    connectionLog.notice(self.logger, "relay failed", ["node": "\(node)", "url": "\(url)", "error": "\(error)"])
+                    loop.execute {
+                        // Not `resumeFailed`: the session may live on there; the client tries again.
+                        let id = (try? InboundMessage(queued[0], secret: "").decoded.get())?.requestID
+                        self.send(ServerEnvelope(.error(SignalingError(.internalError, "the room's node \(node) cannot be reached", requestID: id)),
+                                                 requestID: id))
+                        self.route = .undecided
+                        channel.close(promise: nil)
+                    }
+                }
+            }
+        }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -303,6 +386,7 @@ enum JoinDeadline {
                 close(channel, reason: "no WebSocket within \(seconds) s", sfu: sfu, logger: logger)
                 return
             }
+            guard !peer.isRelaying else { return }
             sfu.hasJoined(peer).whenSuccess { joined in
                 if !joined { peer.closeUnjoined(reason: "no join within \(seconds) s") }
             }
@@ -433,7 +517,7 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
 let maxWebSocketFrame = 1 << 20
 
 /// Binds the signaling port: `/rtc` upgrades to a WebSocket, the rest is plain HTTP.
-func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedSFU, logger: Logger, tls: NIOSSLContext?,
+func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedSFU, cluster: ClusterHandle?, logger: Logger, tls: NIOSSLContext?,
                    web: WebRoot?, devTokens: DevTokenMinter?, limits: ServerLimits,
                    metrics: @escaping @Sendable () -> EventLoopFuture<String>) async throws -> Channel {
     let perIP = ConnectionsPerIP(limit: limits.maxConnectionsPerIP)
@@ -463,7 +547,7 @@ func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedS
                         try channel.pipeline.syncOperations.addHandler(
                             NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 256,
                                                         maxAccumulatedFrameSize: maxWebSocketFrame))
-                        try channel.pipeline.syncOperations.addHandler(WebSocketPeer(sfu: sfu, logger: logger, limits: limits))
+                        try channel.pipeline.syncOperations.addHandler(WebSocketPeer(sfu: sfu, logger: logger, limits: limits, cluster: cluster))
                     }
                 })
             let http: @Sendable () -> EventLoopFuture<Void> = {
@@ -479,4 +563,14 @@ func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedS
             }.flatMap { _ in http() }
         }
         .bind(host: host, port: port).get()
+}
+
+/// The cluster node, set once it has registered (after the signaling port is bound, since its
+/// URL names that port).
+final class ClusterHandle: Sendable {
+    private let box = NIOLockedValueBox<ClusterNode?>(nil)
+    var node: ClusterNode? {
+        get { box.withLockedValue { $0 } }
+        set { box.withLockedValue { $0 = newValue } }
+    }
 }

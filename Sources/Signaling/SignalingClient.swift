@@ -72,6 +72,9 @@ public actor SignalingClient {
         (connectionEvents, connectionContinuation) = AsyncStream.makeStream(of: SignalingConnectionEvent.self)
     }
 
+    /// How long resuming goes on while the server refuses connections.
+    static let giveUpUnreachable: Duration = .seconds(1)
+
     /// Opens the WebSocket.
     public func connect() async throws {
         let inbound = try await Self.open(host: host, port: port, path: path, group: group, tls: tls)
@@ -171,6 +174,9 @@ public actor SignalingClient {
         connectionContinuation.yield(.lost)
         // Reconnect and resume inside the window.
         let deadline = ContinuousClock.now + .seconds(joined.resumeWindow)
+        // A server that refuses connections for this long is gone (a dead node), not restarting
+        // a socket: the owner rejoins, maybe at another node, rather than wait out the window.
+        var unreachableSince: ContinuousClock.Instant?
         while ContinuousClock.now < deadline && !closing {
             // The previous attempt's connection, if it opened, goes before the next one.
             if let stale = channel {
@@ -178,7 +184,15 @@ public actor SignalingClient {
                 try? await stale.close()
             }
             do {
-                try await connect()
+                do {
+                    try await connect()
+                    unreachableSince = nil
+                } catch {
+                    let since = unreachableSince ?? ContinuousClock.now
+                    unreachableSince = since
+                    if since.duration(to: .now) > Self.giveUpUnreachable { break }
+                    throw error
+                }
                 if case .resumed(let response) = try await request(.resume(ResumeRequest(token: joined.token, participantSid: joined.sid))) {
                     self.joined = (joined.token, response.participant.sid, response.pingInterval, response.resumeWindow)
                     resumes += 1

@@ -18,6 +18,9 @@ struct JoinCommand: AsyncParsableCommand {
         abstract: "Join a channel as a headless bot: publish, record, print live stats.")
 
     @Option(help: "Signaling URL.") var server: String = "ws://127.0.0.1:7880/rtc"
+    @Option(name: .customLong("fallback-server"),
+            help: "Another node of the same cluster, tried in turn when a rejoin after losing --server fails (repeatable).")
+    var fallbackServer: [String] = []
     @Option(help: "Channel name.") var channel: String
     @Option(help: "User id.") var uid: String
     @Option(help: "Access token (or give --secret to mint one).") var token: String?
@@ -78,6 +81,9 @@ struct JoinCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard token != nil || secret != nil else { throw ValidationError("give --token, or --secret to mint one") }
+        for url in fallbackServer where !url.hasPrefix("ws://") && !url.hasPrefix("wss://") {
+            throw ValidationError("--fallback-server \(url) is not a ws:// or wss:// URL")
+        }
         guard ["broadcaster", "audience"].contains(role) else { throw ValidationError("--role is broadcaster or audience, not \(role)") }
         guard (1...60).contains(fps) else { throw ValidationError("--fps must be 1...60") }
         guard (1...3).contains(simulcast) else { throw ValidationError("--simulcast must be 1, 2 or 3, not \(simulcast)") }
@@ -201,7 +207,8 @@ struct JoinCommand: AsyncParsableCommand {
                                       layers: Bot.Layers(simulcast: simulcast, streamType: streamType.flatMap(VideoStreamType.init(rawValue:)),
                                                          frameLog: frameLog),
                                       recordOptions: ChannelRecorder.Options(layout: ChannelRecorder.Options.Layout(rawValue: recordFormat) ?? .tracks,
-                                                                             uids: recordUID.isEmpty ? nil : Set(recordUID)))
+                                                                             uids: recordUID.isEmpty ? nil : Set(recordUID)),
+                                      fallbackServers: fallbackServer)
         var host: ScreenShareHost?
         if shareScreen {
             let linkPath = "/tmp/rtc-share-\(getpid()).sock"
@@ -267,8 +274,10 @@ final class Bot: Sendable {
                       printStats: Bool, bind: String = "::", iceServers: [ICEServer]? = nil, relayOnly: Bool = false,
                       iceTrust: String? = nil, layers: Layers = Layers(),
                       recordOptions: ChannelRecorder.Options = ChannelRecorder.Options(),
-                      source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone)) async throws -> Bot {
+                      source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone),
+                      fallbackServers: [String] = []) async throws -> Bot {
         var configuration = RTCEngineConfiguration(serverURL: server, clientRole: role)
+        configuration.alternateServerURLs = fallbackServers
         configuration.bindAddress = bind
         configuration.iceServers = iceServers
         configuration.iceTransportPolicy = relayOnly ? .relay : .all

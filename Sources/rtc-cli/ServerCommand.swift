@@ -37,6 +37,13 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("media-threads"),
             help: "Event loops rooms are spread over (a room lives on one); thread i takes --udp-port + i (and --tcp-port + i). Default: one per core.")
     var mediaThreads: Int = System.coreCount
+    @Option(help: "Join a cluster of nodes sharing rooms through Redis: redis://HOST:PORT[/DB]. Without it the server runs alone.")
+    var redis: String?
+    @Option(name: .customLong("node-id"), help: "This node's id in the cluster (default: node-<signaling port>).")
+    var nodeID: String?
+    @Option(name: .customLong("node-url"),
+            help: "The signaling URL other nodes relay joins to (default: ws://<first --announce-ip or --host>:<port>/rtc).")
+    var nodeURL: String?
     @Option(help: "HS256 secret tokens are signed with.") var secret: String?
     @Flag(help: "Development mode: make up a secret (unless --secret is given), print it with a sample token and the web page's URL, and hand out tokens at /dev-token.")
     var dev = false
@@ -86,6 +93,14 @@ struct ServerCommand: AsyncParsableCommand {
         guard udpPort == 0 || udpPort + mediaThreads - 1 <= 65535, (tcpPort ?? 0) == 0 || (tcpPort ?? 0) + mediaThreads - 1 <= 65535 else {
             throw ValidationError("--media-threads \(mediaThreads) needs ports up to \(max(udpPort, tcpPort ?? 0) + mediaThreads - 1), past 65535")
         }
+        if let redis {
+            do { _ = try RedisURL(parsing: redis) } catch { throw ValidationError("--redis \(error.reason)") }
+        }
+        if redis == nil && (nodeID != nil || nodeURL != nil) { throw ValidationError("--node-id and --node-url go with --redis") }
+        if let nodeID, nodeID.isEmpty || nodeID.utf8.count > 64 || nodeID.contains(" ") {
+            throw ValidationError("--node-id must be 1 to 64 bytes without spaces")
+        }
+        if let nodeURL, !nodeURL.hasPrefix("ws://") && !nodeURL.hasPrefix("wss://") { throw ValidationError("--node-url must be a ws:// URL") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level \(logLevel) is not a level") }
         guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard (0...100_000).contains(publisherLimitFloor) else { throw ValidationError("--publisher-limit-floor must be 0...100000 kbps") }
@@ -140,6 +155,9 @@ struct ServerCommand: AsyncParsableCommand {
         configuration.announceAddresses = announceIP
         configuration.tcpMediaPort = tcpPort
         configuration.mediaThreads = mediaThreads
+        configuration.redisURL = redis
+        configuration.nodeID = nodeID
+        configuration.nodeSignalingURL = nodeURL
         configuration.resumeWindow = resumeWindow
         configuration.screenShareNeedsOwner = !allowOwnerlessShare
         configuration.limits.joinDeadlineSeconds = joinDeadline
@@ -161,7 +179,13 @@ struct ServerCommand: AsyncParsableCommand {
         let web = resolvedWebRoot
         configuration.webRoot = web?.directory
         configuration.mintsDevTokens = dev
-        let app = try await RTCServerApp.start(configuration: configuration, group: group, logger: logger)
+        let app: RTCServerApp
+        do {
+            app = try await RTCServerApp.start(configuration: configuration, group: group, logger: logger)
+        } catch let error as RedisError {
+            try? await group.shutdownGracefully()
+            throw CLIError("cannot join the cluster: \(error)")
+        }
         let scheme = tlsCertificate == nil ? "ws" : "wss"
         print("signaling: \(scheme)://\(host):\(app.signalingAddress?.port ?? port)/rtc  media: udp \(host):\(app.mediaAddress?.port ?? udpPort)")
         let offered = LocalInterfaces.candidates(boundTo: host, port: app.mediaAddress?.port ?? udpPort, announced: announceIP, includeLoopback: true)
@@ -182,6 +206,7 @@ struct ServerCommand: AsyncParsableCommand {
                 print("web page: \(httpScheme)://\(pageHost):\(app.signalingAddress?.port ?? port)/?channel=demo&uid=web1&mode=watch")
             }
         }
+        if let cluster = app.cluster { print("cluster node \(cluster.nodeID) at \(cluster.signalingURL), redis \(cluster.redisURL)") }
         if let web { print("web client: \(web.directory)") }
         fflush(nil)  // operators and scripts read these lines while the server runs
         await Self.waitForTermination()

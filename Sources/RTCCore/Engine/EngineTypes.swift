@@ -92,6 +92,9 @@ public struct VideoEncoderConfiguration: Sendable, Hashable {
 public struct RTCEngineConfiguration: Sendable {
     /// `ws://host:port/rtc` or `wss://...`.
     public var serverURL: String
+    /// Other nodes of the same cluster: a rejoin after the server was lost tries `serverURL`, then
+    /// these in turn (a node that died leaves its clients a way back in).
+    public var alternateServerURLs: [String] = []
     public var appID: String
     public var logLevel: LogLevel
     public var channelProfile: ChannelProfile

@@ -167,10 +167,16 @@ public final class RTCEngine: @unchecked Sendable {
 
     /// `rejoining`: an automatic join after the server was lost; the state stays `reconnecting`
     /// until it succeeds (then `connected` with `rejoined`).
-    private func join(token: String, channel: String, uid: String, options: JoinOptions, rejoining: Bool) async throws {
+    /// The URL for a join: the configured one first, then the alternates in turn on rejoins.
+    private func serverURL(attempt: Int) -> String {
+        let urls = [configuration.serverURL] + configuration.alternateServerURLs
+        return urls[attempt % urls.count]
+    }
+
+    private func join(token: String, channel: String, uid: String, options: JoinOptions, rejoining: Bool, attempt: Int = 0) async throws {
         let signaling: SignalingClient
         do {
-            signaling = try SignalingClient(url: configuration.serverURL, group: group)
+            signaling = try SignalingClient(url: serverURL(attempt: rejoining ? attempt : 0), group: group)
         } catch {
             throw RTCEngineError(.invalidArgument, error.reason)
         }
@@ -272,13 +278,16 @@ public final class RTCEngine: @unchecked Sendable {
         await tearDown(session)
         hub.setConnectionState(.reconnecting, .interrupted)
         var delayMs = 100
+        var attempt = 0
         let deadline = MediaClock.monotonicUs() + Int64(configuration.rejoinTimeoutSeconds) * 1_000_000
         while MediaClock.monotonicUs() < deadline {
             guard lock.withLock({ self.session == nil && !self.leftByUser }) else { return }
             do {
-                try await join(token: session.token, channel: session.channel, uid: session.uid, options: session.options, rejoining: true)
+                try await join(token: session.token, channel: session.channel, uid: session.uid, options: session.options, rejoining: true,
+                               attempt: attempt)
                 return
             } catch {
+                attempt += 1
                 try? await Task.sleep(for: .milliseconds(delayMs))
                 delayMs = min(delayMs * 2, 2000)
             }

@@ -26,8 +26,8 @@ public final class ClusterNode: Sendable {
     public let nodeID: String
     public let signalingURL: String
     public let redisURL: RedisURL
-    public static let heartbeat: TimeAmount = .milliseconds(1000)
-    public static let nodeTTL = 3
+    public static let heartbeat: TimeAmount = .milliseconds(500)
+    public static let nodeTTL = 2
     public static let roomTTL = 5
     private let group: EventLoopGroup
     private let logger: Logger

@@ -1,0 +1,147 @@
+import Foundation
+import RTCTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Two `rtc-cli server` nodes sharing rooms through a real `redis-server` (Debian's), with bots
+/// from `rtc-cli join`: a viewer arriving at the other node, a node killed, Redis restarted.
+@Suite("Cluster: nodes sharing rooms through Redis", .serialized)
+struct ClusterTests {
+    static let secret = "cluster-secret"
+
+    static var redisAvailable: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/redis-server") }
+
+    /// `redis-server` on a free port (no persistence): the process and its port.
+    func startRedis(port: Int? = nil) async throws -> (ChildProcess, Int) {
+        for _ in 0..<20 {
+            let port = port ?? Int.random(in: 20000...40000)
+            let redis = try ChildProcess(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            if await eventually(5, { redis.output.contains { $0.contains("Ready to accept connections") } }) { return (redis, port) }
+            redis.stop()
+        }
+        throw CLIFailure("redis-server did not start")
+    }
+
+    func redisCLI(_ port: Int, _ arguments: [String]) throws -> String {
+        try runTool(["redis-cli", "-p", String(port)] + arguments, timeout: 10).out
+    }
+
+    /// A node on free ports: the process and its signaling URL.
+    func startNode(_ id: String, redisPort: Int) async throws -> (ChildProcess, String) {
+        let node = try ChildProcess([cliPath, "server", "--port", "0", "--udp-port", "0", "--secret", Self.secret, "--media-threads", "1",
+                                     "--redis", "redis://127.0.0.1:\(redisPort)", "--node-id", id])
+        guard await eventually(15, { node.output.contains { $0.hasPrefix("cluster node \(id) at ") } }) else {
+            throw CLIFailure("node \(id) did not start: \(node.output) \(node.errorText)")
+        }
+        let line = node.output.first { $0.hasPrefix("signaling: ") } ?? ""
+        let url = line.split(separator: " ").first { $0.hasPrefix("ws://") }.map(String.init) ?? ""
+        return (node, url)
+    }
+
+    func join(_ url: String, uid: String, channel: String, _ extra: [String]) throws -> ChildProcess {
+        try ChildProcess([cliPath, "join", "--server", url, "--channel", channel, "--uid", uid, "--secret", Self.secret, "--duration", "60"] + extra)
+    }
+
+    /// The monotonic µs of every frame the viewer decoded (`--frame-log`).
+    func frames(_ path: String) -> [Int64] {
+        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { Int64($0.split(separator: " ").first ?? "") }
+    }
+
+    static func monotonicMicroseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
+    }
+
+    @Test("a viewer arriving at node B sees the publisher on node A; A killed: both rejoin, the room is placed on B, media is back")
+    func viewerAtOtherNodeAndNodeLoss() async throws {
+        guard Self.redisAvailable else { Issue.record("redis-server is not installed (make test installs it)"); return }
+        let dir = temporaryDirectory("cluster")
+        let (redis, redisPort) = try await startRedis()
+        defer { redis.stop() }
+        let (nodeA, urlA) = try await startNode("A", redisPort: redisPort)
+        defer { nodeA.stop() }
+        let (nodeB, urlB) = try await startNode("B", redisPort: redisPort)
+        defer { nodeB.stop() }
+        let publisher = try join(urlA, uid: "pub", channel: "moving", ["--no-subscribe", "--quiet", "--fallback-server", urlB])
+        defer { publisher.stop() }
+        #expect(await eventually(10) { (try? redisCLI(redisPort, ["GET", "rtc:room:moving"]))?.contains("A") == true })
+        let frameLog = "\(dir)/frames.txt"
+        let viewer = try join(urlB, uid: "view", channel: "moving", ["--video", "none", "--audio", "none", "--frame-log", frameLog,
+                                                                    "--fallback-server", urlA])
+        defer { viewer.stop() }
+        // Relayed to A: the viewer's media comes from A's port.
+        let portA = nodeA.output.first { $0.hasPrefix("media candidates:") }?.split(separator: ":").last.map(String.init) ?? "?"
+        #expect(await eventually(15) { frames(frameLog).count >= 30 }, "viewer: \(viewer.output.suffix(5)) \(viewer.errorText)")
+        #expect(viewer.output.contains { $0.contains("path down udp 127.0.0.1:\(portA)") }, "\(viewer.output.suffix(3)), A's port \(portA)")
+
+        let killed = Self.monotonicMicroseconds()
+        kill(nodeA.pid, SIGKILL)
+        // Back: after the outage (a gap of over a second in the viewer's decoded frames), frames again.
+        func recovery() -> Double? {
+            let times = frames(frameLog)
+            for (previous, next) in zip(times, times.dropFirst()) where next > killed && next - previous > 1_000_000 {
+                return Double(next - killed) / 1e6
+            }
+            return nil
+        }
+        #expect(await eventually(20) { recovery() != nil && frames(frameLog).last.map { $0 > killed + 1_500_000 } == true },
+                "viewer: \(viewer.output.suffix(8)); publisher: \(publisher.output.suffix(4)) \(publisher.errorText.suffix(500))")
+        if let recovered = recovery() {
+            print("cluster: media back at the viewer \(String(format: "%.2f", recovered)) s after node A was killed")
+            #expect(recovered < 10, "recovery took \(recovered) s")
+        }
+        #expect(try redisCLI(redisPort, ["GET", "rtc:room:moving"]).contains("B"))
+        let portB = nodeB.output.first { $0.hasPrefix("media candidates:") }?.split(separator: ":").last.map(String.init) ?? "?"
+        #expect(await eventually(5) { viewer.output.contains { $0.contains("path down udp 127.0.0.1:\(portB)") } }, "\(viewer.output.suffix(3))")
+    }
+
+    @Test("Redis killed and restarted: the running room keeps streaming (no gap over 1 s), the node logs it and registers again with its room")
+    func redisRestart() async throws {
+        guard Self.redisAvailable else { Issue.record("redis-server is not installed (make test installs it)"); return }
+        let dir = temporaryDirectory("cluster-redis")
+        var (redis, redisPort) = try await startRedis()
+        let (node, url) = try await startNode("solo", redisPort: redisPort)
+        defer { node.stop() }
+        let publisher = try join(url, uid: "pub", channel: "steady", ["--no-subscribe", "--quiet"])
+        defer { publisher.stop() }
+        let frameLog = "\(dir)/frames.txt"
+        let viewer = try join(url, uid: "view", channel: "steady", ["--video", "none", "--audio", "none", "--quiet", "--frame-log", frameLog])
+        defer { viewer.stop() }
+        #expect(await eventually(15) { frames(frameLog).count >= 15 })
+        let cut = Self.monotonicMicroseconds()
+        kill(redis.pid, SIGKILL)
+        _ = await redis.wait(5)
+        try await Task.sleep(for: .seconds(3))
+        (redis, _) = try await startRedis(port: redisPort)
+        defer { redis.stop() }
+        #expect(await eventually(8) {
+            let keys = (try? redisCLI(redisPort, ["KEYS", "rtc:*"])) ?? ""
+            return keys.contains("rtc:node:solo") && keys.contains("rtc:room:steady")
+        })
+        try await Task.sleep(for: .seconds(1))
+        let during = frames(frameLog).filter { $0 > cut - 500_000 }
+        let longest = zip(during, during.dropFirst()).map { $1 - $0 }.max() ?? Int64.max
+        print("cluster: Redis down 3 s; \(during.count) frames from the cut on, longest gap \(longest / 1000) ms")
+        #expect(during.count >= 45 && longest < 1_000_000, "frames \(during.count), longest gap \(longest) µs")
+        #expect(node.errorText.contains("redis lost") && node.errorText.contains("redis is back"), "\(node.errorText.suffix(800))")
+        #expect(viewer.isRunning && publisher.isRunning)
+    }
+
+    @Test("bad Redis input at start is a clear error: a wrong URL, and a Redis that is not there", arguments: [
+        ("http://127.0.0.1:6379", "--redis"), ("redis://127.0.0.1", "--redis"), ("redis://127.0.0.1:1", "cannot join the cluster"),
+    ])
+    func badRedis(url: String, message: String) throws {
+        let result = try runTool([cliPath, "server", "--port", "0", "--udp-port", "0", "--secret", "s", "--redis", url], timeout: 30)
+        #expect(result.status != 0)
+        #expect(result.err.contains(message), "\(result.err)")
+    }
+}
+
+struct CLIFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
