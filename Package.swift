@@ -155,7 +155,7 @@ let package = Package(
         .testTarget(
             name: "RTCServerTests",
             dependencies: [
-                "RTCServer", "RTCConventions", "RTCTransport", "Signaling", "TestKit", "CMemory", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCServer", "RedisWire", "RTCFuzzHarness", "RTCConventions", "RTCTransport", "Signaling", "TestKit", "CMemory", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         .testTarget(
