@@ -30,7 +30,8 @@ struct LoadTestCommand: AsyncParsableCommand {
     @Option(help: "Video kbps per publisher (default: by size, 1700 for 720p).") var bitrate: Int?
     @Option(help: "Frames per second.") var fps: Int = 30
     @Option(name: .customLong("join-rate"), help: "Bots joining per second.") var joinRate: Double = 20
-    @Option(help: "The server's Prometheus endpoint (default: http://HOST:PORT/metrics of --server).") var metrics: String?
+    @Option(help: "A server's Prometheus endpoint; repeat it for every node of a cluster, whose figures are added up (default: http://HOST:PORT/metrics of --server).")
+    var metrics: [String] = []
     @Option(help: "Address the bots' media sockets bind.") var bind: String = "0.0.0.0"
 
     func validate() throws {
@@ -61,8 +62,8 @@ struct LoadTestCommand: AsyncParsableCommand {
     func run() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
         let stats = LoadStats()
-        let metricsURL = metrics ?? Self.metricsURL(for: server)
-        let before = metricsURL.flatMap { try? Self.scrape($0) }
+        let metricsURLs = metrics.isEmpty ? [Self.metricsURL(for: server)].compactMap { $0 } : metrics
+        let before = Self.scrapeAll(metricsURLs)
         print("loadtest: \(rooms) rooms × (\(publishers) publishers at \(videoKbps) kbps \(videoSize)@\(fps) + audio, \(subscribers) subscribers), "
               + "\(duration) s, against \(server)")
         var bots: [LoadBot] = []
@@ -97,7 +98,7 @@ struct LoadTestCommand: AsyncParsableCommand {
                   + "\(String(window.lost).padding(7)) \(window.receivers)")
         }
         let elapsed = LoadStats.now() - trafficStart
-        let after = metricsURL.flatMap { try? Self.scrape($0) }
+        let after = Self.scrapeAll(metricsURLs)
         for bot in bots { await bot.stop() }
         try? await group.shutdownGracefully()
         // Summary.
@@ -112,10 +113,10 @@ struct LoadTestCommand: AsyncParsableCommand {
         if let before, let after {
             let forwarded = (after["rtc_packets_out_total"] ?? 0) - (before["rtc_packets_out_total"] ?? 0)
             let cpu = (after["process_cpu_seconds_total"] ?? 0) - (before["process_cpu_seconds_total"] ?? 0)
-            print(String(format: "  server: %.0f forwarded packets/s, CPU %.2f cores, %.2f µs per forwarded packet (from %@)",
-                         forwarded / elapsed, cpu / elapsed, forwarded > 0 ? cpu * 1e6 / forwarded : 0, metricsURL ?? ""))
+            print(String(format: "  server: %.0f forwarded packets/s, CPU %.2f cores, %.2f µs per forwarded packet", forwarded / elapsed,
+                         cpu / elapsed, forwarded > 0 ? cpu * 1e6 / forwarded : 0) + " (from \(metricsURLs.joined(separator: ", ")))")
         } else {
-            print("  server: no metrics (\(metricsURL ?? "no URL"))")
+            print("  server: no metrics (\(metricsURLs.isEmpty ? "no URL" : metricsURLs.joined(separator: ", ")))")
         }
         if !stats.failures.isEmpty { throw CLIError("\(stats.failures.count) bots failed") }
     }
@@ -131,6 +132,17 @@ struct LoadTestCommand: AsyncParsableCommand {
         let rest = server.dropFirst("ws://".count)
         let authority = rest.split(separator: "/", maxSplits: 1).first.map(String.init) ?? String(rest)
         return "http://\(authority)/metrics"
+    }
+
+    /// The metrics of every page added up; nil if any page cannot be read.
+    static func scrapeAll(_ urls: [String]) -> [String: Double]? {
+        guard !urls.isEmpty else { return nil }
+        var total: [String: Double] = [:]
+        for url in urls {
+            guard let values = try? scrape(url) else { return nil }
+            total.merge(values, uniquingKeysWith: +)
+        }
+        return total
     }
 
     /// The metric values of a Prometheus text page (samples without labels).
