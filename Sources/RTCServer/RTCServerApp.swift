@@ -45,7 +45,7 @@ public final class RTCServerApp: Sendable {
             let url = configuration.nodeSignalingURL ?? "ws://\(host.contains(":") ? "[\(host)]" : host):\(port)/rtc"
             do {
                 cluster = try await ClusterNode.start(nodeID: configuration.nodeID ?? "node-\(port)", signalingURL: url, redisURL: redisURL,
-                                                      group: group, logger: logger) {
+                                                      group: group, logger: logger, hasRoom: { sfu.shard(of: $0) != nil }) {
                     (sfu.participantsPerShard.reduce(0, +), sfu.roomNames)
                 }
             } catch {

@@ -69,6 +69,10 @@ struct ClusterTests {
         let publisher = try join(urlA, uid: "pub", channel: "moving", ["--no-subscribe", "--quiet", "--fallback-server", urlB])
         defer { publisher.stop() }
         #expect(await eventually(10) { (try? redisCLI(redisPort, ["GET", "rtc:room:moving"]))?.contains("A") == true })
+        // Past the room key's first TTL (5 s): A keeps renewing it, so a later join elsewhere still finds A.
+        try await Task.sleep(for: .seconds(6))
+        #expect(try redisCLI(redisPort, ["GET", "rtc:room:moving"]).contains("A"))
+        #expect((Int(try redisCLI(redisPort, ["TTL", "rtc:room:moving"]).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 0)
         let frameLog = "\(dir)/frames.txt"
         let viewer = try join(urlB, uid: "view", channel: "moving", ["--video", "none", "--audio", "none", "--frame-log", frameLog,
                                                                     "--fallback-server", urlA])

@@ -17,8 +17,9 @@ public enum RoomPlacement: Sendable, Hashable {
 /// - `rtc:node:<id>` = `<signaling URL> <participants>`, with a TTL of ``nodeTTL`` renewed every
 ///   ``heartbeat``: a node that stops renewing it (killed, cut off) is gone when it expires;
 /// - `rtc:room:<name>` = `<node id>`, TTL ``roomTTL``, renewed by its node while the room has
-///   participants there; set only through ``claimScript``, which keeps a live owner and replaces
-///   a missing or dead one in one step, so two nodes never both own a room.
+///   participants there; set only through ``claimScript``, which keeps another live owner,
+///   renews the claimant's own claim, and replaces a missing or dead owner, in one step, so two
+///   nodes never both own a room.
 ///
 /// Without Redis (lost mid-run) a node keeps serving the rooms it has and places new ones on
 /// itself; it logs the loss, reconnects every heartbeat and then registers again with its rooms.
@@ -34,6 +35,8 @@ public final class ClusterNode: Sendable {
     private let state = NIOLockedValueBox<State>(State())
     /// The participants here and the rooms with participants here, asked for at each heartbeat.
     private let load: @Sendable () -> (participants: Int, rooms: [String])
+    /// Whether a room is on this node now.
+    private let hasRoom: @Sendable (String) -> Bool
 
     private struct State {
         var connection: RedisConnection?
@@ -43,19 +46,22 @@ public final class ClusterNode: Sendable {
         var stopped = false
     }
 
-    /// KEYS[1] the room key; ARGV[1] the node wanting it, ARGV[2] its TTL. Returns the owner.
+    /// KEYS[1] the room key; ARGV[1] the node wanting it (or renewing it), ARGV[2] its TTL.
+    /// Returns the owner: another live node, or ARGV[1], whose key is then set and its TTL renewed.
     static let claimScript = """
         local owner = redis.call('GET', KEYS[1])
-        if owner and redis.call('EXISTS', 'rtc:node:' .. owner) == 1 then return owner end
+        if owner and owner ~= ARGV[1] and redis.call('EXISTS', 'rtc:node:' .. owner) == 1 then return owner end
         redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
         return ARGV[1]
         """
 
     /// Connects to Redis (a clear error when it cannot) and registers the node.
     public static func start(nodeID: String, signalingURL: String, redisURL: RedisURL, group: EventLoopGroup, logger: Logger,
+                             hasRoom: @escaping @Sendable (String) -> Bool,
                              load: @escaping @Sendable () -> (participants: Int, rooms: [String])) async throws(RedisError) -> ClusterNode {
         let connection = try await RedisConnection.connect(redisURL, group: group)
-        let node = ClusterNode(nodeID: nodeID, signalingURL: signalingURL, redisURL: redisURL, group: group, logger: logger, load: load)
+        let node = ClusterNode(nodeID: nodeID, signalingURL: signalingURL, redisURL: redisURL, group: group, logger: logger,
+                               hasRoom: hasRoom, load: load)
         node.state.withLockedValue { $0.connection = connection }
         try await node.beat(on: connection)
         let loop = group.next()
@@ -68,7 +74,8 @@ public final class ClusterNode: Sendable {
     }
 
     private init(nodeID: String, signalingURL: String, redisURL: RedisURL, group: EventLoopGroup, logger: Logger,
-                 load: @escaping @Sendable () -> (participants: Int, rooms: [String])) {
+                 hasRoom: @escaping @Sendable (String) -> Bool, load: @escaping @Sendable () -> (participants: Int, rooms: [String])) {
+        self.hasRoom = hasRoom
         self.nodeID = nodeID
         self.signalingURL = signalingURL
         self.redisURL = redisURL
@@ -113,11 +120,21 @@ public final class ClusterNode: Sendable {
         }
     }
 
-    /// Where `channel` is served: its live owner, else the least-loaded live node, which claims
-    /// it atomically (another node's claim may win: then that node). Here when Redis is away.
+    /// Where `channel` is served: here if the room is already here, else its live owner, else
+    /// the least-loaded live node, which claims it atomically (another node's claim may win: then
+    /// that node). Here when Redis is away.
     public func place(_ channel: String) async -> RoomPlacement {
         guard let connection = state.withLockedValue({ $0.connection }), connection.isActive else { return .local }
         do {
+            // A room this node has stays here, whatever Redis says now (its key may have expired
+            // while Redis was away or this node stalled): claim it back rather than split it.
+            if hasRoom(channel) {
+                let owner = try await connection.command(["EVAL", Self.claimScript, "1", "rtc:room:\(channel)", nodeID, String(Self.roomTTL)]).string
+                if owner != nodeID {
+                    logger.warning("room also owned elsewhere: served here too", metadata: ["channel": "\(channel)", "owner": "\(owner ?? "?")"])
+                }
+                return .local
+            }
             let nodes = try await liveNodes(connection)
             let owner = try await connection.command(["GET", "rtc:room:\(channel)"]).string
             if let owner, owner == nodeID { return .local }
@@ -128,6 +145,8 @@ public final class ClusterNode: Sendable {
             for (id, node) in nodes where id != nodeID && node.load < candidate.load { candidate = (id, node.load) }
             let winner = try await connection.command(["EVAL", Self.claimScript, "1", "rtc:room:\(channel)", candidate.id, String(Self.roomTTL)])
                 .string ?? nodeID
+            logger.debug("room placed", metadata: ["channel": "\(channel)", "candidate": "\(candidate.id)", "winner": "\(winner)",
+                                                   "nodes": "\(nodes.mapValues(\.load))"])
             if winner == nodeID { return .local }
             guard let url = nodes[winner]?.url else { return .local }
             return .remote(node: winner, signalingURL: url)
