@@ -31,18 +31,24 @@ static long long cpu_microseconds(void) {
     return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000000LL + usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
 }
 
+// A UDP socket on 127.0.0.1:port with a receive buffer of `size` bytes; -1 (and why) if it cannot bind.
+static int bind_loopback(const char *port, int flags, int size) {
+    int fd = socket(AF_INET, SOCK_DGRAM | flags, 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    struct sockaddr_in local = {.sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(port)),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (bind(fd, (struct sockaddr *)&local, sizeof local) != 0) {
+        perror("bind");
+        return -1;
+    }
+    return fd;
+}
+
 static int sink(int count, char **ports) {
     int epoll = epoll_create1(0);
     for (int p = 0; p < count; p++) {
-        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
-        int size = 4 << 20;
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-        struct sockaddr_in local = {.sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(ports[p])),
-                                    .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        if (bind(fd, (struct sockaddr *)&local, sizeof local) != 0) {
-            perror("bind");
-            return 1;
-        }
+        int fd = bind_loopback(ports[p], SOCK_NONBLOCK, 4 << 20);
+        if (fd < 0) return 1;
         struct epoll_event event = {.events = EPOLLIN, .data.fd = fd};
         epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event);
     }
@@ -82,15 +88,7 @@ static void hole_signal(int number) { (void)number; hole_stop = 1; }
 
 static int hole(int count, char **ports) {
     for (int p = 0; p < count; p++) {
-        int fd = socket(AF_INET, SOCK_DGRAM, 0);
-        int size = 1;
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-        struct sockaddr_in local = {.sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(ports[p])),
-                                    .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        if (bind(fd, (struct sockaddr *)&local, sizeof local) != 0) {
-            perror("bind");
-            return 1;
-        }
+        if (bind_loopback(ports[p], 0, 1) < 0) return 1;
     }
     // The spawning thread's mask is inherited: SIGTERM may arrive blocked.
     signal(SIGTERM, hole_signal);

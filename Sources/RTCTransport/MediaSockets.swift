@@ -341,21 +341,20 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
     /// keeps coming there, to be counted without NIO or SRTP (`rtc-cli bench sfu --rooms`).
     public func abandonSocket() async -> Int? {
         let port = boundAddress?.port
-        let udp = try? await channel.eventLoop.submit { () -> Channel in
-            self.session.abandonOnLoop()
-            self.keeper?.stop()
-            self.fallback?.cancel()
-            self.paths.closeAll()
-            return self.paths.udp
-        }.get()
-        try? await (udp ?? channel).close()
+        await closeSockets { self.session.abandonOnLoop() }
         return port
     }
 
     /// Closes DTLS (close_notify), ICE, any ICE-TCP connection and the socket.
     public func close() async {
         await session.close()
+        await closeSockets {}
+    }
+
+    /// Stops the keeper and the fallback, closes every path and then the UDP socket; `first` runs on the loop before.
+    private func closeSockets(_ first: @escaping @Sendable () -> Void) async {
         let udp = try? await channel.eventLoop.submit { () -> Channel in
+            first()
             self.keeper?.stop()
             self.fallback?.cancel()
             self.paths.closeAll()

@@ -21,6 +21,24 @@ final class BenchPeer: SignalingPeer, @unchecked Sendable {
     }
 
     func close() {}
+
+    /// A subscriber's peer: it answers the SFU's subscriber offers with `transport` (started on the first).
+    static func subscriber(answeringWith transport: MediaTransport, to sfu: any SignalingSink) -> BenchPeer {
+        let peer = BenchPeer()
+        let started = NIOLockedValueBox(false)
+        peer.onOffer = { sdp in
+            guard let offer = try? SessionDescription(parsing: sdp) else { return }
+            let answer = SessionDescription.make(sessionID: 1, transport: transport.localParameters, iceLite: false, setup: "active",
+                                                 sections: offer.sections.map {
+                                                     MediaSectionDescription(mid: $0.mid, kind: $0.kind, direction: $0.reversed)
+                                                 })
+            sfu.received(ClientEnvelope(.answer(SessionDescriptionMessage(transport: .subscriber, sdp: answer.serialized))).encoded(), from: peer)
+            if !started.withLockedValue({ let was = $0; $0 = true; return was }), let remote = try? offer.transportParameters(offererRole: .server) {
+                transport.start(remote: remote)
+            }
+        }
+        return peer
+    }
 }
 
 /// One publisher (VP8-sized video at 1.5 Mbps plus Opus) to N subscribers through the SFU on
@@ -123,21 +141,7 @@ struct SFUBench: AsyncParsableCommand {
         for index in 0..<n {
             let transport = try await MediaTransport.bind(.client(), group: clientGroup)
             transport.onRTP = { _ in received.withLockedValue { $0 += 1 } }
-            let peer = BenchPeer()
-            let started = NIOLockedValueBox(false)
-            peer.onOffer = { sdp in
-                guard let offer = try? SessionDescription(parsing: sdp) else { return }
-                let answer = SessionDescription.make(sessionID: 1, transport: transport.localParameters, iceLite: false, setup: "active",
-                                                     sections: offer.sections.map {
-                                                         MediaSectionDescription(mid: $0.mid, kind: $0.kind, direction: $0.reversed)
-                                                     })
-                sfu.received(ClientEnvelope(.answer(SessionDescriptionMessage(transport: .subscriber, sdp: answer.serialized))).encoded(),
-                             from: peer)
-                if !started.withLockedValue({ let was = $0; $0 = true; return was }),
-                   let remote = try? offer.transportParameters(offererRole: .server) {
-                    transport.start(remote: remote)
-                }
-            }
+            let peer = BenchPeer.subscriber(answeringWith: transport, to: sfu)
             join("sub\(index)", peer)
             subscribers.append(transport)
         }

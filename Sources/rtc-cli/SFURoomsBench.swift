@@ -86,21 +86,7 @@ extension SFUBench {
             let channel = "bench\(room)"
             for index in 0..<subscribers {
                 let transport = try await MediaTransport.bind(.client(), group: clientGroup)
-                let peer = BenchPeer()
-                let started = NIOLockedValueBox(false)
-                peer.onOffer = { sdp in
-                    guard let offer = try? SessionDescription(parsing: sdp) else { return }
-                    let answer = SessionDescription.make(sessionID: 1, transport: transport.localParameters, iceLite: false, setup: "active",
-                                                         sections: offer.sections.map {
-                                                             MediaSectionDescription(mid: $0.mid, kind: $0.kind, direction: $0.reversed)
-                                                         })
-                    sfu.received(ClientEnvelope(.answer(SessionDescriptionMessage(transport: .subscriber, sdp: answer.serialized))).encoded(),
-                                 from: peer)
-                    if !started.withLockedValue({ let was = $0; $0 = true; return was }),
-                       let remote = try? offer.transportParameters(offererRole: .server) {
-                        transport.start(remote: remote)
-                    }
-                }
+                let peer = BenchPeer.subscriber(answeringWith: transport, to: sfu)
                 join("sub\(index)", channel, peer)
                 transports.append(transport)
                 subscriberTransports.append(transport)
