@@ -63,7 +63,6 @@ struct LoadTestCommand: AsyncParsableCommand {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
         let stats = LoadStats()
         let metricsURLs = metrics.isEmpty ? [Self.metricsURL(for: server)].compactMap { $0 } : metrics
-        let before = Self.scrapeAll(metricsURLs)
         print("loadtest: \(rooms) rooms × (\(publishers) publishers at \(videoKbps) kbps \(videoSize)@\(fps) + audio, \(subscribers) subscribers), "
               + "\(duration) s, against \(server)")
         var bots: [LoadBot] = []
@@ -87,7 +86,8 @@ struct LoadTestCommand: AsyncParsableCommand {
         print(String(format: "joined %d of %d bots in %.1f s (%d failed)", stats.joined, bots.count, LoadStats.now() - startedJoining,
                      stats.failures.count))
         for failure in stats.failures.prefix(5) { print("  failed: \(failure)") }
-        // Traffic, with per-second totals.
+        // Traffic, with per-second totals; the server's figures over this window only (not the joins).
+        let before = Self.scrapeAll(metricsURLs)
         print("second  packets/s  frames/s  lost/s  subscribers receiving")
         stats.resetWindow()
         let trafficStart = LoadStats.now()
