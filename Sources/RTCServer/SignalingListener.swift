@@ -169,9 +169,10 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
                 do {
                     let link = try await RawSignalingLink.open(url: url, group: loop)
                     loop.execute {
-                        guard channel.isActive else { return link.close() }
+                        // Everything queued so far, including what came while the link opened.
+                        guard channel.isActive, case .deciding(let pending) = self.route else { return link.close() }
                         self.route = .relaying(link)
-                        for bytes in queued { link.send(bytes) }
+                        for bytes in pending { link.send(bytes) }
                     }
                     for await bytes in link.messages {
                         loop.execute { self.write(WebSocketFrame(fin: true, opcode: .text, data: channel.allocator.buffer(bytes: bytes)), on: channel) }

@@ -33,21 +33,32 @@ final class LoopbackSender {
         }
     }
 
-    /// A port that was free a moment ago (bind to 0, read it back, close).
+    /// An even port that, with the next one (ffmpeg opens RTP and RTCP), was free on every address
+    /// a moment ago: both bound on 0.0.0.0, then closed. Any address, since ffmpeg binds the wildcard
+    /// and a port taken on one address (a loopback socket of another test) stops it.
     static func freePort() -> UInt16 {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                _ = bind(fd, socketAddress, length)
-                _ = getsockname(fd, socketAddress, &length)
+        func bindAny(_ port: UInt16) -> (fd: Int32, port: UInt16)? {
+            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+                    bind(fd, socketAddress, length) == 0 && getsockname(fd, socketAddress, &length) == 0
+                }
             }
+            guard bound else { close(fd); return nil }
+            return (fd, UInt16(bigEndian: address.sin_port))
         }
-        return UInt16(bigEndian: address.sin_port)
+        for _ in 0..<100 {
+            guard let first = bindAny(0) else { continue }
+            defer { close(first.fd) }
+            guard first.port % 2 == 0, first.port < 65534, let second = bindAny(first.port + 1) else { continue }
+            close(second.fd)
+            return first.port
+        }
+        return 0
     }
 
     /// True once some process has a UDP socket bound to `port` (read from /proc/net/udp).
