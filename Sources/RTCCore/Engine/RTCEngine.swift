@@ -287,8 +287,11 @@ public final class RTCEngine: @unchecked Sendable {
                                attempt: attempt)
                 return
             } catch {
-                attempt += 1
-                try? await Task.sleep(for: .milliseconds(delayMs))
+                // A server that answered (an error code) is up: try it again soon. One that could
+                // not be reached may be gone for good: the next URL, after the growing backoff.
+                let answered = (error as? RTCEngineError)?.serverCode != nil
+                if !answered { attempt += 1 }
+                try? await Task.sleep(for: .milliseconds(answered ? min(delayMs, 500) : delayMs))
                 delayMs = min(delayMs * 2, 2000)
             }
         }
