@@ -78,7 +78,11 @@ public final class ShardedSFU: SignalingSink, Sendable {
     /// One message from `peer` (any bytes): decoded here, on the connection's loop, then handed
     /// to its shard.
     public func received(_ bytes: [UInt8], from peer: SignalingPeer) {
-        let message = InboundMessage(bytes, secret: configuration.secret)
+        deliver(InboundMessage(bytes, secret: configuration.secret), from: peer)
+    }
+
+    /// A message already decoded where it arrived, to its shard.
+    func deliver(_ message: InboundMessage, from peer: SignalingPeer) {
         let id = ObjectIdentifier(peer)
         if message.isJoinOrResume, let channel = message.channel {
             let isJoin = if case .join = (try? message.decoded.get())?.message { true } else { false }

@@ -24,6 +24,8 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
     /// With a cluster: where this connection's messages go, decided at its first join or resume.
     private let cluster: ClusterHandle?
     private var route = Route.undecided
+    /// The join or resume that started the decision, decoded once (its token's HMAC included).
+    private var deciding: InboundMessage?
 
     private enum Route {
         case undecided
@@ -150,6 +152,7 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
             // Before a join (a ping, bad input): answered here.
             guard message.isJoinOrResume, let channel = message.channel else { return sfu.received(bytes, from: self) }
             route = .deciding([bytes])
+            deciding = message
             let loop = context.eventLoop
             Task {
                 let placement = await node.place(channel)
@@ -160,10 +163,13 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
 
     private func decided(_ placement: RoomPlacement, loop: EventLoop) {
         guard case .deciding(let queued) = route, let channel, channel.isActive else { return }
+        let first = deciding
+        deciding = nil
         switch placement {
         case .local:
             route = .local
-            for bytes in queued { sfu.received(bytes, from: self) }
+            if let first { sfu.deliver(first, from: self) }
+            for bytes in queued.dropFirst(first == nil ? 0 : 1) { sfu.received(bytes, from: self) }
         case .remote(let node, let url):
             Task {
                 do {
@@ -183,7 +189,7 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
                     connectionLog.notice(self.logger, "relay failed", ["node": "\(node)", "url": "\(url)", "error": "\(error)"])
                     loop.execute {
                         // Not `resumeFailed`: the session may live on there; the client tries again.
-                        let id = (try? InboundMessage(queued[0], secret: "").decoded.get())?.requestID
+                        let id = (try? first?.decoded.get())?.requestID
                         self.send(ServerEnvelope(.error(SignalingError(.internalError, "the room's node \(node) cannot be reached", requestID: id)),
                                                  requestID: id))
                         self.route = .undecided

@@ -84,8 +84,9 @@ public actor SignalingClient {
         Task { await self.consume(stream, on: opened) }
     }
 
-    /// `host:port`, or `[IPv6]:port` (RFC 3986 §3.2.2), with the brackets taken off the host.
-    static func hostAndPort(_ authority: Substring) -> (String, Int)? {
+    /// `host:port`, or `[IPv6]:port` (RFC 3986 §3.2.2), with the brackets taken off the host; the
+    /// port 1...65535. Nil for anything else.
+    public static func hostAndPort(_ authority: Substring) -> (String, Int)? {
         if authority.hasPrefix("[") {
             guard let close = authority.firstIndex(of: "]") else { return nil }
             let host = authority[authority.index(after: authority.startIndex)..<close]

@@ -388,10 +388,7 @@ enum PlainHTTP {
         let rest = url.dropFirst("http://".count)
         let authority = rest.split(separator: "/", maxSplits: 1).first.map(String.init) ?? String(rest)
         let path = rest.dropFirst(authority.count).isEmpty ? "/" : String(rest.dropFirst(authority.count))
-        guard let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...]) else {
-            throw CLIError("\(url): give HOST:PORT")
-        }
-        let host = String(authority[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        guard let (host, port) = SignalingClient.hostAndPort(Substring(authority)) else { throw CLIError("\(url): give HOST:PORT") }
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var found: UnsafeMutablePointer<addrinfo>?

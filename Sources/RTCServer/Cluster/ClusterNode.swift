@@ -135,9 +135,9 @@ public final class ClusterNode: Sendable {
                 }
                 return .local
             }
-            let nodes = try await liveNodes(connection)
             let owner = try await connection.command(["GET", "rtc:room:\(channel)"]).string
-            if let owner, owner == nodeID { return .local }
+            if owner == nodeID { return .local }
+            let nodes = try await liveNodes(connection)
             if let owner, let url = nodes[owner]?.url { return .remote(node: owner, signalingURL: url) }
             // Least loaded, this node first among equals (no relay).
             let mine = load().participants

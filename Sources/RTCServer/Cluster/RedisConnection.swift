@@ -1,6 +1,7 @@
 import NIOCore
 import NIOPosix
 import RedisWire
+import Signaling
 
 /// A Redis server's address from `redis://HOST:PORT[/DB]`.
 public struct RedisURL: Sendable, Hashable, CustomStringConvertible {
@@ -14,11 +15,10 @@ public struct RedisURL: Sendable, Hashable, CustomStringConvertible {
         let parts = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         var authority = parts[0]
         if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
-        guard let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...]), (1...65535).contains(port)
-        else { throw RedisError("\(text): expected redis://HOST:PORT[/DB] with a port 1...65535") }
-        let host = authority[..<colon].trimmingPrefix("[")
-        guard !host.isEmpty else { throw RedisError("\(text): no host") }
-        self.host = String(host.hasSuffix("]") ? host.dropLast() : host)
+        guard let (host, port) = SignalingClient.hostAndPort(authority) else {
+            throw RedisError("\(text): expected redis://HOST:PORT[/DB] with a port 1...65535")
+        }
+        self.host = host
         self.port = port
         if parts.count == 2, !parts[1].isEmpty {
             guard let database = Int(parts[1]), (0...255).contains(database) else { throw RedisError("\(text): the database must be 0...255") }
