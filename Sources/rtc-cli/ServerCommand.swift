@@ -96,6 +96,10 @@ struct ServerCommand: AsyncParsableCommand {
         if let redis {
             do { _ = try RedisURL(parsing: redis) } catch { throw ValidationError("--redis \(error.reason)") }
         }
+        // Other nodes relay joins to this one's URL: a wildcard address is no address for them.
+        if redis != nil, nodeURL == nil, announceIP.isEmpty, host == "0.0.0.0" || host == "::" {
+            throw ValidationError("--redis with --host \(host): give --announce-ip or --node-url, the address other nodes reach this one at")
+        }
         if redis == nil && (nodeID != nil || nodeURL != nil) { throw ValidationError("--node-id and --node-url go with --redis") }
         if let nodeID, nodeID.isEmpty || nodeID.utf8.count > 64 || nodeID.contains(" ") {
             throw ValidationError("--node-id must be 1 to 64 bytes without spaces")

@@ -143,6 +143,14 @@ struct ClusterTests {
         #expect(result.status != 0)
         #expect(result.err.contains(message), "\(result.err)")
     }
+
+    @Test("a node listening on every interface must say which address other nodes reach it at")
+    func wildcardNodeNeedsAnAddress() throws {
+        let result = try runTool([cliPath, "server", "--host", "0.0.0.0", "--port", "0", "--udp-port", "0", "--secret", "s",
+                                  "--redis", "redis://127.0.0.1:6379"], timeout: 30)
+        #expect(result.status != 0)
+        #expect(result.err.contains("--announce-ip or --node-url"), "\(result.err)")
+    }
 }
 
 struct CLIFailure: Error, CustomStringConvertible {
