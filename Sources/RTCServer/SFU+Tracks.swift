@@ -25,6 +25,15 @@ extension SFU {
 
     func publishTrack(_ request: PublishTrackRequest, participant: Participant, requestID: UInt32?, fail: Fail) {
         if let reason = mayPublish(participant, kind: request.kind, source: request.source) { return fail(.permissionDenied, reason) }
+        // The offer came first and made this track (as a camera or microphone): the request names
+        // its source, it does not add a second track for the same section.
+        if let mid = request.mid, let track = participant.tracks.first(where: { $0.info.mid == mid && $0.info.kind == request.kind }) {
+            if track.info.source != request.source {
+                track.info.source = request.source
+                participantChanged(participant)
+            }
+            return participant.send(.trackPublished(track.info), requestID: requestID)
+        }
         guard participant.tracks.count < configuration.limits.maxTracksPerParticipant else {
             return fail(.limitExceeded, "at most \(configuration.limits.maxTracksPerParticipant) tracks per participant")
         }

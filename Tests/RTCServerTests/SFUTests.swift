@@ -119,6 +119,21 @@ struct SFUTests {
         await sfu.shutdown()
     }
 
+    @Test("publishTrack after the offer names the offered track's source: one track, not a second one without media")
+    func publishTrackAfterOffer() async throws {
+        let sfu = try await makeSFU()
+        let client = TestClient(uid: "late", sfu: sfu, group: Self.group)
+        _ = try await client.join(channel: "room", token: testToken(uid: "late"))
+        guard case .answer? = try await client.publish([Self.video(0xC0)]) else { Issue.record("no answer: \(client.messages)"); return }
+        let offered = try #require(try await sfu.participants(in: "room").get().first?.tracks.first)
+        #expect(offered.source == .camera)
+        let id = client.send(.publishTrack(PublishTrackRequest(kind: .video, source: .screen, mid: "0")))
+        guard case .trackPublished(let info)? = try await client.reply(to: id) else { Issue.record("\(client.messages)"); return }
+        #expect(info.sid == offered.sid && info.source == .screen)
+        let tracks = try #require(try await sfu.participants(in: "room").get().first?.tracks)
+        #expect(tracks.map(\.sid) == [offered.sid] && tracks.first?.source == .screen)
+    }
+
     @Test("a _sub participant is reported with its owner, hidden from the owner, and removed when the owner leaves")
     func screenShare() async throws {
         let sfu = try await makeSFU()
