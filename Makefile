@@ -3,7 +3,7 @@ SHELL := /bin/bash
 DEBIAN_PACKAGES := pkg-config libvpx-dev libopus-dev libsrtp2-dev libssl-dev libyuv-dev \
                    libwebrtc-audio-processing-dev libx11-dev libxext-dev libavformat-dev xvfb ffmpeg tshark python3-pip openssl \
                    chromium chromium-driver python3-selenium firefox-esr iproute2 nftables coturn \
-                   redis-server
+                   redis-server janus
 # Interop peers from PyPI, used by the tests.
 PYPI_PACKAGES := aiortc
 FUZZ_TARGETS := y4m ivf wav ogg rtp rtcp vp8 stun sdp dtls ice signaling link resp

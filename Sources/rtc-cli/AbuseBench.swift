@@ -29,7 +29,7 @@ struct AbuseBench: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let tool = try resolvedTool()
+        let tool = try RepositoryTool.path("abuse.py", override: tool)
         var targets: [Target] = [try startOurs()]
         var janusDirectory: String?
         if !noJanus {
@@ -103,58 +103,16 @@ struct AbuseBench: AsyncParsableCommand {
         return Target(name: "rtc-cli server", pid: pid, url: "ws://127.0.0.1:\(port)/rtc", kind: "ours")
     }
 
-    /// Janus with Debian's configuration copied to a temporary folder: WebSockets on a free port,
-    /// the HTTP transport off, and a videoroom room big enough for the join flood.
+    /// Janus with a videoroom room big enough for the join flood.
     private func startJanus() throws -> (Target, String) {
-        let directory = NSTemporaryDirectory() + "janus-bench-\(getpid())"
-        try? FileManager.default.removeItem(atPath: directory)
-        guard FileManager.default.fileExists(atPath: "/etc/janus/janus.jcfg") else {
-            throw CLIError("Janus is not installed (apt-get install janus), or pass --no-janus")
-        }
-        try FileManager.default.copyItem(atPath: "/etc/janus", toPath: directory)
-        let port = try FreePort.tcp()
-        let websockets = "\(directory)/janus.transport.websockets.jcfg"
-        var text = try String(contentsOfFile: websockets, encoding: .utf8)
-        text = text.replacingOccurrences(of: "ws_port = 8188", with: "ws_port = \(port)")
-        try text.write(toFile: websockets, atomically: true, encoding: .utf8)
-        let http = "\(directory)/janus.transport.http.jcfg"
-        text = try String(contentsOfFile: http, encoding: .utf8)
-        text = text.replacingOccurrences(of: "http = true", with: "http = false")
-        try text.write(toFile: http, atomically: true, encoding: .utf8)
-        let videoroom = "\(directory)/janus.plugin.videoroom.jcfg"
-        text = try String(contentsOfFile: videoroom, encoding: .utf8)
-        text += "\nroom-4242: {\n\tdescription = \"abuse bench\"\n\tpublishers = \(joins + 10)\n}\n"
-        try text.write(toFile: videoroom, atomically: true, encoding: .utf8)
-        let pid = try ProcessRunner.spawn(["sh", "-c", "ulimit -Sn 1024; exec \(janus) -F \(directory) -C \(directory)/janus.jcfg -o -d 2"])
-        return (Target(name: "Janus \(Self.janusVersion(janus))", pid: pid, url: "ws://127.0.0.1:\(port)/", kind: "janus"), directory)
-    }
-
-    static func janusVersion(_ janus: String) -> String {
-        let pipe = Pipe()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [janus, "--version"]
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return "?" }
-        process.waitUntilExit()
-        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        return text.split(separator: "(").dropFirst().first.map { String($0.prefix { $0 != ")" }) } ?? "?"
-    }
-
-    private func resolvedTool() throws -> String {
-        if let tool { return tool }
-        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let candidates = [FileManager.default.currentDirectoryPath + "/Tests/Tools/abuse.py", source.appendingPathComponent("Tests/Tools/abuse.py").path]
-        guard let found = candidates.first(where: { FileManager.default.fileExists(atPath: $0) }) else {
-            throw CLIError("Tests/Tools/abuse.py not found: run from the repository or pass --tool")
-        }
-        return found
+        let server = try JanusServer.start(janus: janus,
+                                           videoroomRooms: "room-4242: {\n\tdescription = \"abuse bench\"\n\tpublishers = \(joins + 10)\n}")
+        return (Target(name: server.name, pid: server.pid, url: server.url, kind: "janus"), server.directory)
     }
 
     // MARK: Measuring
 
-    /// Runs one attack of abuse.py and returns its JSON (its last line).
+    /// Runs a Python tool (an attack of abuse.py, a run of sfu_load.py) and returns its JSON (its last line).
     static func attack(_ tool: String, _ arguments: [String]) async throws -> [String: Any] {
         let output = try await Task.detached { () -> String in
             let pipe = Pipe()
@@ -170,7 +128,7 @@ struct AbuseBench: AsyncParsableCommand {
         }.value
         let line = output.split(separator: "\n").last.map(String.init) ?? ""
         guard let json = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] else {
-            throw CLIError("abuse.py \(arguments.first ?? "") printed no JSON: \(output.suffix(300))")
+            throw CLIError("\((tool as NSString).lastPathComponent) \(arguments.first ?? "") printed no JSON: \(output.suffix(300))")
         }
         return json
     }

@@ -49,12 +49,13 @@ class WebSocket:
         self.reader, self.writer = reader, writer
 
     @classmethod
-    async def connect(cls, url):
+    async def connect(cls, url, protocol=None):
         parsed = urlparse(url)
         reader, writer = await asyncio.open_connection(parsed.hostname, parsed.port or 80)
         key = base64.b64encode(os.urandom(16)).decode()
         request = (f"GET {parsed.path or '/'} HTTP/1.1\r\nHost: {parsed.hostname}:{parsed.port}\r\nUpgrade: websocket\r\n"
-                   f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n")
+                   f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+                   + (f"Sec-WebSocket-Protocol: {protocol}\r\n" if protocol else "") + "\r\n")
         writer.write(request.encode())
         head = await reader.readuntil(b"\r\n\r\n")
         if not head.startswith(b"HTTP/1.1 101"):

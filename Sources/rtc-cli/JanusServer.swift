@@ -1,0 +1,74 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Janus (Debian's `janus`, 1.1.2 here) started for a side-by-side bench: Debian's configuration
+/// copied to a temporary folder, WebSockets on a free port, the HTTP transport off, and whatever
+/// the bench appends to the videoroom plugin's configuration.
+struct JanusServer {
+    let pid: pid_t
+    let url: String
+    let directory: String
+    let name: String
+
+    /// Starts `janus` (looked up on PATH) with `videoroomRooms` appended to
+    /// `janus.plugin.videoroom.jcfg`; `files` is the descriptor limit it gets.
+    static func start(janus: String = "janus", videoroomRooms: String = "", files: Int = 1024) throws -> JanusServer {
+        guard FileManager.default.fileExists(atPath: "/etc/janus/janus.jcfg") else {
+            throw CLIError("Janus is not installed (apt-get install janus), or pass --no-janus")
+        }
+        let directory = NSTemporaryDirectory() + "janus-bench-\(getpid())"
+        try? FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.copyItem(atPath: "/etc/janus", toPath: directory)
+        let port = try FreePort.tcp()
+        try edit("\(directory)/janus.transport.websockets.jcfg") { $0.replacingOccurrences(of: "ws_port = 8188", with: "ws_port = \(port)") }
+        try edit("\(directory)/janus.transport.http.jcfg") { $0.replacingOccurrences(of: "http = true", with: "http = false") }
+        if !videoroomRooms.isEmpty {
+            try edit("\(directory)/janus.plugin.videoroom.jcfg") { $0 + "\n" + videoroomRooms + "\n" }
+        }
+        // No core file: Janus 1.1.2 can crash in its shutdown (a plugin's thread outliving it), and
+        // the dump would land in the working directory.
+        let pid = try ProcessRunner.spawn(["sh", "-c", "ulimit -Sn \(files); ulimit -c 0; exec \(janus) -F \(directory) -C \(directory)/janus.jcfg -o -d 2"])
+        return JanusServer(pid: pid, url: "ws://127.0.0.1:\(port)/", directory: directory, name: "Janus \(version(janus))")
+    }
+
+    /// Stops Janus (SIGTERM, then SIGKILL) and removes its configuration folder.
+    func stop() {
+        AbuseBench.stop(pid)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// "1.1.2" from `janus --version` ("?" when it cannot be read).
+    static func version(_ janus: String) -> String {
+        let pipe = Pipe()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [janus, "--version"]
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return "?" }
+        process.waitUntilExit()
+        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        return text.split(separator: "(").dropFirst().first.map { String($0.prefix { $0 != ")" }) } ?? "?"
+    }
+
+    private static func edit(_ path: String, _ change: (String) -> String) throws {
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        try change(text).write(toFile: path, atomically: true, encoding: .utf8)
+    }
+}
+
+/// A script of this repository's `Tests/Tools` (benches run from the repository or from a build of it).
+enum RepositoryTool {
+    static func path(_ name: String, override: String?) throws -> String {
+        if let override { return override }
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let candidates = [FileManager.default.currentDirectoryPath + "/Tests/Tools/" + name, source.appendingPathComponent("Tests/Tools/" + name).path]
+        guard let found = candidates.first(where: { FileManager.default.fileExists(atPath: $0) }) else {
+            throw CLIError("Tests/Tools/\(name) not found: run from the repository or pass --tool")
+        }
+        return found
+    }
+}
