@@ -11,6 +11,11 @@
 // rtc-relay hole PORT...: binds the ports with the smallest receive buffer and never reads, so the
 // kernel drops what arrives as it arrives (receivers on other machines, costing this one nothing);
 // SIGTERM stops it and it prints "0 0 cpu_us".
+// rtc-relay blast SECONDS COUNT: the machine's control for `rtc-cli bench sfu --rooms`: binds COUNT
+// loopback ports that are never read (as `hole`), then sends them 1200-byte RTP-shaped datagrams
+// (round robin, sendmmsg batches) as fast as it can for SECONDS, and prints "packets 0 cpu_us". One
+// blaster next to two at once tells how far this machine's cores scale the kernel send path the
+// SFU's threads use.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -21,6 +26,7 @@
 #include <sys/resource.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { BATCH = 64, MAX_DESTS = 512, MTU = 2048 };
@@ -103,7 +109,46 @@ static int hole(int count, char **ports) {
     return 0;
 }
 
+static long long monotonic_microseconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec * 1000000LL + now.tv_nsec / 1000;
+}
+
+static int blast(double seconds, int count) {
+    if (count < 1 || count > MAX_DESTS) count = count < 1 ? 1 : MAX_DESTS;
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    static struct sockaddr_in targets[MAX_DESTS];
+    for (int d = 0; d < count; d++) {
+        int hole = bind_loopback("0", 0, 1);
+        socklen_t length = sizeof targets[d];
+        if (hole < 0 || getsockname(hole, (struct sockaddr *)&targets[d], &length) != 0) return 1;
+    }
+    static unsigned char payload[1200];
+    payload[0] = 0x80;  // RTP version 2
+    payload[1] = 96;
+    struct iovec iov[BATCH];
+    struct mmsghdr msgs[BATCH];
+    long long packets = 0, end = monotonic_microseconds() + (long long)(seconds * 1e6);
+    int next = 0;
+    printf("ready\n");
+    fflush(stdout);
+    while (monotonic_microseconds() < end) {
+        for (int i = 0; i < BATCH; i++) {
+            iov[i] = (struct iovec){payload, sizeof payload};
+            msgs[i] = (struct mmsghdr){.msg_hdr = {.msg_name = &targets[next], .msg_namelen = sizeof targets[next],
+                                                   .msg_iov = &iov[i], .msg_iovlen = 1}};
+            next = (next + 1) % count;
+        }
+        int sent = sendmmsg(fd, msgs, BATCH, 0);
+        if (sent > 0) packets += sent;
+    }
+    printf("%lld 0 %lld\n", packets, cpu_microseconds());
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "blast") == 0) return blast(atof(argv[2]), atoi(argv[3]));
     if (argc >= 3 && strcmp(argv[1], "sink") == 0) return sink(argc - 2, argv + 2);
     if (argc >= 3 && strcmp(argv[1], "hole") == 0) return hole(argc - 2, argv + 2);
     if (argc < 3) {

@@ -64,6 +64,17 @@ extension SFUBench {
             }
         }
         print("forwarded = packets the SFU sent (its counters); delivered = packets the subscribers got; µs/packet = CPU of all media threads / forwarded")
+        if threadCounts.contains(1), let most = threadCounts.max(), most > 1 {
+            // The same kinds of work without the SFU, one thread then `most` at once, in this run.
+            let relay = "/" + ProcessRunner.selfPath.split(separator: "/").dropLast().joined(separator: "/") + "/rtc-relay"
+            let srtpOne = try ScalingControl.srtpProtect(threads: 1, seconds: 2)
+            let srtpMany = try ScalingControl.srtpProtect(threads: most, seconds: 2)
+            let blastOne = try ScalingControl.blast(relay: relay, processes: 1, seconds: 2)
+            let blastMany = try ScalingControl.blast(relay: relay, processes: most, seconds: 2)
+            print("controls, \(most) at once / 1: libsrtp2 protect on own contexts \(String(format2: srtpMany / srtpOne))x "
+                  + "(\(Int(srtpOne)) → \(Int(srtpMany)) packets/s); rtc-relay blast (kernel UDP sends) \(String(format2: blastMany / blastOne))x "
+                  + "(\(Int(blastOne)) → \(Int(blastMany)) datagrams/s)")
+        }
     }
 
     func runSharded(threads: Int, rooms: Int, subscribers: Int) async throws -> RoomsResult {
