@@ -58,6 +58,11 @@ struct SFUBench: AsyncParsableCommand {
     @Option(help: "With --rooms: the subscribers' ports are read and counted (count), or never read so the kernel drops what arrives, as for receivers on other machines (discard).")
     var receivers: Receivers = .count
 
+    @Option(help: "With --rooms: also run the rooms split over this many bench processes at once, one media thread each (a node per core, as `rtc-cli server --redis` nodes on one machine run), and compare.")
+    var processes: Int?
+    /// A child of --processes: when (CLOCK_MONOTONIC seconds) to start sending, and print one summary line.
+    @Option(name: .customLong("start-at"), help: .hidden) var startAt: Double?
+
     enum Receivers: String, ExpressibleByArgument, Sendable { case count, discard }
     @Flag(help: "Also send the video as three simulcast layers (full, 30 % and 10 % of the bitrate) with layer selection, and compare.")
     var simulcast = false

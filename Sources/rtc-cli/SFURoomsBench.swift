@@ -1,3 +1,4 @@
+import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -27,6 +28,8 @@ extension SFUBench {
         /// CPU seconds of the bench's client thread (publishers) and of the subscribers' sink process.
         var clientCPU: Double
         var sinkCPU: Double
+        /// A --processes child whose setup ended after the agreed start.
+        var late = false
 
         var forwardedPerSecond: Double { Double(forwarded) / seconds }
         var deliveredPerSecond: Double { Double(delivered) / seconds }
@@ -40,6 +43,12 @@ extension SFUBench {
     }
 
     func runRooms(_ rooms: Int, subscribers: Int) async throws {
+        if startAt != nil {
+            // A child of --processes: one thread, one summary line.
+            let result = try await runSharded(threads: 1, rooms: rooms, subscribers: subscribers)
+            print("summary \(result.forwarded) \(result.loopCPU.reduce(0, +)) \(result.seconds) \(result.late ? 1 : 0)")
+            return
+        }
         let threadCounts = mediaThreads.split(separator: ",").compactMap { Int($0) }.filter { (1...64).contains($0) }
         guard rooms > 0, !threadCounts.isEmpty else { throw CLIError("--rooms needs a positive count and --media-threads positive numbers") }
         print("\(rooms) rooms × (1 publisher at \(bitrate) kbps + Opus → \(subscribers) subscribers), \(seconds) s, loopback, "
@@ -64,6 +73,12 @@ extension SFUBench {
             }
         }
         print("forwarded = packets the SFU sent (its counters); delivered = packets the subscribers got; µs/packet = CPU of all media threads / forwarded")
+        if let processes, processes > 1, let one = results.first(where: { $0.threads == 1 }) {
+            let split = try runProcesses(processes, rooms: rooms, subscribers: subscribers)
+            print("\(processes) processes × 1 thread (\(rooms / processes) room(s) each, at once): forwarded/s \(Int(split.perSecond)) "
+                  + "(\(String(format2: split.perSecond / max(one.forwardedPerSecond, 1)))x one thread), µs/packet \(String(format2: split.microseconds))"
+                  + (split.late ? "; a process was late to start sending, the windows overlap less" : ""))
+        }
         if threadCounts.contains(1), let most = threadCounts.max(), most > 1 {
             // The same kinds of work without the SFU, one thread then `most` at once, in this run.
             let relay = "/" + ProcessRunner.selfPath.split(separator: "/").dropLast().joined(separator: "/") + "/rtc-relay"
@@ -75,6 +90,31 @@ extension SFUBench {
                   + "(\(Int(srtpOne)) → \(Int(srtpMany)) packets/s); rtc-relay blast (kernel UDP sends) \(String(format2: blastMany / blastOne))x "
                   + "(\(Int(blastOne)) → \(Int(blastMany)) datagrams/s)")
         }
+    }
+
+    /// The rooms split over `processes` children of this bench (`--start-at`), sending in the same
+    /// window: their forwarded packets per second added up, and µs of their media threads per packet.
+    func runProcesses(_ processes: Int, rooms: Int, subscribers: Int) throws -> (perSecond: Double, microseconds: Double, late: Bool) {
+        guard rooms % processes == 0 else { throw CLIError("--rooms must divide evenly over --processes") }
+        let startAt = Self.now() + 6 + Double(rooms / processes * subscribers) / 20
+        let children = try (0..<processes).map { _ in
+            try ChildOutput([ProcessRunner.selfPath, "bench", "sfu", "--rooms", "\(rooms / processes)", "--subscribers", "\(subscribers)",
+                             "--bitrate", "\(bitrate)", "--seconds", "\(seconds)", "--receivers", receivers.rawValue, "--start-at", "\(startAt)"])
+        }
+        var forwarded = 0.0, cpu = 0.0, window = 0.0, late = false
+        for child in children {
+            let output = child.finish()
+            guard let line = output.split(separator: "\n").last(where: { $0.hasPrefix("summary ") }) else {
+                throw CLIError("a bench process printed no summary: \(output.suffix(300))")
+            }
+            let fields = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+            guard fields.count == 4 else { throw CLIError("a bench process printed '\(line)'") }
+            forwarded += fields[0]
+            cpu += fields[1]
+            window = max(window, fields[2])
+            late = late || fields[3] != 0
+        }
+        return (forwarded / max(window, 0.001), forwarded > 0 ? cpu * 1e6 / forwarded : 0, late)
     }
 
     func runSharded(threads: Int, rooms: Int, subscribers: Int) async throws -> RoomsResult {
@@ -141,6 +181,11 @@ extension SFUBench {
         let sink = try RelayProcess(path: "/" + relayPath + "/rtc-relay",
                                     arguments: [receivers == .count ? "sink" : "hole"] + sinkPorts.map(String.init))
         try await Task.sleep(nanoseconds: 300_000_000)
+        var late = false
+        if let startAt {
+            late = Self.now() > startAt
+            if !late { try await Task.sleep(nanoseconds: UInt64((startAt - Self.now()) * 1e9)) }
+        }
         let before = try await sfu.counterSnapshot.get()
         func loopCPU() async throws -> [Double] {
             var times: [Double] = []
@@ -176,6 +221,28 @@ extension SFUBench {
         return RoomsResult(threads: threads, seconds: elapsed, forwarded: after.packetsOut - before.packetsOut, delivered: got,
                            counted: receivers == .count,
                            expected: sent * rooms * subscribers, loopCPU: zip(cpuAfter, cpuBefore).map { $0 - $1 }, perShard: perShard,
-                           clientCPU: clientAfter - clientBefore, sinkCPU: sinkCPU / 1e6)
+                           clientCPU: clientAfter - clientBefore, sinkCPU: sinkCPU / 1e6, late: late)
+    }
+}
+
+/// A child process whose standard output is kept (in a temporary file) until it ends.
+final class ChildOutput {
+    private let process = Process()
+    private let path = NSTemporaryDirectory() + "rtc-child-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).txt"
+
+    init(_ arguments: [String]) throws {
+        guard FileManager.default.createFile(atPath: path, contents: nil) else { throw CLIError("cannot create \(path)") }
+        process.executableURL = URL(fileURLWithPath: arguments[0])
+        process.arguments = Array(arguments.dropFirst())
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+    }
+
+    /// Waits for it to end and returns what it printed.
+    func finish() -> String {
+        process.waitUntilExit()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        return (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
     }
 }
