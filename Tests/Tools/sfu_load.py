@@ -38,7 +38,7 @@ import time
 
 import av
 import aiortc.rtcrtpreceiver as rtcrtpreceiver
-from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 
 from aiortc_viewer import WebSocket, mint
 
@@ -46,6 +46,9 @@ PROTOCOL = "1.3"
 SDK = {"name": "sfu_load", "version": "0.1", "protocolVersion": {"major": 1, "minor": 3}}
 JANUS_SUBPROTOCOL = "janus-protocol"
 VIDEO_CLOCK = 90000
+# No ICE servers: aiortc would otherwise ask Google's public STUN server, which is not reachable
+# from here (gathering then waits for it).
+NO_STUN = RTCConfiguration(iceServers=[])
 
 
 def percentile(values, p):
@@ -231,7 +234,7 @@ class OursPeer:
         return await asyncio.wait_for(future, timeout=20)
 
     async def publish(self):
-        self.pc = RTCPeerConnection()
+        self.pc = RTCPeerConnection(NO_STUN)
         transceiver = self.pc.addTransceiver(ClipTrack(self.clip), direction="sendonly")
         await self.pc.setLocalDescription(await self.pc.createOffer())
         # The track first, with the mid the offer gave it (as rtc.js does), so the server names its source.
@@ -243,7 +246,7 @@ class OursPeer:
 
     async def answer(self, sdp):
         if self.pc is None:
-            self.pc = RTCPeerConnection()
+            self.pc = RTCPeerConnection(NO_STUN)
         await self.pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
         await self.pc.setLocalDescription(await self.pc.createAnswer())
         await self.send("answer", {"transport": "subscriber", "sdp": self.pc.localDescription.sdp}, with_id=False)
@@ -399,7 +402,7 @@ class JanusPeer:
             joined = await self.plugin({"request": "join", "ptype": "publisher", "room": self.room, "display": self.uid},
                                        asynchronous=True)
             self.publisher_id.set_result(joined["plugindata"]["data"]["id"])
-            self.pc = RTCPeerConnection()
+            self.pc = RTCPeerConnection(NO_STUN)
             self.pc.addTransceiver(ClipTrack(self.clip), direction="sendonly")
             await self.pc.setLocalDescription(await self.pc.createOffer())
             offer = {"type": "offer", "sdp": self.pc.localDescription.sdp}
@@ -414,7 +417,7 @@ class JanusPeer:
                                           "streams": [{"feed": feed}]}, asynchronous=True)
             while "jsep" not in attached:
                 attached = await self.next_event()
-            self.pc = RTCPeerConnection()
+            self.pc = RTCPeerConnection(NO_STUN)
             await self.pc.setRemoteDescription(RTCSessionDescription(sdp=attached["jsep"]["sdp"], type="offer"))
             await self.pc.setLocalDescription(await self.pc.createAnswer())
             answer = {"type": "answer", "sdp": self.pc.localDescription.sdp}
