@@ -17,6 +17,8 @@ public final class RTCServerApp: Sendable {
     public let logger: Logger
     /// With `redisURL`: this node of the cluster.
     public let cluster: ClusterNode?
+    /// Where joins' rooms are placed (the cluster node, or media processes).
+    private let placement: ClusterHandle
 
     public static func start(configuration: ServerConfiguration, group: EventLoopGroup,
                              logger: Logger = Logger(label: "rtc.server")) async throws -> RTCServerApp {
@@ -33,7 +35,8 @@ public final class RTCServerApp: Sendable {
         let metrics = ServerMetrics()
         sfu.setForwardLatencyObserver { metrics.forwardLatency.recordNanoseconds($0) }
         let channel = try await bindSignaling(
-            host: configuration.host, port: configuration.signalingPort, group: group, sfu: sfu, cluster: handle, logger: logger, tls: tls,
+            host: configuration.signalingHost ?? configuration.host, port: configuration.signalingPort, group: group, sfu: sfu,
+            cluster: handle, logger: logger, tls: tls,
             web: configuration.webRoot.map(WebRoot.init(directory:)),
             devTokens: configuration.mintsDevTokens ? DevTokenMinter(secret: configuration.secret) : nil,
             limits: configuration.limits,
@@ -58,15 +61,24 @@ public final class RTCServerApp: Sendable {
         logger.info("server listening", metadata: [
             "signaling": "\(channel.localAddress.map { "\($0)" } ?? "?")", "media": "\(sfu.mediaAddresses.map { "\($0)" }.joined(separator: ", "))",
         ])
-        return RTCServerApp(sfu: sfu, signalingChannel: channel, metrics: metrics, logger: logger, cluster: cluster)
+        return RTCServerApp(sfu: sfu, signalingChannel: channel, metrics: metrics, logger: logger, cluster: cluster, placement: handle)
     }
 
-    private init(sfu: ShardedSFU, signalingChannel: Channel, metrics: ServerMetrics, logger: Logger, cluster: ClusterNode?) {
+    private init(sfu: ShardedSFU, signalingChannel: Channel, metrics: ServerMetrics, logger: Logger, cluster: ClusterNode?,
+                 placement: ClusterHandle) {
         self.cluster = cluster
+        self.placement = placement
         self.sfu = sfu
         self.signalingChannel = signalingChannel
         self.metrics = metrics
         self.logger = logger
+    }
+
+    /// Places joins' rooms with `placer` from now on (media processes: ``ProcessPlacer``). Not
+    /// with a cluster, whose node places them.
+    public func placeRooms(with placer: any RoomPlacer) {
+        precondition(cluster == nil, "a cluster node places this server's rooms")
+        placement.node = placer
     }
 
     /// The signaling (TCP) address; `ws://<it>/rtc` for clients.

@@ -40,6 +40,9 @@ public struct ServerLimits: Sendable, Hashable {
 public struct ServerConfiguration: Sendable, Hashable {
     /// The address signaling and media listen on; `0.0.0.0` (or `::`) for every interface.
     public var host: String
+    /// Where signaling listens, when not on `host` (a media process: loopback, reached only by
+    /// its front).
+    public var signalingHost: String?
     /// Addresses offered to clients as the media port's candidates (`--announce-ip`): a cloud VM's
     /// public address is not on its interfaces. Empty: the listening address, or every interface
     /// address when listening on all.

@@ -156,13 +156,16 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
             let loop = context.eventLoop
             Task {
                 let placement = await node.place(channel)
-                loop.execute { self.decided(placement, loop: loop) }
+                loop.execute { self.decided(placement, room: channel, placer: node, loop: loop) }
             }
         }
     }
 
-    private func decided(_ placement: RoomPlacement, loop: EventLoop) {
-        guard case .deciding(let queued) = route, let channel, channel.isActive else { return }
+    private func decided(_ placement: RoomPlacement, room: String, placer: any RoomPlacer, loop: EventLoop) {
+        guard case .deciding(let queued) = route, let channel, channel.isActive else {
+            if case .remote = placement { placer.released(room, from: placement) }
+            return
+        }
         let first = deciding
         deciding = nil
         switch placement {
@@ -184,8 +187,10 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
                         loop.execute { self.write(WebSocketFrame(fin: true, opcode: .text, data: channel.allocator.buffer(bytes: bytes)), on: channel) }
                     }
                     // The room's node closed the link (it left us, or it is gone): so does the client's connection.
+                    placer.released(room, from: placement)
                     loop.execute { channel.close(promise: nil) }
                 } catch {
+                    placer.released(room, from: placement)
                     connectionLog.notice(self.logger, "relay failed", ["node": "\(node)", "url": "\(url)", "error": "\(error)"])
                     loop.execute {
                         // Not `resumeFailed`: the session may live on there; the client tries again.
@@ -572,11 +577,11 @@ func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedS
         .bind(host: host, port: port).get()
 }
 
-/// The cluster node, set once it has registered (after the signaling port is bound, since its
-/// URL names that port).
+/// Where rooms are placed: the cluster node, set once it has registered (after the signaling port
+/// is bound, since its URL names that port), or the media processes of this server.
 final class ClusterHandle: Sendable {
-    private let box = NIOLockedValueBox<ClusterNode?>(nil)
-    var node: ClusterNode? {
+    private let box = NIOLockedValueBox<(any RoomPlacer)?>(nil)
+    var node: (any RoomPlacer)? {
         get { box.withLockedValue { $0 } }
         set { box.withLockedValue { $0 = newValue } }
     }

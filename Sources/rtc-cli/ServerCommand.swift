@@ -36,7 +36,13 @@ struct ServerCommand: AsyncParsableCommand {
     var tcpPort: Int?
     @Option(name: .customLong("media-threads"),
             help: "Event loops rooms are spread over (a room lives on one); thread i takes --udp-port + i (and --tcp-port + i). Default: one per core.")
-    var mediaThreads: Int = System.coreCount
+    var mediaThreads: Int?
+    @Option(name: .customLong("media-processes"),
+            help: "Spread rooms over this many processes instead, one media thread each: this one and N - 1 children, process i on --udp-port + i (and --tcp-port + i); joins reach the room's process through this one. Scales where threads share locks (Debian's libsrtp2).")
+    var mediaProcesses: Int?
+    /// A media process: where its signaling listens (loopback), and its front, whose end is its own.
+    @Option(name: .customLong("signaling-host"), help: .hidden) var signalingHost: String?
+    @Option(name: .customLong("parent-pid"), help: .hidden) var parentPID: Int32?
     @Option(help: "Join a cluster of nodes sharing rooms through Redis: redis://HOST:PORT[/DB]. Without it the server runs alone.")
     var redis: String?
     @Option(name: .customLong("node-id"), help: "This node's id in the cluster (default: node-<signaling port>).")
@@ -89,9 +95,15 @@ struct ServerCommand: AsyncParsableCommand {
         guard (0...65535).contains(port), (0...65535).contains(udpPort), (0...65535).contains(tcpPort ?? 0) else {
             throw ValidationError("ports must be 0...65535")
         }
-        guard (1...256).contains(mediaThreads) else { throw ValidationError("--media-threads must be 1...256, not \(mediaThreads)") }
-        guard udpPort == 0 || udpPort + mediaThreads - 1 <= 65535, (tcpPort ?? 0) == 0 || (tcpPort ?? 0) + mediaThreads - 1 <= 65535 else {
-            throw ValidationError("--media-threads \(mediaThreads) needs ports up to \(max(udpPort, tcpPort ?? 0) + mediaThreads - 1), past 65535")
+        if let mediaThreads, !(1...256).contains(mediaThreads) { throw ValidationError("--media-threads must be 1...256, not \(mediaThreads)") }
+        if let mediaProcesses {
+            guard (1...64).contains(mediaProcesses) else { throw ValidationError("--media-processes must be 1...64, not \(mediaProcesses)") }
+            guard mediaThreads == nil else { throw ValidationError("--media-processes and --media-threads: each media process runs one media thread") }
+            guard redis == nil else { throw ValidationError("--media-processes and --redis: run a node per process instead") }
+        }
+        let spread = shardCount
+        guard udpPort == 0 || udpPort + spread - 1 <= 65535, (tcpPort ?? 0) == 0 || (tcpPort ?? 0) + spread - 1 <= 65535 else {
+            throw ValidationError("\(mediaProcesses == nil ? "--media-threads" : "--media-processes") \(spread) needs ports up to \(max(udpPort, tcpPort ?? 0) + spread - 1), past 65535")
         }
         if let redis {
             do { _ = try RedisURL(parsing: redis) } catch { throw ValidationError("--redis \(error.reason)") }
@@ -141,6 +153,9 @@ struct ServerCommand: AsyncParsableCommand {
 
     /// `--web-root`, else the repository's `Web/` (next to the working directory, or where this
     /// source file was built from), else none.
+    /// Media threads, or media processes: the ports --udp-port (and --tcp-port) onwards they take.
+    var shardCount: Int { mediaProcesses ?? mediaThreads ?? System.coreCount }
+
     var resolvedWebRoot: WebRoot? {
         if let webRoot { return WebRoot.existing(webRoot) }
         let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -152,13 +167,16 @@ struct ServerCommand: AsyncParsableCommand {
         var logger = Logger(label: "rtc.server")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         let secret = self.secret ?? Self.randomSecret()
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(System.coreCount, mediaThreads))
+        if let parentPID { Self.stopWith(parent: parentPID) }
+        let threads = mediaProcesses == nil ? (mediaThreads ?? System.coreCount) : 1
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(System.coreCount, threads))
         var configuration = ServerConfiguration(host: host, signalingPort: port, mediaPort: udpPort, secret: secret,
                                                 publisherLimitFloorKbps: publisherLimitFloor == 0 ? nil : publisherLimitFloor,
                                                 screenShareSuffix: screenShareSuffix, tlsCertificatePath: tlsCertificate, tlsKeyPath: tlsKey)
         configuration.announceAddresses = announceIP
         configuration.tcpMediaPort = tcpPort
-        configuration.mediaThreads = mediaThreads
+        configuration.mediaThreads = threads
+        configuration.signalingHost = signalingHost
         configuration.redisURL = redis
         configuration.nodeID = nodeID
         configuration.nodeSignalingURL = nodeURL
@@ -210,12 +228,46 @@ struct ServerCommand: AsyncParsableCommand {
                 print("web page: \(httpScheme)://\(pageHost):\(app.signalingAddress?.port ?? port)/?channel=demo&uid=web1&mode=watch")
             }
         }
+        var processes: MediaProcesses?
+        if let mediaProcesses, mediaProcesses > 1 {
+            let (front, host, udpPort, tcpPort, parent) = (CommandLine.arguments, host, udpPort, tcpPort, getpid())
+            let children = try MediaProcesses(count: mediaProcesses - 1) { index, port in
+                MediaProcesses.childArguments(front: front, secret: secret, host: host, index: index, port: port, udpPort: udpPort,
+                                              tcpPort: tcpPort, parent: parent)
+            }
+            processes = children
+            // Waiting blocks a thread: not one of the cooperative pool's.
+            guard await Task.detached(operation: { children.waitUntilReady(seconds: 30) }).value else {
+                await Task.detached { children.stop() }.value
+                await app.shutdown()
+                try? await group.shutdownGracefully()
+                throw CLIError("the media processes did not start (their errors are above)")
+            }
+            let sfu = app.sfu
+            app.placeRooms(with: ProcessPlacer(
+                workers: children.urls.enumerated().map { ProcessPlacer.Worker(name: "media-\($0.offset + 1)", signalingURL: $0.element) },
+                forgetAfter: .seconds(Int64(resumeWindow)), isAlive: { children.isReady($0) },
+                localLoad: { sfu.participantsPerShard.reduce(0, +) }, hasRoom: { sfu.shard(of: $0) != nil }))
+            print("media processes: \(mediaProcesses), this one and pids \(children.pids.map(String.init).joined(separator: " "))"
+                  + (udpPort == 0 ? "" : ", udp ports \(udpPort)-\(udpPort + mediaProcesses - 1)")
+                  + "; joins relayed to \(children.urls.joined(separator: " "))")
+        }
         if let cluster = app.cluster { print("cluster node \(cluster.nodeID) at \(cluster.signalingURL), redis \(cluster.redisURL)") }
         if let web { print("web client: \(web.directory)") }
         fflush(nil)  // operators and scripts read these lines while the server runs
         await Self.waitForTermination()
+        if let processes { await Task.detached { processes.stop() }.value }
         await app.shutdown()
         try await group.shutdownGracefully()
+    }
+
+    /// A media process ends with its front: when its parent is no longer `parent` (reparented),
+    /// it stops as on SIGTERM.
+    static func stopWith(parent: pid_t) {
+        Thread.detachNewThread {
+            while getppid() == parent { usleep(250_000) }
+            kill(getpid(), SIGTERM)
+        }
     }
 
     static func randomSecret() -> String {

@@ -9,6 +9,21 @@ public enum RoomPlacement: Sendable, Hashable {
     case remote(node: String, signalingURL: String)
 }
 
+/// Decides where a join's room is served, for the signaling front: a cluster node (Redis) or the
+/// media processes of one server (``ProcessPlacer``).
+public protocol RoomPlacer: Sendable {
+    /// Where the room of a join or resume is served. Each `.remote` answer is one relayed
+    /// connection, handed back with ``released(_:from:)`` when it ends.
+    func place(_ channel: String) async -> RoomPlacement
+    /// A connection relayed for `channel` to `placement` has ended.
+    func released(_ channel: String, from placement: RoomPlacement)
+}
+
+extension ClusterNode: RoomPlacer {
+    /// Redis keeps the rooms: nothing to count here.
+    public func released(_ channel: String, from placement: RoomPlacement) {}
+}
+
 /// One node of a cluster of servers that share rooms through Redis, as LiveKit's nodes do: Redis
 /// holds the node registry and the room → node map, each room lives on one node, and a join that
 /// reaches another node is relayed there (its media then goes straight to that node).

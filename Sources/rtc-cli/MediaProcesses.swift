@@ -1,0 +1,157 @@
+import Foundation
+import RTCServer
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The media processes of `rtc-cli server --media-processes N`: N - 1 children of this server, each
+/// an `rtc-cli server` with one media thread, its signaling on loopback (only the front relays to
+/// it) and its media on the front's host at `--udp-port + i`. A child that dies is started again
+/// on the same ports; all are stopped with the front, and a child whose front is gone stops itself
+/// (`--parent-pid`).
+final class MediaProcesses: @unchecked Sendable {
+    private struct Child {
+        var pid: pid_t
+        let port: Int
+        /// Started and taking connections on its signaling port.
+        var ready = false
+    }
+
+    private let lock = NSLock()
+    private var children: [Child] = []
+    private var stopping = false
+    private let command: @Sendable (_ index: Int, _ port: Int) -> [String]
+
+    /// Starts `count` children; `command(i, port)` is child i's command line (1-based: the front is 0).
+    init(count: Int, command: @escaping @Sendable (Int, Int) -> [String]) throws {
+        self.command = command
+        for index in 1...count {
+            let port = try FreePort.tcp()
+            children.append(Child(pid: try Self.spawn(command(index, port)), port: port))
+        }
+        let watcher = Thread { [weak self] in
+            while let self, self.watch() { usleep(100_000) }
+        }
+        watcher.start()
+    }
+
+    /// The loopback signaling URLs of the children, in order.
+    var urls: [String] { lock.withLock { children.map { "ws://127.0.0.1:\($0.port)/rtc" } } }
+    var pids: [pid_t] { lock.withLock { children.map(\.pid) } }
+
+    /// Whether child `index` (0-based) runs and takes connections.
+    func isReady(_ index: Int) -> Bool { lock.withLock { children.indices.contains(index) && children[index].ready } }
+
+    /// Waits up to `seconds` for every child to take connections.
+    func waitUntilReady(seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if lock.withLock({ children.allSatisfy(\.ready) }) { return true }
+            usleep(50_000)
+        }
+        return false
+    }
+
+    /// SIGTERM to every child (they drain: `leave(serverShutdown)` to their participants), then
+    /// SIGKILL to those still running after 5 s.
+    func stop() {
+        let pids = lock.withLock { () -> [pid_t] in
+            stopping = true
+            return children.map(\.pid)
+        }
+        for pid in pids { kill(pid, SIGTERM) }
+        let deadline = Date().addingTimeInterval(5)
+        var running = Set(pids)
+        while !running.isEmpty && Date() < deadline {
+            for pid in running {
+                var status: Int32 = 0
+                if waitpid(pid, &status, WNOHANG) == pid { running.remove(pid) }
+            }
+            usleep(50_000)
+        }
+        for pid in running {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+        }
+    }
+
+    /// One round of the watcher: reaps a child that died and starts it again, and marks children
+    /// ready once their port takes connections. False once stopping.
+    private func watch() -> Bool {
+        let snapshot = lock.withLock { stopping ? nil : children }
+        guard let snapshot else { return false }
+        for (index, child) in snapshot.enumerated() {
+            var status: Int32 = 0
+            if waitpid(child.pid, &status, WNOHANG) == child.pid {
+                let restarted = try? Self.spawn(command(index + 1, child.port))
+                FileHandle.standardError.write(Data("media process \(index + 1) (pid \(child.pid)) exited (status \(status)): started again\n".utf8))
+                lock.withLock {
+                    children[index].ready = false
+                    if let restarted { children[index].pid = restarted }
+                }
+            } else if !child.ready, Self.accepts(port: child.port) {
+                lock.withLock { if children[index].pid == child.pid { children[index].ready = true } }
+            }
+        }
+        return true
+    }
+
+    /// Starts a child with its standard output discarded (its log lines go to standard error).
+    private static func spawn(_ arguments: [String]) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
+        argv.append(nil)
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, arguments[0], &actions, nil, argv, environ)
+        guard status == 0 else { throw CLIError("cannot start a media process: \(String(cString: strerror(status)))") }
+        return pid
+    }
+
+    private static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+
+    /// The front's own command line for a child: every option but those the child gets its own
+    /// value of (ports, threads, TLS, the per-address limit: all its connections come from the
+    /// front), and `--dev` (the child gets the front's secret instead).
+    static func childArguments(front: [String], secret: String, host: String, index: Int, port: Int, udpPort: Int, tcpPort: Int?,
+                               parent: pid_t) -> [String] {
+        let dropped: Set<String> = ["--port", "--udp-port", "--tcp-port", "--media-threads", "--media-processes", "--tls-cert", "--tls-key",
+                                    "--max-connections-per-ip", "--secret", "--signaling-host", "--parent-pid", "--host"]
+        var kept: [String] = []
+        var skipValue = false
+        for argument in front.dropFirst(2) {  // the executable and "server"
+            if skipValue {
+                skipValue = false
+                continue
+            }
+            let name = String(argument.split(separator: "=", maxSplits: 1).first ?? "")
+            if argument == "--dev" { continue }
+            if dropped.contains(name) {
+                skipValue = !argument.contains("=")
+                continue
+            }
+            kept.append(argument)
+        }
+        var child = [ProcessRunner.selfPath, "server", "--host", host, "--signaling-host", "127.0.0.1", "--port", "\(port)",
+                     "--udp-port", "\(udpPort == 0 ? 0 : udpPort + index)", "--media-threads", "1", "--secret", secret,
+                     "--max-connections-per-ip", "1000000", "--parent-pid", "\(parent)"]
+        if let tcpPort { child += ["--tcp-port", "\(tcpPort == 0 ? 0 : tcpPort + index)"] }
+        return child + kept
+    }
+}
