@@ -100,17 +100,7 @@ final class MediaProcesses: @unchecked Sendable {
 
     /// Starts a child with its standard output discarded (its log lines go to standard error).
     private static func spawn(_ arguments: [String]) throws -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
-        argv.append(nil)
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        let status = posix_spawn(&pid, arguments[0], &actions, nil, argv, environ)
-        guard status == 0 else { throw CLIError("cannot start a media process: \(String(cString: strerror(status)))") }
-        return pid
+        try ProcessRunner.spawn(arguments, quiet: true, keepErrors: true)
     }
 
     private static func accepts(port: Int) -> Bool {

@@ -34,13 +34,14 @@ enum ProcessRunner {
 
     /// Starts `arguments` (the first is looked up on PATH) without waiting for it, with stdout and
     /// stderr sent to /dev/null unless `quiet` is false; the caller reaps it.
-    static func spawn(_ arguments: [String], quiet: Bool = true) throws -> pid_t {
+    /// `keepErrors`: when quiet, stderr still goes where this process's goes.
+    static func spawn(_ arguments: [String], quiet: Bool = true, keepErrors: Bool = false) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         if quiet {
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+            if !keepErrors { posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0) }
         }
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
         argv.append(nil)

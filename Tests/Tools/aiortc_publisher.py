@@ -22,7 +22,7 @@ import time
 from aiortc import RTCPeerConnection, RTCSessionDescription, VideoStreamTrack
 from av import VideoFrame
 
-from aiortc_viewer import Viewer, WebSocket, mint, parse_arguments, run_and_report
+from aiortc_viewer import Viewer, WebSocket, mint, parse_arguments, run_and_report, settle_reply
 
 WIDTH, HEIGHT = 640, 360
 
@@ -121,12 +121,7 @@ class Publisher(Viewer):
                     break
                 message = json.loads(text)
                 kind, payload, ident = message.get("type"), message.get("payload") or {}, message.get("id")
-                if ident in self.replies and kind != "offer":
-                    future = self.replies.pop(ident)
-                    if kind == "error":
-                        future.set_exception(RuntimeError(f"{payload.get('code')} {payload.get('reason')}"))
-                    else:
-                        future.set_result(payload)
+                if settle_reply(self.replies, kind, payload, ident):
                     continue
                 if kind == "joined":
                     self.report["joinedMs"] = self.ms()

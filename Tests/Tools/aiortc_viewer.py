@@ -42,6 +42,19 @@ def mint(secret, uid, channel, ttl=3600):
     return signing + "." + b64(hmac.new(secret.encode(), signing.encode(), hashlib.sha256).digest())
 
 
+def settle_reply(replies, kind, payload, ident):
+    """Settles the future of the request a message answers (by its id; an error fails it). False
+    when it answers none of `replies` (a server offer reuses no request id)."""
+    if ident not in replies or kind == "offer":
+        return False
+    future = replies.pop(ident)
+    if kind == "error":
+        future.set_exception(RuntimeError(f"{payload.get('code')} {payload.get('reason')}"))
+    else:
+        future.set_result(payload)
+    return True
+
+
 class WebSocket:
     """A minimal RFC 6455 client on asyncio streams: masked text frames out, text frames in."""
 

@@ -40,7 +40,7 @@ import av
 import aiortc.rtcrtpreceiver as rtcrtpreceiver
 from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 
-from aiortc_viewer import WebSocket, mint
+from aiortc_viewer import WebSocket, mint, settle_reply
 
 PROTOCOL = "1.3"
 SDK = {"name": "sfu_load", "version": "0.1", "protocolVersion": {"major": 1, "minor": 3}}
@@ -269,13 +269,9 @@ class OursPeer:
                     raise ConnectionError("the server closed the connection")
                 message = json.loads(text)
                 kind, payload, ident = message.get("type"), message.get("payload") or {}, message.get("id")
-                if ident in self.replies and kind != "offer":
-                    future = self.replies.pop(ident)
-                    if kind == "error":
-                        future.set_exception(RuntimeError(f"{payload.get('code')} {payload.get('reason')}"))
-                    else:
-                        future.set_result(payload)
-                elif kind == "joined":
+                if settle_reply(self.replies, kind, payload, ident):
+                    continue
+                if kind == "joined":
                     if self.publisher:
                         work = asyncio.ensure_future(self.publish())
                         work.add_done_callback(self.publishing_done)
