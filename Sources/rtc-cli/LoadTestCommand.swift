@@ -33,6 +33,8 @@ struct LoadTestCommand: AsyncParsableCommand {
     @Option(help: "A server's Prometheus endpoint; repeat it for every node of a cluster, whose figures are added up (default: http://HOST:PORT/metrics of --server).")
     var metrics: [String] = []
     @Option(help: "Address the bots' media sockets bind.") var bind: String = "0.0.0.0"
+    @Option(help: "Once every subscriber receives: its socket is read and counted (count), or handed to `rtc-relay hole`, which never reads, so the kernel drops what arrives (discard: receivers elsewhere, costing this machine nothing; needs --bind 127.0.0.1, and the figures are the server's).")
+    var receivers: SFUBench.Receivers = .count
 
     func validate() throws {
         guard server.hasPrefix("ws://") || server.hasPrefix("wss://") else { throw ValidationError("--server must be a ws:// or wss:// URL") }
@@ -44,6 +46,7 @@ struct LoadTestCommand: AsyncParsableCommand {
         guard (1...120).contains(fps) else { throw ValidationError("--fps must be 1...120") }
         guard joinRate > 0, joinRate.isFinite else { throw ValidationError("--join-rate must be positive") }
         if let bitrate, !(10...100_000).contains(bitrate) { throw ValidationError("--bitrate must be 10...100000 kbps") }
+        if receivers == .discard && bind != "127.0.0.1" { throw ValidationError("--receivers discard needs --bind 127.0.0.1 (rtc-relay hole binds loopback)") }
     }
 
     var parsedSize: (width: Int, height: Int)? {
@@ -86,6 +89,23 @@ struct LoadTestCommand: AsyncParsableCommand {
         print(String(format: "joined %d of %d bots in %.1f s (%d failed)", stats.joined, bots.count, LoadStats.now() - startedJoining,
                      stats.failures.count))
         for failure in stats.failures.prefix(5) { print("  failed: \(failure)") }
+        // Discarding: once every subscriber receives, its socket goes to a process that never reads it.
+        var hole: RelayProcess?
+        if receivers == .discard {
+            let receiving = LoadStats.now() + 15
+            while stats.firstPacketTimes.count < rooms * subscribers && LoadStats.now() < receiving { try await Task.sleep(nanoseconds: 100_000_000) }
+            var ports: [Int] = []
+            for bot in bots where !bot.isPublisher { ports += await bot.abandonSockets() }
+            let relay = "/" + ProcessRunner.selfPath.split(separator: "/").dropLast().joined(separator: "/") + "/rtc-relay"
+            hole = try RelayProcess(path: relay, arguments: ["hole"] + ports.map(String.init))
+            print("\(ports.count) subscriber sockets handed to rtc-relay hole (never read)")
+        }
+        defer {
+            if let hole {
+                hole.terminate()
+                _ = try? hole.finish()
+            }
+        }
         // Traffic, with per-second totals; the server's figures over this window only (not the joins).
         let before = Self.scrapeAll(metricsURLs)
         print("second  packets/s  frames/s  lost/s  subscribers receiving")
@@ -315,6 +335,18 @@ final class LoadBot: @unchecked Sendable {
             if first { stats.firstPacket(after: LoadStats.now() - started) }
             stats.received(by: id, packets: 1, frames: frame, lost: lost)
         }
+    }
+
+    /// Closes the media sockets without a word to the server (which keeps sending) and returns their
+    /// ports, for `rtc-relay hole` to bind.
+    func abandonSockets() async -> [Int] {
+        let transports = state.withLockedValue { state -> [MediaTransport] in
+            defer { state.transports = [] }
+            return state.transports
+        }
+        var ports: [Int] = []
+        for transport in transports { if let port = await transport.abandonSocket() { ports.append(port) } }
+        return ports
     }
 
     func stop() async {

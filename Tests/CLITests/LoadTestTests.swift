@@ -45,12 +45,39 @@ struct LoadTestTests {
         #expect(result.out.contains("join (connect to joined): p50 "), "\(result.out)")
     }
 
+    @Test("--receivers discard: once every subscriber receives, its socket goes to rtc-relay hole; the server keeps forwarding and its figures are reported")
+    func discardingReceivers() async throws {
+        let (server, url, _) = try startServer(["--media-threads", "1"])
+        defer { if server.isRunning { server.terminate(); server.waitUntilExit() } }
+        let result = try cli(["loadtest", "--server", url, "--secret", "s", "--rooms", "1", "--publishers", "1", "--subscribers", "3",
+                              "--duration", "2", "--video-size", "640x360", "--fps", "15", "--bind", "127.0.0.1", "--receivers", "discard"])
+        #expect(result.status == 0, "\(result.out)\n\(result.err)")
+        #expect(result.out.contains("3 subscriber sockets handed to rtc-relay hole"), "\(result.out)")
+        let serverLine = try #require(result.out.split(separator: "\n").first { $0.contains("server:") })
+        // 3 subscribers of a 640x360 15 fps publisher: well over 50 packets/s forwarded.
+        let forwarded = serverLine.split(separator: " ").compactMap { Double($0) }.first ?? 0
+        #expect(forwarded > 50, "\(serverLine)")
+    }
+
+    @Test("bench server-cores: one thread and two media processes under a small load both forward, with a row each")
+    func serverCores() throws {
+        let result = try cli(["bench", "server-cores", "--rooms", "2", "--subscribers", "2", "--bitrate", "500", "--duration", "2",
+                              "--layouts", "threads:1,processes:2"])
+        #expect(result.status == 0, "\(result.out)\n\(result.err)")
+        for layout in ["threads 1", "processes 2"] {
+            let row = try #require(result.out.split(separator: "\n").first { $0.hasPrefix(layout) }, "\(result.out)")
+            let forwarded = row.dropFirst(layout.count).split(separator: " ").compactMap { Double($0) }.first ?? 0
+            #expect(forwarded > 50, "\(row)")
+        }
+    }
+
     @Test("bad input: a wrong URL, size or count is a clear error; an unreachable server fails the bots with a reason",
           arguments: [
               (["--server", "http://127.0.0.1:1/rtc", "--secret", "s"], "ws://"),
               (["--server", "ws://127.0.0.1:1/rtc", "--secret", "s", "--video-size", "12"], "--video-size"),
               (["--server", "ws://127.0.0.1:1/rtc", "--secret", "s", "--rooms", "0"], "--rooms"),
               (["--server", "ws://127.0.0.1:1/rtc", "--secret", "s", "--duration", "1", "--subscribers", "1"], "bots failed"),
+              (["--server", "ws://127.0.0.1:1/rtc", "--secret", "s", "--receivers", "discard"], "--bind 127.0.0.1"),
           ])
     func badInput(arguments: [String], message: String) throws {
         let result = try cli(["loadtest"] + arguments)
