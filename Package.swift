@@ -156,7 +156,7 @@ let package = Package(
             name: "RTCServerTests",
             dependencies: [
                 "RTCServer", "RedisWire", "RTCFuzzHarness", "RTCConventions", "RTCTransport", "Signaling", "TestKit", "CMemory", .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), "RTCTestSupport",
             ]),
         .testTarget(
             name: "RTCTransportTests",
@@ -181,6 +181,7 @@ let package = Package(
             dependencies: [
                 "TestKit", "RTCCore", "RTCServer", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOWebSocket", package: "swift-nio"),
             ]),
         .testTarget(
             name: "EngineTests",

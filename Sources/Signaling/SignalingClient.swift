@@ -38,6 +38,8 @@ public actor SignalingClient {
     private var pending: [UInt32: CheckedContinuation<ServerMessage, any Error>] = [:]
     private var joined: (token: String, sid: String, pingInterval: Int, resumeWindow: Int)?
     private var closing = false
+    /// A resume loop is running (``connectionLost()``): the only one.
+    private var resuming = false
     private var pingTask: Task<Void, Never>?
     private let eventsContinuation: AsyncStream<ServerMessage>.Continuation
     /// Server messages that are not replies to a request: offers, participant updates, leave, ...
@@ -167,12 +169,18 @@ public actor SignalingClient {
         channel = nil
         for (_, waiter) in pending { waiter.resume(throwing: SignalingClientError("connection lost")) }
         pending.removeAll()
+        // An attempt of the running resume loop ended (the server answered and closed, or the
+        // connection dropped): that loop makes the next attempt. Another loop would double the
+        // attempts at each close, a flood of connections against a server that refuses them.
+        guard !resuming else { return }
         guard !closing, let joined else {
             eventsContinuation.finish()
             connectionContinuation.finish()
             return
         }
         connectionContinuation.yield(.lost)
+        resuming = true
+        defer { resuming = false }
         // Reconnect and resume inside the window.
         let deadline = ContinuousClock.now + .seconds(joined.resumeWindow)
         // A server that refuses connections for this long is gone (a dead node), not restarting
@@ -200,6 +208,8 @@ public actor SignalingClient {
                     connectionContinuation.yield(.resumed)
                     return
                 }
+                // Any other reply: not resumed, tried again after the same pause.
+                try? await Task.sleep(for: .milliseconds(250))
             } catch let error as SignalingError where error.code == .resumeFailed || error.code.rawValue / 1000 == 2 {
                 // The server does not know the session (it restarted, or the window passed), or
                 // will never take this token: stop here, so the owner can join afresh at once.
