@@ -31,6 +31,9 @@ public final class SFU: SignalingSink, @unchecked Sendable {
     let terminator: RTCPTerminator
     let layers: LayerController
     private var timers: [RepeatedTask] = []
+    /// Set by ``shutdown()``: joins and resumes are refused from then on (`shuttingDown`), so a
+    /// client rejoining quickly is not taken by a server whose media port is closing.
+    private var shuttingDown = false
     private var nextID = 0
 
     /// Seconds since 1970 (tokens, keepalive, resume windows); replaceable in tests.
@@ -138,6 +141,7 @@ public final class SFU: SignalingSink, @unchecked Sendable {
     /// Leaves everyone with `serverShutdown` and closes the media port.
     public func shutdown() async {
         try? await loop.submit {
+            self.shuttingDown = true
             for timer in self.timers { timer.cancel() }
             self.timers = []
             for participant in self.directory.allParticipants {
@@ -224,6 +228,9 @@ public final class SFU: SignalingSink, @unchecked Sendable {
             switch envelope.message {
             // A refused join or resume ends the connection (after the error): a client that is
             // refused starts again on a new one, and a connection that cannot join holds nothing.
+            case .join where shuttingDown, .resume where shuttingDown:
+                fail(.shuttingDown, "the server is shutting down: join again (another node, or this one once it is back)")
+                peer.close()
             case .join(let request): join(request, token: token, peer: peer, requestID: id) { fail($0, $1); peer.close() }
             case .resume(let request): resume(request, token: token, peer: peer, requestID: id) { fail($0, $1); peer.close() }
             case .ping(let timestamp): peer.send(ServerEnvelope(.pong(timestamp: timestamp), requestID: id))

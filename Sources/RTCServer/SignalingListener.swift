@@ -173,6 +173,13 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
             route = .local
             if let first { sfu.deliver(first, from: self) }
             for bytes in queued.dropFirst(first == nil ? 0 : 1) { sfu.received(bytes, from: self) }
+        case .refused(let reason):
+            // As the SFU refuses a join at a limit: the error, then the connection closes.
+            let id = (try? first?.decoded.get())?.requestID
+            sfu.countLimitRefusal()
+            send(ServerEnvelope(.error(SignalingError(.limitExceeded, reason, requestID: id)), requestID: id))
+            route = .undecided
+            close()
         case .remote(let node, let url):
             Task {
                 do {
@@ -198,7 +205,8 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
                         self.send(ServerEnvelope(.error(SignalingError(.internalError, "the room's node \(node) cannot be reached", requestID: id)),
                                                  requestID: id))
                         self.route = .undecided
-                        channel.close(promise: nil)
+                        // After the error (queued first on this loop): a close frame, then the close.
+                        self.close()
                     }
                 }
             }

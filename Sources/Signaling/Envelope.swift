@@ -36,6 +36,9 @@ public struct SignalingError: Error, Codable, Sendable, Hashable, CustomStringCo
         /// A server limit: tracks per participant, participants per room, pins (`ServerLimits`).
         public static let limitExceeded = Code(rawValue: 4004)
         public static let internalError = Code(rawValue: 5000)
+        /// A `join` or `resume` reaching a server that is shutting down (its participants were
+        /// told `leave{serverShutdown}`): join again, at another node or once it is back.
+        public static let shuttingDown = Code(rawValue: 5001)
     }
 
     public var code: Code

@@ -163,6 +163,56 @@ struct WebSocketServerTests {
         #expect(await leave.value == .serverShutdown)
         await client.close()
     }
+
+    /// Places every room on a node that is gone, or refuses every join (a full server).
+    struct FixedPlacer: RoomPlacer {
+        let placement: RoomPlacement
+        func place(_ channel: String) async -> RoomPlacement { placement }
+        func released(_ channel: String, from placement: RoomPlacement) {}
+    }
+
+    /// A join the front cannot serve is answered before its connection closes: a client must
+    /// tell "the server answered" (try again there) from "the server is unreachable" (try the next).
+    @Test("a join whose room's node cannot be reached gets internalError (5000), one refused at the front limitExceeded (4004), each before the close", arguments: [
+        (RoomPlacement.remote(node: "gone", signalingURL: "ws://127.0.0.1:1/rtc"), SignalingError.Code.internalError),
+        (RoomPlacement.refused(reason: "the server is full (2 participants over its processes)"), SignalingError.Code.limitExceeded),
+    ] as [(RoomPlacement, SignalingError.Code)])
+    func unservedJoinAnswered(placement: RoomPlacement, code: SignalingError.Code) async throws {
+        let (app, url) = try await start()
+        app.placeRooms(with: FixedPlacer(placement: placement))
+        let client = try SignalingClient(url: url, group: Self.group)
+        try await client.connect()
+        do {
+            let reply = try await client.request(.join(JoinRequest(token: testToken(uid: "u"), channel: "room", uid: "u")))
+            Issue.record("joined: \(reply.type)")
+        } catch let error as SignalingError {
+            #expect(error.code == code, "\(error)")
+        }
+        await client.close()
+        await app.shutdown()
+    }
+
+    /// Between telling everyone `serverShutdown` and closing its listener, a server must not take
+    /// a join: the participant would publish to a media port that is closing (a fast rejoin did).
+    @Test("once shutting down, a join or resume on a connection still accepted is refused with shuttingDown (5001) and closed")
+    func joinWhileShuttingDown() async throws {
+        let (app, url) = try await start()
+        await app.sfu.shutdown()
+        for message: ClientMessage in [.join(JoinRequest(token: testToken(uid: "late"), channel: "room", uid: "late")),
+                                       .resume(ResumeRequest(token: testToken(uid: "late"), participantSid: "PA_1"))] {
+            let client = try SignalingClient(url: url, group: Self.group)
+            try await client.connect()
+            do {
+                let reply = try await client.request(message)
+                Issue.record("\(message.type) answered \(reply.type) by a server shutting down")
+            } catch let error as SignalingError {
+                #expect(error.code == .shuttingDown, "\(error)")
+            }
+            await client.close()
+        }
+        #expect(try await app.sfu.participants(in: "room").get().isEmpty)
+        await app.shutdown()
+    }
 }
 
 import NIOSSL
