@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+import NIOPosix
 @testable import RTCCore
 @testable import RTCRecording
 import RTCTestSupport
@@ -395,6 +396,45 @@ struct EngineReconnectTests {
         #expect(users == ["1001", "2001"])
         await host.leave()
         await viewer.leave()
+        await server.shutdown()
+    }
+
+    /// A rejoin can land on a server that takes the join and then goes away before the publish
+    /// completes (one shutting down, or a node dying). That attempt failing must not end the
+    /// rejoining as if the user had left: the host tries again and is back once a server is.
+    @Test("a rejoin that joins but cannot publish is one failed attempt: the host joins again when the server is back")
+    func rejoinPublishFailure() async throws {
+        let server = try await TestServer()
+        let port = server.app.signalingAddress!.port!
+        let host = server.engine()
+        let events = EventLog(host)
+        try await host.enableVideo()
+        try await host.join(token: testToken(uid: "1001", channel: "again"), channel: "again", uid: "1001")
+        let video = pushPattern(host)
+        defer { video.cancel() }
+        await server.app.shutdown()
+        // In its place, a server that takes every join and drops the connection at the publish.
+        var stand: ScriptedSignalingServer?
+        for _ in 0..<50 where stand == nil {
+            stand = try? await ScriptedSignalingServer(group: MultiThreadedEventLoopGroup.singleton, port: port) { request in
+                guard case .join(let join) = request.message else { return .init(reply: nil, closeAfter: .zero) }
+                let me = ParticipantInfo(uid: join.uid, sid: "PA_stand", role: join.role, kind: .normal)
+                return .init(reply: .joined(JoinResponse(participant: me, others: [])))
+            }
+            if stand == nil { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        guard let stand else {
+            Issue.record("port \(port) could not be bound again")
+            return
+        }
+        #expect(await eventually(10) { stand.requests("publishTrack") >= 1 }, "joins: \(stand.requests("join"))")
+        await stand.stop()
+        try await server.restart()
+        #expect(await eventually(15) { host.connectionState == .connected && events.all.contains {
+            if case .connectionStateChanged(.connected, .rejoined) = $0 { true } else { false }
+        } }, "\(host.connectionState)")
+        #expect(await eventually(5) { (try? await server.app.sfu.participants(in: "again").get().map(\.uid)) == ["1001"] })
+        await host.leave()
         await server.shutdown()
     }
 }

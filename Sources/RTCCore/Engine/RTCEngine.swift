@@ -227,6 +227,12 @@ public final class RTCEngine: @unchecked Sendable {
         if lock.withLock({ settings.role }) == .broadcaster {
             do {
                 try await session.publishLocalTracks()
+            } catch where rejoining {
+                // The server went away again between the join and the publish: this attempt is
+                // over, not the rejoining (a leave here would read as the user's and end it).
+                await session.closeSignaling()
+                await tearDown(session)
+                throw error
             } catch {
                 await leave()
                 throw error
