@@ -19,7 +19,7 @@ const number = (name, fallback) => {
 const test = window.rtcTest = {
   mode, channel, uid, joined: false, error: null, errorCode: null, left: null, status: "starting",
   participants: [], published: [], videos: [], audios: [], ended: [], outbound: [], captureMethod: null, captureError: null,
-  startedAt: Date.now(), joinStartMs: null, joinedMs: null, events: [],
+  startedAt: Date.now(), joinStartMs: null, joinedMs: null, events: [], reconnecting: 0, rejoins: 0,
 };
 const $ = (selector) => document.querySelector(selector);
 
@@ -162,6 +162,20 @@ function wire(client) {
     status(`left (${e.detail.reason})`);
   });
   client.addEventListener("connectionState", (e) => note(`${e.detail.transport} ${e.detail.state}`));
+  // The server went away: the client joins again by itself (rtc.js `join`), and publishes again.
+  client.addEventListener("reconnecting", (e) => {
+    test.joined = false;
+    test.reconnecting++;
+    status(`reconnecting (${e.detail.reason})`);
+    note(`reconnecting (${e.detail.reason})`);
+  });
+  client.addEventListener("rejoined", (e) => {
+    test.joined = true;
+    test.rejoins++;
+    test.published = client.localTracks.map((t) => ({sid: t.sid, kind: t.kind, source: t.source, mid: t.mid}));
+    status(`rejoined at ${e.detail.url}`);
+    note(`rejoined at ${e.detail.url}`);
+  });
 }
 
 function format(s) {
@@ -289,6 +303,8 @@ async function start() {
     return;
   }
   const url = params.get("server") || undefined;
+  // Other nodes to join again at if this one is lost: &fallback=ws://b:7880/rtc,ws://c:7880/rtc
+  const fallbackURLs = (params.get("fallback") || "").split(",").filter(Boolean);
   const clientOptions = {log: (...args) => note(args.map(String).join(" "))};
   if (params.get("bundlePolicy")) clientOptions.bundlePolicy = params.get("bundlePolicy");
   if (params.get("preferCodecs") === "false") clientOptions.preferCodecs = false;
@@ -310,9 +326,9 @@ async function start() {
     status("joining");
     test.joinStartMs = Math.round(performance.now());
     // The host first, receiving nothing (the page is its own host).
-    await client.join({url, channel, uid, token: params.get("token") || await fetchToken(uid), role: "audience",
+    await client.join({url, fallbackURLs, channel, uid, token: params.get("token") || await fetchToken(uid), role: "audience",
                        autoSubscribe: false, autoSubscribeAudio: false, autoSubscribeVideo: false});
-    const share = await RTCClient.shareScreen({url, channel, hostUid: uid, token, suffix, stream,
+    const share = await RTCClient.shareScreen({url, fallbackURLs, channel, hostUid: uid, token, suffix, stream,
                                                video: {width, height, frameRate: fps}, clientOptions});
     window.rtcClient = share;
     wire(share);
@@ -333,7 +349,7 @@ async function start() {
   const token = params.get("token") || await fetchToken(uid);
   status("joining");
   test.joinStartMs = Math.round(performance.now());
-  await client.join({url, channel, uid, token, role: mode === "publish" ? "broadcaster" : (params.get("role") || "broadcaster"),
+  await client.join({url, fallbackURLs, channel, uid, token, role: mode === "publish" ? "broadcaster" : (params.get("role") || "broadcaster"),
                      autoSubscribe: params.get("autoSubscribe") !== "false",
                      ignoreScreenShare: params.has("ignoreScreenShare") ? params.get("ignoreScreenShare") === "true" : undefined});
   test.joined = true;

@@ -99,6 +99,8 @@ export class RTCClient extends EventTarget {
     this.log = log || (() => {});
     this.bundlePolicy = bundlePolicy;
     this.preferCodecs = preferCodecs;
+    // What the app published ({track, source, stream, maxBitrateKbps}), kept across rejoins.
+    this._published = [];
     this._reset();
   }
 
@@ -157,12 +159,30 @@ export class RTCClient extends EventTarget {
   /**
    * Opens the signaling connection and joins. Resolves with the `joined` payload; rejects with an
    * RTCError carrying the server's `code` and `reason` (e.g. 2002 for a forged token).
+   *
+   * Once joined, a server that shuts down (`leave{serverShutdown}`) or a connection that drops is
+   * not the end: with `rejoin` (the default) the client joins again as the same uid with backoff
+   * (100 ms doubling to 2 s), at `url` and then, after a server that cannot be reached, at each of
+   * `fallbackURLs` in turn (the other nodes of a cluster), for up to `rejoinTimeoutMs`; then it
+   * publishes its live tracks again. Events: `reconnecting` ({reason}), `rejoined` ({url, reason});
+   * `leave` only when it gives up (or for a reason that is not a server going away).
    */
-  join({url = null, channel, uid, token, role = "broadcaster", autoSubscribe = true, autoSubscribeAudio, autoSubscribeVideo,
-        ignoreScreenShare, pinnedUIDs, iceServers = null, connectTimeoutMs = 10000} = {}) {
+  join({url = null, fallbackURLs = [], rejoin = true, rejoinTimeoutMs = 60000, channel, uid, token, role = "broadcaster",
+        autoSubscribe = true, autoSubscribeAudio, autoSubscribeVideo, ignoreScreenShare, pinnedUIDs, iceServers = null,
+        connectTimeoutMs = 10000} = {}) {
     if (this.ws) return Promise.reject(new RTCError(1006, "this client has already joined"));
+    this._leftByUser = false;
+    this._joinArgs = {url: url || defaultSignalingURL(), fallbackURLs, rejoin, rejoinTimeoutMs, channel, uid, token, role, autoSubscribe,
+                      autoSubscribeAudio, autoSubscribeVideo, ignoreScreenShare, pinnedUIDs, iceServers, connectTimeoutMs};
+    return this._open(this._joinArgs.url);
+  }
+
+  /** One connection and join at `url` with the arguments `join` was given. */
+  _open(url) {
+    const {channel, uid, token, role, autoSubscribe, autoSubscribeAudio, autoSubscribeVideo, ignoreScreenShare, pinnedUIDs, iceServers,
+           connectTimeoutMs} = this._joinArgs;
     this._left = false;
-    this.options = {url: url || defaultSignalingURL(), channel, uid, role, autoSubscribe};
+    this.options = {url, channel, uid, role, autoSubscribe};
     return new Promise((resolve, reject) => {
       let settled = false;
       const fail = (error) => {
@@ -228,7 +248,9 @@ export class RTCClient extends EventTarget {
       const error = new RTCError(payload.code, payload.reason, requestID);
       const pending = requestID != null ? this._pending.get(requestID) : null;
       if (pending) { this._pending.delete(requestID); pending.reject(error); }
-      this._emit("error", error);
+      // A join again refused while rejoining (a server still shutting down, an owner not back
+      // yet) is the rejoin loop's to handle, not the app's.
+      if (!(this._rejoining && pending && pending.type === "join")) this._emit("error", error);
       return;
     }
     if (id != null && this._pending.has(id) && type !== "offer") {
@@ -243,7 +265,10 @@ export class RTCClient extends EventTarget {
       case "trackPublished": this._onTrackPublished(payload); break;
       case "participantUpdate": this._updateParticipants(payload.participants || []); break;
       case "participantLeft": this._onParticipantLeft(payload.uid, payload.reason); break;
-      case "leave": this._left = true; this._emit("leave", {reason: payload.reason}); this._teardown(); break;
+      case "leave":
+        // A server going away asks its clients to join again (elsewhere, or once it is back).
+        if (payload.reason === "serverShutdown" && this._joinArgs && this._joinArgs.rejoin) { this._startRejoin(payload.reason); break; }
+        this._left = true; this._emit("leave", {reason: payload.reason}); this._teardown(); break;
       case "tokenWillExpire": case "tokenRefreshed": this._emit(type, payload); break;
       case "pong": break;
       default: this.log("unhandled", type, payload);
@@ -252,6 +277,7 @@ export class RTCClient extends EventTarget {
 
   _onClose(event) {
     const wasJoined = this.joined;
+    if (wasJoined && this._joinArgs && this._joinArgs.rejoin && !this._leftByUser) return this._startRejoin("connectionClosed");
     for (const [, pending] of this._pending) pending.reject(new RTCError(0, "connection closed"));
     this._pending.clear();
     if (wasJoined) {
@@ -261,7 +287,73 @@ export class RTCClient extends EventTarget {
     this._teardown();
   }
 
-  _teardown() {
+  /**
+   * The server went away: the remote media and participants go (their events fire), both
+   * transports close, the local tracks stay, and the client joins again (``join``).
+   */
+  _startRejoin(reason) {
+    for (const [, pending] of this._pending) pending.reject(new RTCError(0, "connection lost"));
+    this._pending.clear();
+    for (const uid of [...this.participants.keys()]) this._onParticipantLeft(uid, "reconnecting");
+    for (const [, remote] of this.remoteTracks) this._emit("trackEnded", remote);
+    this._teardown({keepLocal: true});
+    const joinArgs = this._joinArgs;
+    this._reset();
+    this._joinArgs = joinArgs;
+    this._emit("reconnecting", {reason});
+    this.log("rejoining after", reason);
+    if (!this._rejoining) { this._rejoining = true; this._rejoinLoop(reason); }
+  }
+
+  async _rejoinLoop(reason) {
+    const args = this._joinArgs;
+    const urls = [args.url, ...(args.fallbackURLs || [])];
+    const deadline = Date.now() + args.rejoinTimeoutMs;
+    let delay = 100, wait = 100, attempt = 0;
+    while (Date.now() < deadline && !this._leftByUser) {
+      await new Promise((resolve) => setTimeout(resolve, wait));
+      if (this._leftByUser || this.ws) break;
+      const url = urls[attempt % urls.length];
+      try {
+        await this._open(url);
+      } catch (error) {
+        // A server that answered (an error code) is up: again soon (at most 500 ms: a node waiting
+        // for a dead owner's key to expire answers so for up to 2 s). One that could not be
+        // reached may be gone for good: the next URL, after the growing backoff.
+        const answered = !!(error && error.code);
+        this.log(`joining again at ${url} failed: ${error && error.code ? error.code + " " : ""}${error && (error.reason || error.message)}`);
+        if (!answered) attempt += 1;
+        delay = Math.min(delay * 2, 2000);
+        wait = answered ? Math.min(delay, 500) : delay;
+        continue;
+      }
+      this._rejoining = false;
+      // What the app published and has not ended, again (in groups of one bitrate cap).
+      const byBitrate = new Map();
+      for (const entry of this._published.filter((e) => e.track.readyState === "live")) {
+        const key = entry.maxBitrateKbps || 0;
+        byBitrate.set(key, [...(byBitrate.get(key) || []), entry]);
+      }
+      for (const [maxBitrateKbps, entries] of byBitrate) {
+        try {
+          await this.publishTracks(entries, {maxBitrateKbps: maxBitrateKbps || null});
+        } catch (error) {
+          // Gone again before the publish: that loss starts the next rejoin, which publishes them.
+          this.log("publishing again failed", error);
+        }
+      }
+      if (this.joined) this._emit("rejoined", {url, reason});
+      return;
+    }
+    this._rejoining = false;
+    if (this._leftByUser) return;
+    for (const {track} of this._published) track.stop();
+    this._published = [];
+    this._left = true;
+    this._emit("leave", {reason});
+  }
+
+  _teardown({keepLocal = false} = {}) {
     clearInterval(this._pingTimer);
     this._pingTimer = null;
     if (this.ws) {
@@ -272,16 +364,19 @@ export class RTCClient extends EventTarget {
     this.ws = null;
     for (const pc of [this.publisher, this.subscriber]) if (pc) pc.close();
     this.publisher = this.subscriber = null;
-    for (const local of this.localTracks) if (local.track) local.track.stop();
+    if (!keepLocal) for (const local of this.localTracks) if (local.track) local.track.stop();
   }
 
   /** Leaves the channel and closes both transports. */
   async leave(reason = "clientRequest") {
+    this._leftByUser = true;
     if (this.ws && this.ws.readyState === WebSocket.OPEN && this.joinedInfo) {
       try { this._send("leave", {reason}); } catch (_) { /* already gone */ }
     }
-    const wasJoined = this.joined;
+    const wasJoined = this.joined || this._rejoining;
     this._left = true;
+    for (const {track} of this._published) track.stop();
+    this._published = [];
     this._teardown();
     if (wasJoined) this._emit("leave", {reason});
   }
@@ -490,6 +585,7 @@ export class RTCClient extends EventTarget {
           if (this.preferCodecs) RTCClient._preferCodecs(transceiver, track.kind);
         }
         const local = {sid: null, kind: track.kind, source, mid: null, track, sender: transceiver.sender, transceiver, muted: false};
+        if (!this._published.some((entry) => entry.track === track)) this._published.push({track, source, stream, maxBitrateKbps});
         this.localTracks.push(local);
         added.push(local);
       }
@@ -601,6 +697,7 @@ export class RTCClient extends EventTarget {
     this._send("unpublishTrack", {trackSid});
     if (index < 0) return Promise.resolve();
     const [local] = this.localTracks.splice(index, 1);
+    this._published = this._published.filter((entry) => entry.track !== local.track);
     if (local.track) local.track.stop();
     return this._enqueuePublisher(async () => {
       await local.sender.replaceTrack(null);
@@ -617,13 +714,13 @@ export class RTCClient extends EventTarget {
    * auto-subscription off (it receives nothing), one `screen` track. Captures first (a browser wants
    * the user gesture for getDisplayMedia), then joins and publishes. Resolves with the client.
    */
-  static async shareScreen({url = null, channel, hostUid, token, suffix = DEFAULT_SCREEN_SHARE_SUFFIX,
+  static async shareScreen({url = null, fallbackURLs = [], channel, hostUid, token, suffix = DEFAULT_SCREEN_SHARE_SUFFIX,
                             video = {width: 1280, height: 720, frameRate: 15}, audio = false, stream = null,
                             maxBitrateKbps = 1500, log = null, clientOptions = {}} = {}) {
     const media = stream || await RTCClient.captureScreen({video, audio});
     const client = new RTCClient({log, ...clientOptions});
     try {
-      await client.join({url, channel, uid: screenShareUID(hostUid, suffix), token, role: "broadcaster",
+      await client.join({url, fallbackURLs, channel, uid: screenShareUID(hostUid, suffix), token, role: "broadcaster",
                          autoSubscribe: false, autoSubscribeAudio: false, autoSubscribeVideo: false});
       await client.publishScreen({stream: media, maxBitrateKbps});
     } catch (error) {

@@ -1,4 +1,5 @@
 import Foundation
+import RTCCore
 import RTCTestSupport
 import Testing
 
@@ -123,6 +124,34 @@ struct BrowserTests {
         let audio = try probe("\(dir)/pub/3001-microphone.wav")
         #expect(audio.codecs == ["pcm_s16le"], "the browser's microphone: \(audio)")
         print("browser publish: recorded \(video.videoFrames) frames at \(video.size), WebM streams \(webm.codecs)")
+        await server.shutdown()
+    }
+
+    @Test("the server restarts under the page publishing its camera: the page joins again by itself and publishes again, and a Swift viewer decodes its camera again")
+    func rejoinAfterRestart() async throws {
+        let server = try await TestServer(webRoot: TestServer.webRoot, devTokens: true)
+        let frameLog = "\(dir)/web-rejoin-frames.txt"
+        let viewer = try bot(server, channel: "web-rejoin", uid: "view", ["--video", "none", "--audio", "none", "--frame-log", frameLog,
+                                                                         "--duration", "90"])
+        defer { stop(viewer) }
+        func frames() -> [Int64] {
+            ((try? String(contentsOfFile: frameLog, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { Int64($0.split(separator: " ").first ?? "") }
+        }
+        let browsing = Task { try browser([page(server, "channel=web-rejoin&uid=3101&mode=publish"), "--expect-sent", "30", "--hold", "25",
+                                           "--seconds", "70"], timeout: 120) }
+        #expect(await eventually(40) { frames().count >= 30 }, "the viewer never decoded the page's camera")
+        let restartAt = MediaClock.monotonicUs()
+        try await server.restart(downFor: 0.5)
+        // Both sides join the new server by themselves; the page publishes its camera again.
+        #expect(await eventually(25) { frames().filter { $0 > restartAt + 1_000_000 }.count >= 30 },
+                "frames after the restart: \(frames().filter { $0 > restartAt }.count)")
+        let after = frames().filter { $0 > restartAt + 500_000 }
+        if let first = after.first {
+            print("browser rejoin: the viewer decoded the page's camera again \(String(format: "%.2f", Double(first - restartAt) / 1e6)) s after the restart began")
+        }
+        let run = try await browsing.value
+        #expect(run.ok, "\(run.summary)")
+        #expect((run.json["rejoins"] as? Int ?? 0) >= 1 && run.json["left"] is NSNull, "rejoins \(run.json["rejoins"] ?? "-"), left \(run.json["left"] ?? "-")")
         await server.shutdown()
     }
 
