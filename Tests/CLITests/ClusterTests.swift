@@ -41,6 +41,26 @@ struct ClusterTests {
         return (node, url)
     }
 
+    /// Redis and two nodes on it, A and B.
+    struct TwoNodes {
+        let redis: ChildProcess, redisPort: Int
+        let nodeA: ChildProcess, urlA: String
+        let nodeB: ChildProcess, urlB: String
+
+        func stop() {
+            nodeB.stop()
+            nodeA.stop()
+            redis.stop()
+        }
+    }
+
+    func startTwoNodes() async throws -> TwoNodes {
+        let (redis, redisPort) = try await startRedis()
+        let (nodeA, urlA) = try await startNode("A", redisPort: redisPort)
+        let (nodeB, urlB) = try await startNode("B", redisPort: redisPort)
+        return TwoNodes(redis: redis, redisPort: redisPort, nodeA: nodeA, urlA: urlA, nodeB: nodeB, urlB: urlB)
+    }
+
     func join(_ url: String, uid: String, channel: String, _ extra: [String]) throws -> ChildProcess {
         try ChildProcess([cliPath, "join", "--server", url, "--channel", channel, "--uid", uid, "--secret", Self.secret, "--duration", "60"] + extra)
     }
@@ -60,12 +80,9 @@ struct ClusterTests {
     func viewerAtOtherNodeAndNodeLoss() async throws {
         guard Self.redisAvailable else { Issue.record("redis-server is not installed (make test installs it)"); return }
         let dir = temporaryDirectory("cluster")
-        let (redis, redisPort) = try await startRedis()
-        defer { redis.stop() }
-        let (nodeA, urlA) = try await startNode("A", redisPort: redisPort)
-        defer { nodeA.stop() }
-        let (nodeB, urlB) = try await startNode("B", redisPort: redisPort)
-        defer { nodeB.stop() }
+        let cluster = try await startTwoNodes()
+        defer { cluster.stop() }
+        let (redisPort, nodeA, urlA, nodeB, urlB) = (cluster.redisPort, cluster.nodeA, cluster.urlA, cluster.nodeB, cluster.urlB)
         let publisher = try join(urlA, uid: "pub", channel: "moving", ["--no-subscribe", "--quiet", "--fallback-server", urlB])
         defer { publisher.stop() }
         #expect(await eventually(10) { (try? redisCLI(redisPort, ["GET", "rtc:room:moving"]))?.contains("A") == true })
@@ -99,8 +116,54 @@ struct ClusterTests {
             print("cluster: media back at the viewer \(String(format: "%.2f", recovered)) s after node A was killed")
         }
         #expect(try redisCLI(redisPort, ["GET", "rtc:room:moving"]).contains("B"))
+        // The node set: B's id, and no longer A's (taken out by the placement that found A's key gone).
+        let members = try redisCLI(redisPort, ["SMEMBERS", "rtc:nodes"]).split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        #expect(members == ["B"], "\(members)")
         let portB = nodeB.output.first { $0.hasPrefix("media candidates:") }?.split(separator: ":").last.map(String.init) ?? "?"
         #expect(await eventually(5) { viewer.output.contains { $0.contains("path down udp 127.0.0.1:\(portB)") } }, "\(viewer.output.suffix(3))")
+    }
+
+    /// The web client as a cluster's user: its page (served by node A) publishes there, with node
+    /// B as its `fallback`; a viewer bot arrives at B and is relayed to A. A killed: the room moves
+    /// to B, the page joins B by itself and publishes again.
+    @Test("the web page publishing on node A (its room there), with node B as its fallback: A killed, the page joins B by itself and publishes again; a viewer relayed from B decodes its camera again")
+    func browserMovesToFallback() async throws {
+        guard Self.redisAvailable else {
+            Issue.record("redis-server is not installed (make test installs it)")
+            return
+        }
+        let dir = temporaryDirectory("cluster-web")
+        let cluster = try await startTwoNodes()
+        defer { cluster.stop() }
+        let (redisPort, nodeA, urlA, urlB) = (cluster.redisPort, cluster.nodeA, cluster.urlA, cluster.urlB)
+        let token = testToken(uid: "web1", channel: "webmove", secret: Self.secret)
+        let pageA = urlA.replacingOccurrences(of: "ws://", with: "http://").replacingOccurrences(of: "/rtc", with: "/")
+        let page = "\(pageA)?channel=webmove&uid=web1&mode=publish&token=\(token)&fallback=\(urlB)"
+        let driver = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Tools/browser_peer.py").path
+        let browsing = Task { try runTool(["python3", driver, page, "--expect-sent", "30", "--hold", "30", "--seconds", "75"], timeout: 120) }
+        // The page's join places the room on A; the viewer arrives at B and is relayed there.
+        #expect(await eventually(30) { (try? redisCLI(redisPort, ["GET", "rtc:room:webmove"]))?.contains("A") == true }, "the room never reached A")
+        let frameLog = "\(dir)/frames.txt"
+        let viewer = try join(urlB, uid: "view", channel: "webmove", ["--video", "none", "--audio", "none", "--frame-log", frameLog,
+                                                                     "--fallback-server", urlA])
+        defer { viewer.stop() }
+        #expect(await eventually(40) { frames(frameLog).count >= 30 }, "the viewer never decoded the page's camera: \(viewer.output.suffix(3))")
+        let killed = Self.monotonicMicroseconds()
+        kill(nodeA.pid, SIGKILL)
+        #expect(await eventually(30) { frames(frameLog).filter { $0 > killed + 1_000_000 }.count >= 30 },
+                "frames after the kill: \(frames(frameLog).filter { $0 > killed }.count); viewer: \(viewer.output.suffix(4))")
+        let times = frames(frameLog)
+        if let gap = zip(times, times.dropFirst()).first(where: { $1 > killed && $1 - $0 > 300_000 }) {
+            print("cluster: the web page's camera back at the viewer \(String(format: "%.2f", Double(gap.1 - killed) / 1e6)) s after node A was killed "
+                  + "(last frame before the gap \(String(format: "%.2f", Double(gap.0 - killed) / 1e6)) s)")
+        }
+        let run = try await browsing.value
+        let line = run.out.split(separator: "\n").last.map(String.init) ?? ""
+        let json = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] ?? [:]
+        #expect(run.status == 0 && json["ok"] as? Bool == true, "\(line.prefix(1500)) \(run.err.suffix(500))")
+        #expect((json["rejoins"] as? Int ?? 0) >= 1, "rejoins: \(json["rejoins"] ?? "-"), events: \(json["events"] ?? "-")")
+        #expect(try redisCLI(redisPort, ["GET", "rtc:room:webmove"]).contains("B"))
     }
 
     @Test("Redis killed and restarted: the running room keeps streaming (no gap over 1 s), the node logs it and registers again with its room")
@@ -124,7 +187,8 @@ struct ClusterTests {
         defer { redis.stop() }
         #expect(await eventually(8) {
             let keys = (try? redisCLI(redisPort, ["KEYS", "rtc:*"])) ?? ""
-            return keys.contains("rtc:node:solo") && keys.contains("rtc:room:steady")
+            let nodes = (try? redisCLI(redisPort, ["SMEMBERS", "rtc:nodes"])) ?? ""
+            return keys.contains("rtc:node:solo") && keys.contains("rtc:room:steady") && nodes.contains("solo")
         })
         try await Task.sleep(for: .seconds(1))
         let during = frames(frameLog).filter { $0 > cut - 500_000 }

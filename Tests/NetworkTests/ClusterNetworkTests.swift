@@ -2,6 +2,9 @@ import Foundation
 import RTCTestSupport
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The cluster across hosts: Redis, two nodes, a publisher behind a home NAT and a viewer, each in a
 /// network namespace of its own (`NetworkLab`). Nothing shares loopback: the nodes find each other
@@ -22,7 +25,7 @@ struct ClusterNetworkTests {
         return node
     }
 
-    @Test("Redis, node A, node B, a publisher behind NAT and a viewer on five hosts: the publisher joins A; the viewer joins B, is relayed to A and decodes ≥ 95 % of the frames from A's announced address")
+    @Test("Redis, node A, node B, a publisher behind NAT and a viewer on five hosts: the publisher joins A; the viewer joins B, is relayed to A and decodes ≥ 95 % of the frames from A's announced address; A killed: both move to B and media is back from B")
     func viewerRelayedAcrossHosts() async throws {
         guard NetworkLab.availableOrKnownIssue() else { return }
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/redis-server") else {
@@ -72,5 +75,28 @@ struct ClusterNetworkTests {
         print("cluster across hosts: the viewer relayed from node B decoded \(before.count) frames from node A over \(String(format: "%.1f", span)) s "
               + "(\(expected) sent in that span)")
         #expect(Double(before.count) >= 0.95 * Double(expected), "\(before.count) of \(expected) frames")
+
+        // Node A's host loses it: both rejoin at B (their --fallback-server), B takes the room, media is back.
+        let killed = CrossHostTests.monotonicUs()
+        kill(nodeA.pid, SIGKILL)
+        func recovery() -> Double? {
+            let times = frames()
+            for (previous, next) in zip(times, times.dropFirst()) where next > killed && next - previous > 1_000_000 {
+                return Double(next - killed) / 1e6
+            }
+            return nil
+        }
+        #expect(await eventually(40) { recovery() != nil && viewer.output.contains { $0.contains("path down udp \(hostB.address):7882") } },
+                "viewer: \(viewer.output.suffix(6)); publisher: \(publisher.output.suffix(4)); node B: \(nodeB.errorText.suffix(800))")
+        if let recovered = recovery() {
+            print("cluster across hosts: media back at the viewer \(String(format: "%.2f", recovered)) s after node A was killed, now from node B")
+        }
+        #expect((try? runTool(lab.command(in: redisHost, ["redis-cli", "-h", redisHost.address, "GET", "rtc:room:spread"]), timeout: 5))?
+            .out.contains("B") == true)
+        // The viewer's resume against B while A's heartbeat expired was one loop, not a flood.
+        let logB = nodeB.errorText
+        #expect(!logB.contains("connections from this address"), "node B refused connections as over the per-address limit: \(logB.suffix(600))")
+        let relayFailures = logB.components(separatedBy: "relay failed").count - 1
+        print("cluster across hosts: node B logged \(relayFailures) failed relays to dead node A")
     }
 }

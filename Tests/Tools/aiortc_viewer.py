@@ -135,7 +135,9 @@ class Viewer:
             servers.append(RTCIceServer(urls=self.args.ice_server, username=self.args.ice_username,
                                         credential=self.args.ice_credential))
         policy = RTCIceTransportPolicy.RELAY if self.args.relay_only else RTCIceTransportPolicy.ALL
-        return RTCConfiguration(iceServers=servers or None, iceTransportPolicy=policy)
+        # An empty list, not None: None is aiortc's default, a public STUN server that a lab
+        # network cannot reach (gathering then waits for it).
+        return RTCConfiguration(iceServers=servers, iceTransportPolicy=policy)
 
     async def on_offer(self, sdp):
         if self.pc is None:

@@ -7,6 +7,8 @@ import RedisWire
 public enum RoomPlacement: Sendable, Hashable {
     case local
     case remote(node: String, signalingURL: String)
+    /// Not served anywhere: the join gets `limitExceeded` with `reason` (the server is full).
+    case refused(reason: String)
 }
 
 /// Decides where a join's room is served, for the signaling front: a cluster node (Redis) or the
@@ -31,6 +33,9 @@ extension ClusterNode: RoomPlacer {
 /// Keys (all under `rtc:`):
 /// - `rtc:node:<id>` = `<signaling URL> <participants>`, with a TTL of ``nodeTTL`` renewed every
 ///   ``heartbeat``: a node that stops renewing it (killed, cut off) is gone when it expires;
+/// - `rtc:nodes`, a set of node ids, added to at every heartbeat: where placement finds the nodes
+///   (not `KEYS`, which walks the whole keyspace and blocks Redis meanwhile). An id whose key has
+///   expired is taken out by the next placement that sees it;
 /// - `rtc:room:<name>` = `<node id>`, TTL ``roomTTL``, renewed by its node while the room has
 ///   participants there; set only through ``claimScript``, which keeps another live owner,
 ///   renews the claimant's own claim, and replaces a missing or dead owner, in one step, so two
@@ -106,6 +111,7 @@ public final class ClusterNode: Sendable {
     private func beat(on connection: RedisConnection) async throws(RedisError) {
         let (participants, rooms) = load()
         _ = try await connection.command(["SET", "rtc:node:\(nodeID)", "\(signalingURL) \(participants)", "EX", String(Self.nodeTTL)])
+        _ = try await connection.command(["SADD", "rtc:nodes", nodeID])
         for room in rooms {
             // Renews (or, after Redis lost its keys, takes back) each room with participants here.
             _ = try await connection.command(["EVAL", Self.claimScript, "1", "rtc:room:\(room)", nodeID, String(Self.roomTTL)])
@@ -173,16 +179,22 @@ public final class ClusterNode: Sendable {
 
     /// Registered nodes: signaling URL and participants, by id.
     private func liveNodes(_ connection: RedisConnection) async throws(RedisError) -> [String: (url: String, load: Int)] {
-        guard case .array(let keys?) = try await connection.command(["KEYS", "rtc:node:*"]) else { return [:] }
-        let names = keys.compactMap(\.string)
-        guard !names.isEmpty, case .array(let values?) = try await connection.command(["MGET"] + names) else { return [:] }
+        guard case .array(let members?) = try await connection.command(["SMEMBERS", "rtc:nodes"]) else { return [:] }
+        let ids = members.compactMap(\.string)
+        guard !ids.isEmpty, case .array(let values?) = try await connection.command(["MGET"] + ids.map { "rtc:node:\($0)" }) else { return [:] }
         var nodes: [String: (url: String, load: Int)] = [:]
-        for (key, value) in zip(names, values) {
-            guard let text = value.string else { continue }
+        var gone: [String] = []
+        for (id, value) in zip(ids, values) {
+            guard let text = value.string else {
+                gone.append(id)
+                continue
+            }
             let parts = text.split(separator: " ")
             guard parts.count == 2, let load = Int(parts[1]) else { continue }
-            nodes[String(key.dropFirst("rtc:node:".count))] = (String(parts[0]), load)
+            nodes[id] = (String(parts[0]), load)
         }
+        // Expired nodes leave the set (a node that comes back adds itself at its next heartbeat).
+        if !gone.isEmpty { _ = try await connection.command(["SREM", "rtc:nodes"] + gone) }
         return nodes
     }
 
@@ -195,6 +207,7 @@ public final class ClusterNode: Sendable {
         task?.cancel()
         if let connection, connection.isActive {
             _ = try? await connection.command(["DEL", "rtc:node:\(nodeID)"])
+            _ = try? await connection.command(["SREM", "rtc:nodes", nodeID])
             connection.close()
         }
     }
