@@ -1,4 +1,5 @@
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -19,6 +20,8 @@ public final class RTCServerApp: Sendable {
     public let cluster: ClusterNode?
     /// Where joins' rooms are placed (the cluster node, or media processes).
     private let placement: ClusterHandle
+    /// The `/metrics` pages of this server's other processes, added to its own (``PrometheusSum``).
+    private let otherMetrics: NIOLockedValueBox<(@Sendable () async -> [String])?>
 
     public static func start(configuration: ServerConfiguration, group: EventLoopGroup,
                              logger: Logger = Logger(label: "rtc.server")) async throws -> RTCServerApp {
@@ -33,6 +36,7 @@ public final class RTCServerApp: Sendable {
         let sfu = try await ShardedSFU.start(configuration: configuration, group: group, logger: logger)
         let handle = ClusterHandle()
         let metrics = ServerMetrics()
+        let otherMetrics = NIOLockedValueBox<(@Sendable () async -> [String])?>(nil)
         sfu.setForwardLatencyObserver { metrics.forwardLatency.recordNanoseconds($0) }
         let channel = try await bindSignaling(
             host: configuration.signalingHost ?? configuration.host, port: configuration.signalingPort, group: group, sfu: sfu,
@@ -40,7 +44,11 @@ public final class RTCServerApp: Sendable {
             web: configuration.webRoot.map(WebRoot.init(directory:)),
             devTokens: configuration.mintsDevTokens ? DevTokenMinter(secret: configuration.secret) : nil,
             limits: configuration.limits,
-            metrics: { sfu.counterSnapshot.map { metrics.scrape($0) } })
+            metrics: {
+                let own = sfu.counterSnapshot.map { metrics.scrape($0) }
+                guard let others = otherMetrics.withLockedValue({ $0 }) else { return own }
+                return own.flatMap { text in own.eventLoop.makeFutureWithTask { PrometheusSum.sum([text] + (await others())) } }
+            })
         var cluster: ClusterNode?
         if let redisURL {
             let port = channel.localAddress?.port ?? configuration.signalingPort
@@ -61,13 +69,15 @@ public final class RTCServerApp: Sendable {
         logger.info("server listening", metadata: [
             "signaling": "\(channel.localAddress.map { "\($0)" } ?? "?")", "media": "\(sfu.mediaAddresses.map { "\($0)" }.joined(separator: ", "))",
         ])
-        return RTCServerApp(sfu: sfu, signalingChannel: channel, metrics: metrics, logger: logger, cluster: cluster, placement: handle)
+        return RTCServerApp(sfu: sfu, signalingChannel: channel, metrics: metrics, logger: logger, cluster: cluster, placement: handle,
+                            otherMetrics: otherMetrics)
     }
 
     private init(sfu: ShardedSFU, signalingChannel: Channel, metrics: ServerMetrics, logger: Logger, cluster: ClusterNode?,
-                 placement: ClusterHandle) {
+                 placement: ClusterHandle, otherMetrics: NIOLockedValueBox<(@Sendable () async -> [String])?>) {
         self.cluster = cluster
         self.placement = placement
+        self.otherMetrics = otherMetrics
         self.sfu = sfu
         self.signalingChannel = signalingChannel
         self.metrics = metrics
@@ -79,6 +89,12 @@ public final class RTCServerApp: Sendable {
     public func placeRooms(with placer: any RoomPlacer) {
         precondition(cluster == nil, "a cluster node places this server's rooms")
         placement.node = placer
+    }
+
+    /// From now on `/metrics` adds up this process's page and the pages `others` returns (the
+    /// media processes' pages at the front of `--media-processes`): one scrape, the whole server.
+    public func sumMetrics(with others: @escaping @Sendable () async -> [String]) {
+        otherMetrics.withLockedValue { $0 = others }
     }
 
     /// The signaling (TCP) address; `ws://<it>/rtc` for clients.

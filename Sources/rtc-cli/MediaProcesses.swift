@@ -40,6 +40,25 @@ final class MediaProcesses: @unchecked Sendable {
     var urls: [String] { lock.withLock { children.map { "ws://127.0.0.1:\($0.port)/rtc" } } }
     var pids: [pid_t] { lock.withLock { children.map(\.pid) } }
 
+    /// The `/metrics` pages of the children that take connections now, for the front to add to
+    /// its own. Each is fetched on a thread of its own (a blocking loopback GET, 5 s at most), off
+    /// the event loops and the cooperative pool; a child that does not answer is left out.
+    func metricsPages() async -> [String] {
+        let ports = lock.withLock { children.filter(\.ready).map(\.port) }
+        return await withTaskGroup(of: String?.self) { group in
+            for port in ports {
+                group.addTask {
+                    await withCheckedContinuation { continuation in
+                        Thread { continuation.resume(returning: try? PlainHTTP.get("http://127.0.0.1:\(port)/metrics")) }.start()
+                    }
+                }
+            }
+            var pages: [String] = []
+            for await page in group { if let page { pages.append(page) } }
+            return pages
+        }
+    }
+
     /// Whether child `index` (0-based) runs and takes connections.
     func isReady(_ index: Int) -> Bool { lock.withLock { children.indices.contains(index) && children[index].ready } }
 
@@ -91,7 +110,7 @@ final class MediaProcesses: @unchecked Sendable {
                     children[index].ready = false
                     if let restarted { children[index].pid = restarted }
                 }
-            } else if !child.ready, Self.accepts(port: child.port) {
+            } else if !child.ready, FreePort.accepts(child.port) {
                 lock.withLock { if children[index].pid == child.pid { children[index].ready = true } }
             }
         }
@@ -101,19 +120,6 @@ final class MediaProcesses: @unchecked Sendable {
     /// Starts a child with its standard output discarded (its log lines go to standard error).
     private static func spawn(_ arguments: [String]) throws -> pid_t {
         try ProcessRunner.spawn(arguments, quiet: true, keepErrors: true)
-    }
-
-    private static func accepts(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
     }
 
     /// The front's own command line for a child: every option but those the child gets its own

@@ -10,7 +10,7 @@ import Glibc
 /// one run: 1 media thread, 2 media threads, 2 media processes. The load is `rtc-cli loadtest`'s
 /// bots over WebSocket, with the subscribers' sockets handed to `rtc-relay hole` once they receive
 /// (`--receivers discard`), so the server's work is what the machine does; its figures come from
-/// every process's `/metrics`.
+/// the front's `/metrics`, which adds up its media processes' pages.
 struct ServerCoresBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "server-cores",
@@ -76,10 +76,8 @@ struct ServerCoresBench: AsyncParsableCommand {
             text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
         }
         guard text.contains(ready) else { throw CLIError("the server did not start: \(text.suffix(300))") }
-        var metrics = ["http://127.0.0.1:\(port)/metrics"]
-        if let relayed = text.split(separator: "\n").first(where: { $0.hasPrefix("media processes:") })?.components(separatedBy: "joins relayed to ").last {
-            metrics += relayed.split(separator: " ").map { $0.replacingOccurrences(of: "ws://", with: "http://").replacingOccurrences(of: "/rtc", with: "/metrics") }
-        }
+        // With processes too, the front's /metrics adds up every process's.
+        let metrics = ["http://127.0.0.1:\(port)/metrics"]
         let arguments = [ProcessRunner.selfPath, "loadtest", "--server", "ws://127.0.0.1:\(port)/rtc", "--secret", BenchSecret.value,
                                                 "--rooms", "\(rooms)", "--publishers", "1", "--subscribers", "\(subscribers)", "--duration", "\(duration)",
                                                 "--bitrate", "\(bitrate)", "--join-rate", "50", "--bind", "127.0.0.1", "--receivers", "discard"]

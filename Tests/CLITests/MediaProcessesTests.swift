@@ -13,9 +13,9 @@ struct MediaProcessesTests {
     static let secret = "processes-secret"
 
     /// A server with `--media-processes 2`: the process, its signaling URL and its child's pid.
-    func startServer() async throws -> (ChildProcess, String, pid_t) {
+    func startServer(_ extra: [String] = []) async throws -> (ChildProcess, String, pid_t) {
         let server = try ChildProcess([cliPath, "server", "--port", "0", "--udp-port", "0", "--secret", Self.secret, "--media-processes", "2",
-                                       "--log-level", "error"])
+                                       "--log-level", "error"] + extra)
         guard await eventually(30, { server.output.contains { $0.hasPrefix("media processes: 2") } }) else {
             throw CLIFailure("the server did not start its media process: \(server.output) \(server.errorText)")
         }
@@ -87,6 +87,31 @@ struct MediaProcessesTests {
         kill(server.pid, SIGTERM)
         #expect(await server.wait(15) != nil)
         #expect(await eventually(5) { children.allSatisfy { !Self.running($0) } }, "children \(children) still running")
+    }
+
+    @Test("--max-participants 2 over two processes: one participant on the front and one relayed to the child fill the server (the front's /metrics counts both); a third join is refused as full")
+    func wholeServerLimit() async throws {
+        let (server, url, _) = try await startServer(["--max-participants", "2"])
+        defer { server.stop() }
+        var bots: [ChildProcess] = []
+        defer { for bot in bots { bot.stop() } }
+        for room in ["one", "two"] {
+            let bot = try join(url, uid: "in-\(room)", channel: room, ["--role", "audience", "--video", "none", "--audio", "none"])
+            bots.append(bot)
+            #expect(await eventually(15) { bot.output.contains { $0.contains("connection connected") } }, "\(bot.output.suffix(3)) \(bot.errorText)")
+        }
+        // The front's /metrics is the whole server's: its participant and the media process's.
+        let metrics = "\(url.replacingOccurrences(of: "ws://", with: "http://").dropLast("rtc".count))metrics"
+        func participants() -> String? {
+            let run = try? runTool(["python3", "-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())",
+                                    metrics])
+            return run?.out.split(separator: "\n").first { $0.hasPrefix("rtc_participants ") }.map(String.init)
+        }
+        #expect(await eventually(5) { participants() == "rtc_participants 2" }, "\(participants() ?? "no rtc_participants line")")
+        let third = try join(url, uid: "late", channel: "three", ["--role", "audience", "--video", "none", "--audio", "none"])
+        let status = await third.wait(15)
+        #expect(status != nil && status != 0, "the third join ran on: \(third.output.suffix(3))")
+        #expect(third.errorText.contains("full (2 participants over its processes)"), "\(third.errorText)")
     }
 
     @Test("a front killed outright (SIGKILL) leaves no media process behind")

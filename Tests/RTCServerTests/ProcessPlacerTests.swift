@@ -12,9 +12,9 @@ struct ProcessPlacerTests {
         let alive = NIOLockedValueBox([true, true])
         let localLoad = NIOLockedValueBox(0)
         let localRooms = NIOLockedValueBox(Set<String>())
-        func placer(forgetAfter: TimeAmount = .seconds(20)) -> ProcessPlacer {
+        func placer(forgetAfter: TimeAmount = .seconds(20), maxParticipants: Int = .max) -> ProcessPlacer {
             ProcessPlacer(workers: [.init(name: "media-1", signalingURL: "ws://127.0.0.1:1/rtc"), .init(name: "media-2", signalingURL: "ws://127.0.0.1:2/rtc")],
-                          forgetAfter: forgetAfter, isAlive: { index in self.alive.withLockedValue { $0[index] } },
+                          forgetAfter: forgetAfter, maxParticipants: maxParticipants, isAlive: { index in self.alive.withLockedValue { $0[index] } },
                           localLoad: { self.localLoad.withLockedValue { $0 } }, hasRoom: { room in self.localRooms.withLockedValue { $0.contains(room) } })
         }
     }
@@ -23,7 +23,30 @@ struct ProcessPlacerTests {
         switch placement {
         case .local: "here"
         case .remote(let node, _): node
+        case .refused: "refused"
         }
+    }
+
+    @Test("--max-participants bounds the server over its processes: participants here and relayed connections together; a released one frees a place")
+    func wholeServerBound() async {
+        let world = World()
+        let placer = world.placer(maxParticipants: 4)
+        world.localRooms.withLockedValue { _ = $0.insert("a") }
+        world.localLoad.withLockedValue { $0 = 2 }
+        let b = await placer.place("b"), c = await placer.place("c")
+        #expect([b, c].map(Self.name) == ["media-1", "media-2"])
+        // 2 here and 2 relayed: full, for a room here as for a new one or one on a media process.
+        for room in ["a", "b", "d"] {
+            guard case .refused(let reason) = await placer.place(room) else {
+                Issue.record("\(room) placed on a full server")
+                continue
+            }
+            #expect(reason.contains("full (4 participants"), "\(reason)")
+        }
+        placer.released("b", from: b)
+        #expect(Self.name(await placer.place("b")) == "media-1", "a place freed by a relay that ended")
+        world.localLoad.withLockedValue { $0 = 1 }
+        #expect(Self.name(await placer.place("a")) == "here")
     }
 
     @Test("new rooms go to the least loaded (here first among equals); later joins follow their room")

@@ -26,6 +26,7 @@ public final class ProcessPlacer: RoomPlacer {
     private let localLoad: @Sendable () -> Int
     private let hasRoom: @Sendable (String) -> Bool
     private let forgetAfter: TimeAmount
+    private let maxParticipants: Int
     private let state: NIOLockedValueBox<State>
 
     private struct State {
@@ -49,26 +50,34 @@ public final class ProcessPlacer: RoomPlacer {
     ///   - isAlive: whether media process i runs and takes connections now;
     ///   - localLoad: participants in this process's own rooms;
     ///   - hasRoom: whether this process serves a room now;
-    ///   - forgetAfter: how long an empty room keeps its place (the resume window).
-    public init(workers: [Worker], forgetAfter: TimeAmount, isAlive: @escaping @Sendable (Int) -> Bool,
+    ///   - forgetAfter: how long an empty room keeps its place (the resume window);
+    ///   - maxParticipants: the whole server's bound (`--max-participants`): participants here and
+    ///     connections relayed to media processes together. Each process also keeps it for itself.
+    public init(workers: [Worker], forgetAfter: TimeAmount, maxParticipants: Int = .max, isAlive: @escaping @Sendable (Int) -> Bool,
                 localLoad: @escaping @Sendable () -> Int, hasRoom: @escaping @Sendable (String) -> Bool) {
         self.workers = workers
         self.forgetAfter = forgetAfter
+        self.maxParticipants = maxParticipants
         self.isAlive = isAlive
         self.localLoad = localLoad
         self.hasRoom = hasRoom
         state = NIOLockedValueBox(State(load: Array(repeating: 0, count: workers.count)))
     }
 
-    /// Here if the room is here; its media process if it has one that runs; else the least
-    /// loaded of here and the running media processes (here first among equals: no relay).
+    /// Refused when the server is full (all its processes together); else here if the room is
+    /// here; its media process if it has one that runs; else the least loaded of here and the
+    /// running media processes (here first among equals: no relay).
     public func place(_ channel: String) async -> RoomPlacement {
-        if hasRoom(channel) { return .local }
-        let now = NIODeadline.now()
         let here = localLoad()
+        let roomHere = hasRoom(channel)
+        let now = NIODeadline.now()
         let alive = workers.indices.map(isAlive)
-        let forgetAfter = self.forgetAfter
+        let (forgetAfter, maxParticipants) = (self.forgetAfter, self.maxParticipants)
         return state.withLockedValue { state in
+            guard here + state.load.reduce(0, +) < maxParticipants else {
+                return .refused(reason: "the server is full (\(maxParticipants) participants over its processes)")
+            }
+            if roomHere { return .local }
             state.placedHere = state.placedHere.filter { $0.value > now }
             if state.placedHere[channel] != nil { return .local }
             state.rooms = state.rooms.filter { _, room in room.connections > 0 || room.idleSince.map { now - $0 < forgetAfter } ?? true }
