@@ -68,6 +68,11 @@ final class MediaPaths: @unchecked Sendable {
     /// Bytes a TCP path may have waiting before media is dropped on it (STUN and DTLS are not).
     /// ICE-TCP connections one port keeps at once; more are closed as they come.
     static let maxConnections = 4096
+    /// ICE-TCP connections from one IP address (the signaling port's default per-address bound):
+    /// one host cannot take the port's connections from everyone else.
+    static let maxConnectionsPerAddress = 256
+    /// Connections by remote IP address, for the bound above.
+    private var perAddress: [String: Int] = [:]
 
     init(udp: Channel) { self.udp = udp }
 
@@ -77,9 +82,20 @@ final class MediaPaths: @unchecked Sendable {
         sendable.removeAll()
     }
 
-    func add(_ connection: Channel, for remote: SocketAddress) { tcp[remote] = connection }
+    /// Registers a connection's path, unless the port or its address has all it may have.
+    func add(_ connection: Channel, for remote: SocketAddress) -> Bool {
+        let ip = remote.ipAddress ?? ""
+        guard tcp.count < Self.maxConnections, perAddress[ip, default: 0] < Self.maxConnectionsPerAddress else { return false }
+        perAddress[ip, default: 0] += 1
+        tcp[remote] = connection
+        return true
+    }
 
-    func remove(_ remote: SocketAddress) { tcp[remote] = nil }
+    func remove(_ remote: SocketAddress) {
+        guard tcp.removeValue(forKey: remote) != nil else { return }
+        let ip = remote.ipAddress ?? ""
+        perAddress[ip] = perAddress[ip].flatMap { $0 > 1 ? $0 - 1 : nil }
+    }
 
     /// "tcp" for an address reached over ICE-TCP, "relay/udp" or "relay/tcp" through TURN, else "udp".
     func transport(of address: SocketAddress) -> String {
@@ -130,6 +146,7 @@ final class MediaPaths: @unchecked Sendable {
     func closeAll() {
         for connection in tcp.values { connection.close(promise: nil) }
         tcp.removeAll()
+        perAddress.removeAll()
         for relay in relayServers.values { relay.close() }
         relayed.removeAll()
         relayServers.removeAll()
@@ -147,6 +164,9 @@ final class TCPPathHandler: ChannelInboundHandler, @unchecked Sendable {
     private var idle: Scheduled<Void>?
     /// A connection that has carried no frame for this long is closed (a port scan, a stray peer).
     static let idleSeconds: Int64 = 30
+    /// A new connection's first frame (an ICE check) is due this soon: one opened and left
+    /// silent holds a place for seconds, not half a minute.
+    static let firstFrameSeconds: Int64 = 5
 
     init(paths: MediaPaths, deliver: @escaping (ByteBuffer, SocketAddress) -> Void) {
         self.paths = paths
@@ -154,14 +174,13 @@ final class TCPPathHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        guard paths.tcp.count < MediaPaths.maxConnections else {
+        // A `::` listener sees IPv4 peers as IPv4-mapped: they are plain IPv4 above the socket.
+        guard let address = context.remoteAddress.map(DualStack.unmapped), paths.add(context.channel, for: address) else {
             context.close(promise: nil)
             return
         }
-        // A `::` listener sees IPv4 peers as IPv4-mapped: they are plain IPv4 above the socket.
-        remote = context.remoteAddress.map(DualStack.unmapped)
-        if let remote { paths.add(context.channel, for: remote) }
-        armIdle(context)
+        remote = address
+        armIdle(context, seconds: Self.firstFrameSeconds)
         context.fireChannelActive()
     }
 
@@ -181,10 +200,10 @@ final class TCPPathHandler: ChannelInboundHandler, @unchecked Sendable {
         context.close(promise: nil)
     }
 
-    private func armIdle(_ context: ChannelHandlerContext) {
+    private func armIdle(_ context: ChannelHandlerContext, seconds: Int64 = idleSeconds) {
         idle?.cancel()
         let channel = context.channel
-        idle = context.eventLoop.scheduleTask(in: .seconds(Self.idleSeconds)) { channel.close(promise: nil) }
+        idle = context.eventLoop.scheduleTask(in: .seconds(seconds)) { channel.close(promise: nil) }
     }
 }
 

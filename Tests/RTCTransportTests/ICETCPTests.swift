@@ -115,6 +115,23 @@ struct ICETCPTests {
         try await stray.close()
         await port.close()
     }
+
+    @Test("one address holds at most 256 ICE-TCP connections (more are closed as they open), and a connection that sends no frame is closed after 5 s")
+    func connectionBounds() async throws {
+        let port = try await tcpPort()
+        var connections: [Channel] = []
+        for _ in 0..<300 {
+            connections.append(try await ClientBootstrap(group: MediaTransportTests.group).connect(to: port.tcpAddress!).get())
+        }
+        #expect(await eventually(5) { connections.filter(\.isActive).count == 256 }, "\(connections.filter(\.isActive).count) open")
+        // None sends a frame: all are closed after the first-frame deadline, and the port takes new ones.
+        #expect(await eventually(10) { connections.allSatisfy { !$0.isActive } })
+        let later = try await ClientBootstrap(group: MediaTransportTests.group).connect(to: port.tcpAddress!).get()
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(later.isActive)
+        try await later.close()
+        await port.close()
+    }
 }
 
 @Suite("TURN stream framing (RFC 8656 §12.5)")
