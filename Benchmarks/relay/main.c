@@ -11,6 +11,7 @@
 // rtc-relay hole PORT...: binds the ports with the smallest receive buffer and never reads, so the
 // kernel drops what arrives as it arrives (receivers on other machines, costing this one nothing);
 // SIGTERM stops it and it prints "0 0 cpu_us".
+// Every mode that waits ends by itself (status 3) once the process that started it is gone.
 // rtc-relay blast SECONDS COUNT: the machine's control for `rtc-cli bench sfu --rooms`: binds COUNT
 // loopback ports that are never read (as `hole`), then sends them 1200-byte RTP-shaped datagrams
 // (round robin, sendmmsg batches) as fast as it can for SECONDS, and prints "packets 0 cpu_us". One
@@ -30,6 +31,13 @@
 #include <unistd.h>
 
 enum { BATCH = 64, MAX_DESTS = 512, MTU = 2048 };
+
+// The process that started this one: when it is gone (a bench killed or crashed before it could
+// stop us), so are we. Checked at least twice a second by every mode that waits.
+static pid_t starter;
+static void exit_if_orphaned(void) {
+    if (getppid() != starter) _exit(3);
+}
 
 static long long cpu_microseconds(void) {
     struct rusage usage;
@@ -66,7 +74,8 @@ static int sink(int count, char **ports) {
     printf("ready\n");
     fflush(stdout);
     for (;;) {
-        int ready = epoll_wait(epoll, events, 64, -1);
+        int ready = epoll_wait(epoll, events, 64, 500);
+        exit_if_orphaned();
         for (int e = 0; e < ready; e++) {
             for (;;) {
                 for (int i = 0; i < BATCH; i++) {
@@ -104,7 +113,10 @@ static int hole(int count, char **ports) {
     sigprocmask(SIG_UNBLOCK, &unblock, NULL);
     printf("ready\n");
     fflush(stdout);
-    while (!hole_stop) pause();
+    while (!hole_stop) {
+        usleep(500000);  // a signal cuts it short
+        exit_if_orphaned();
+    }
     printf("0 0 %lld\n", cpu_microseconds());
     return 0;
 }
@@ -148,6 +160,7 @@ static int blast(double seconds, int count) {
 }
 
 int main(int argc, char **argv) {
+    starter = getppid();
     if (argc == 4 && strcmp(argv[1], "blast") == 0) return blast(atof(argv[2]), atoi(argv[3]));
     if (argc >= 3 && strcmp(argv[1], "sink") == 0) return sink(argc - 2, argv + 2);
     if (argc >= 3 && strcmp(argv[1], "hole") == 0) return hole(argc - 2, argv + 2);
@@ -161,6 +174,8 @@ int main(int argc, char **argv) {
     int size = 8 << 20;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+    struct timeval wait = {.tv_sec = 0, .tv_usec = 500000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
     struct sockaddr_in local = {.sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[1])),
                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (bind(fd, (struct sockaddr *)&local, sizeof local) != 0) {
@@ -186,7 +201,10 @@ int main(int argc, char **argv) {
             in_msgs[i] = (struct mmsghdr){.msg_hdr = {.msg_iov = &in_iov[i], .msg_iovlen = 1}};
         }
         int got = recvmmsg(fd, in_msgs, BATCH, MSG_WAITFORONE, NULL);
-        if (got <= 0) continue;
+        if (got <= 0) {
+            exit_if_orphaned();  // the receive timeout: nothing for 500 ms
+            continue;
+        }
         for (int i = 0; i < got; i++) {
             if (in_msgs[i].msg_len == 1 && (unsigned char)buffers[i][0] == 0xFF) {
                 printf("%lld %lld %lld\n", packets_in, packets_out, cpu_microseconds());

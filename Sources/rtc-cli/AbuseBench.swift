@@ -114,18 +114,7 @@ struct AbuseBench: AsyncParsableCommand {
 
     /// Runs a Python tool (an attack of abuse.py, a run of sfu_load.py) and returns its JSON (its last line).
     static func attack(_ tool: String, _ arguments: [String]) async throws -> [String: Any] {
-        let output = try await Task.detached { () -> String in
-            let pipe = Pipe()
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", tool] + arguments
-            process.standardOutput = pipe
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return String(decoding: data, as: UTF8.self)
-        }.value
+        let output = try await Task.detached { try ChildOutput(["/usr/bin/env", "python3", tool] + arguments).finish() }.value
         let line = output.split(separator: "\n").last.map(String.init) ?? ""
         guard let json = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] else {
             throw CLIError("\((tool as NSString).lastPathComponent) \(arguments.first ?? "") printed no JSON: \(output.suffix(300))")
@@ -188,8 +177,23 @@ final class SampledPeak: @unchecked Sendable {
     }
 }
 
-/// A TCP port nobody listens on now (bound to 0, then released).
+/// A TCP port nobody listens on now (bound to 0, then released), and whether one on loopback
+/// takes connections.
 enum FreePort {
+    /// Whether something listens on 127.0.0.1:`port` (a connect succeeds).
+    static func accepts(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+
     static func tcp() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw CLIError("no socket") }

@@ -110,15 +110,7 @@ struct JanusLoadBench: AsyncParsableCommand {
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
             guard kill(pid, 0) == 0 else { throw CLIError("\(name) exited at start") }
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = UInt16(port).bigEndian
-            address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-            }
-            close(fd)
+            let connected = FreePort.accepts(port)
             if connected {
                 try await Task.sleep(for: .milliseconds(500))  // the rest of its start (Janus: its other transports)
                 return

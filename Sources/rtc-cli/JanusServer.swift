@@ -42,15 +42,7 @@ struct JanusServer {
 
     /// "1.1.2" from `janus --version` ("?" when it cannot be read).
     static func version(_ janus: String) -> String {
-        let pipe = Pipe()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [janus, "--version"]
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return "?" }
-        process.waitUntilExit()
-        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        guard let text = try? ChildOutput(["/usr/bin/env", janus, "--version"]).finish() else { return "?" }
         return text.split(separator: "(").dropFirst().first.map { String($0.prefix { $0 != ")" }) } ?? "?"
     }
 

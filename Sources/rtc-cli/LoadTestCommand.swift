@@ -96,8 +96,7 @@ struct LoadTestCommand: AsyncParsableCommand {
             while stats.firstPacketTimes.count < rooms * subscribers && LoadStats.now() < receiving { try await Task.sleep(nanoseconds: 100_000_000) }
             var ports: [Int] = []
             for bot in bots where !bot.isPublisher { ports += await bot.abandonSockets() }
-            let relay = "/" + ProcessRunner.selfPath.split(separator: "/").dropLast().joined(separator: "/") + "/rtc-relay"
-            hole = try RelayProcess(path: relay, arguments: ["hole"] + ports.map(String.init))
+            hole = try RelayProcess(path: RelayProcess.siblingPath, arguments: ["hole"] + ports.map(String.init))
             print("\(ports.count) subscriber sockets handed to rtc-relay hole (never read)")
         }
         defer {

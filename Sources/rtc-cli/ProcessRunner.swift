@@ -1,3 +1,4 @@
+import Foundation
 import ScreenShareUser
 
 #if canImport(Glibc)
@@ -70,5 +71,32 @@ enum ProcessRunner {
         var buffer = [CChar](repeating: 0, count: 4096)
         let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
         return count > 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
+    }
+}
+
+/// A child process whose standard output is kept (in a temporary file) until it ends.
+final class ChildOutput {
+    private let process = Process()
+    private let path = NSTemporaryDirectory() + "rtc-child-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).txt"
+
+    init(_ arguments: [String]) throws {
+        guard FileManager.default.createFile(atPath: path, contents: nil) else { throw CLIError("cannot create \(path)") }
+        process.executableURL = URL(fileURLWithPath: arguments[0])
+        process.arguments = Array(arguments.dropFirst())
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        process.standardError = FileHandle.nullDevice
+        do {
+            try process.run()
+        } catch {
+            try? FileManager.default.removeItem(atPath: path)
+            throw error
+        }
+    }
+
+    /// Waits for it to end and returns what it printed.
+    func finish() -> String {
+        process.waitUntilExit()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        return (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
     }
 }

@@ -272,8 +272,7 @@ struct SFUBench: AsyncParsableCommand {
         let probe = try await DatagramBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
         let relayPort = probe.localAddress!.port!
         try await probe.close()
-        let relayPath = ProcessRunner.selfPath.split(separator: "/").dropLast().joined(separator: "/")
-        let relay = try RelayProcess(path: "/" + relayPath + "/rtc-relay", arguments: [String(relayPort)] + sinks.map { String($0.localAddress!.port!) })
+        let relay = try RelayProcess(path: RelayProcess.siblingPath, arguments: [String(relayPort)] + sinks.map { String($0.localAddress!.port!) })
         let sender = try await DatagramBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
         let target = try SocketAddress(ipAddress: "127.0.0.1", port: relayPort)
         let sent = try await sendTraffic(group: group) { packets in
@@ -295,6 +294,9 @@ struct SFUBench: AsyncParsableCommand {
 
 /// Runs rtc-relay and reads its "ready" and final lines.
 final class RelayProcess {
+    /// `rtc-relay` next to this executable (both products of the package).
+    static var siblingPath: String { "/" + ProcessRunner.selfPath.split(separator: "/").dropLast().joined(separator: "/") + "/rtc-relay" }
+
     private let pid: pid_t
     private let output: UnsafeMutablePointer<FILE>
 

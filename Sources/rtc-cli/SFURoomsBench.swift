@@ -81,11 +81,10 @@ extension SFUBench {
         }
         if threadCounts.contains(1), let most = threadCounts.max(), most > 1 {
             // The same kinds of work without the SFU, one thread then `most` at once, in this run.
-            let relay = "/" + ProcessRunner.selfPath.split(separator: "/").dropLast().joined(separator: "/") + "/rtc-relay"
             let srtpOne = try ScalingControl.srtpProtect(threads: 1, seconds: 2)
             let srtpMany = try ScalingControl.srtpProtect(threads: most, seconds: 2)
-            let blastOne = try ScalingControl.blast(relay: relay, processes: 1, seconds: 2)
-            let blastMany = try ScalingControl.blast(relay: relay, processes: most, seconds: 2)
+            let blastOne = try ScalingControl.blast(relay: RelayProcess.siblingPath, processes: 1, seconds: 2)
+            let blastMany = try ScalingControl.blast(relay: RelayProcess.siblingPath, processes: most, seconds: 2)
             print("controls, \(most) at once / 1: libsrtp2 protect on own contexts \(String(format2: srtpMany / srtpOne))x "
                   + "(\(Int(srtpOne)) → \(Int(srtpMany)) packets/s); rtc-relay blast (kernel UDP sends) \(String(format2: blastMany / blastOne))x "
                   + "(\(Int(blastOne)) → \(Int(blastMany)) datagrams/s)")
@@ -177,8 +176,7 @@ extension SFUBench {
         // The subscribers' ports go to one counting thread (no NIO, no SRTP on the client side).
         var sinkPorts: [Int] = []
         for transport in subscriberTransports { if let port = await transport.abandonSocket() { sinkPorts.append(port) } }
-        let relayPath = ProcessRunner.selfPath.split(separator: "/").dropLast().joined(separator: "/")
-        let sink = try RelayProcess(path: "/" + relayPath + "/rtc-relay",
+        let sink = try RelayProcess(path: RelayProcess.siblingPath,
                                     arguments: [receivers == .count ? "sink" : "hole"] + sinkPorts.map(String.init))
         try await Task.sleep(nanoseconds: 300_000_000)
         var late = false
@@ -222,27 +220,5 @@ extension SFUBench {
                            counted: receivers == .count,
                            expected: sent * rooms * subscribers, loopCPU: zip(cpuAfter, cpuBefore).map { $0 - $1 }, perShard: perShard,
                            clientCPU: clientAfter - clientBefore, sinkCPU: sinkCPU / 1e6, late: late)
-    }
-}
-
-/// A child process whose standard output is kept (in a temporary file) until it ends.
-final class ChildOutput {
-    private let process = Process()
-    private let path = NSTemporaryDirectory() + "rtc-child-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).txt"
-
-    init(_ arguments: [String]) throws {
-        guard FileManager.default.createFile(atPath: path, contents: nil) else { throw CLIError("cannot create \(path)") }
-        process.executableURL = URL(fileURLWithPath: arguments[0])
-        process.arguments = Array(arguments.dropFirst())
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-    }
-
-    /// Waits for it to end and returns what it printed.
-    func finish() -> String {
-        process.waitUntilExit()
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        return (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
     }
 }

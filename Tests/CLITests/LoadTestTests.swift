@@ -2,6 +2,10 @@ import Foundation
 import RTCTestSupport
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// `rtc-cli loadtest` against `rtc-cli server` with two media threads: every bot joins, the
 /// subscribers count every frame, the summary reads the server's own metrics.
 @Suite("rtc-cli loadtest", .serialized)
@@ -83,5 +87,23 @@ struct LoadTestTests {
         let result = try cli(["loadtest"] + arguments)
         #expect(result.status != 0)
         #expect((result.err + result.out).contains(message), "\(result.out)\n\(result.err)")
+    }
+
+    @Test("rtc-relay, in each mode that waits (hole, sink, relay), ends by itself when the process that started it is killed", arguments: [
+        ["hole", "0"], ["sink", "0"], ["0", "9"],
+    ])
+    func relayEndsWithItsStarter(mode: [String]) async throws {
+        let relay = URL(fileURLWithPath: cliPath).deletingLastPathComponent().appendingPathComponent("rtc-relay").path
+        let starter = try ChildProcess(["sh", "-c", "\(relay) \(mode.joined(separator: " ")) & echo relay $!; wait"])
+        defer { starter.stop() }
+        var pid: Int32 = 0
+        #expect(await eventually(5) {
+            pid = starter.output.first { $0.hasPrefix("relay ") }.flatMap { Int32($0.dropFirst("relay ".count)) } ?? 0
+            return pid > 0 && MediaProcessesTests.running(pid)
+        }, "\(starter.output) \(starter.errorText)")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(MediaProcessesTests.running(pid), "rtc-relay \(mode) ended before its starter did: \(starter.output)")
+        kill(starter.pid, SIGKILL)
+        #expect(await eventually(3) { !MediaProcessesTests.running(pid) }, "rtc-relay \(mode) (pid \(pid)) outlived the process that started it")
     }
 }
