@@ -40,8 +40,12 @@ demo: build
 
 # Serial: several end-to-end tests hold real-time figures (freezes, idle gaps, latency) that two
 # cores shared with every other suite at once cannot keep.
+# The whole log goes to out/test.log; a failed run ends by listing its failures again, so the
+# last lines of a CI log name them.
 test: deps
-	swift test --no-parallel
+	@mkdir -p out; set -o pipefail; swift test --no-parallel 2>&1 | tee out/test.log; status=$$?; \
+	if [ $$status -ne 0 ]; then echo "== failures (whole log: out/test.log)"; \
+		grep -E '✘|: error: |Fatal error|Test Case .* failed' out/test.log | tail -60; fi; exit $$status
 
 # Builds every libFuzzer target and runs each for FUZZ_SECONDS on a copy of its committed corpus.
 # New inputs land in out/fuzz/NAME; a crash leaves crash-* there: copy it into Fuzz/Corpus/NAME.
