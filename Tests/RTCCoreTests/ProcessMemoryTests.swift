@@ -1,3 +1,4 @@
+import Foundation
 import CMemory
 import Glibc
 import Testing
@@ -10,21 +11,58 @@ import Testing
 /// shows the effect there.)
 @Suite("Process memory", .serialized)
 struct ProcessMemoryTests {
+    /// A buffer of `size` bytes malloc'd between two looks at the mappings, with the one new
+    /// mmapped chunk the finder saw (its address and size), as `VP8Encoder` finds libvpx's.
+    struct FoundChunk {
+        var buffer: UnsafeMutableRawPointer
+        var address: UInt
+        var size: Int
+    }
+
+    /// Up to five tries. Earlier tests leave threads in this process that map and unmap memory:
+    /// a new anonymous mapping next to the buffer's (merged into one line of /proc/self/maps), or
+    /// a range unmapped between the look and the malloc, hides the chunk from the finder. A try
+    /// that missed keeps its buffer until the end, so the next one is mapped somewhere else (freed,
+    /// it would come back at the same address, next to the same neighbour, and miss again).
+    static func mallocFoundChunk(size: Int) -> (chunk: FoundChunk?, misses: [String]) {
+        var starts = [UInt](repeating: 0, count: 65_536), ends = [UInt](repeating: 0, count: 65_536)
+        var addresses = [UInt](repeating: 0, count: 4), sizes = [Int](repeating: 0, count: 4)
+        var missed: [UnsafeMutableRawPointer] = []
+        defer { missed.forEach { free($0) } }
+        var misses: [String] = []
+        for _ in 0..<5 {
+            let mapped = rtc_snapshot_mappings(&starts, &ends, 65_536)
+            guard let buffer = malloc(size) else { return (nil, misses + ["malloc(\(size)) failed"]) }
+            let found = rtc_find_new_mmapped_chunks(&starts, &ends, mapped, size, size + 4 * 4096, &addresses, &sizes, 4)
+            if found == 1 { return (FoundChunk(buffer: buffer, address: addresses[0], size: sizes[0]), misses) }
+            misses.append("found \(found) at \(String(UInt(bitPattern: buffer), radix: 16)) among \(mapped) mappings: "
+                          + Self.mapsLine(holding: UInt(bitPattern: buffer)))
+            missed.append(buffer)
+        }
+        return (nil, misses)
+    }
+
+    /// The /proc/self/maps line holding `address`, for a failure's message.
+    static func mapsLine(holding address: UInt) -> String {
+        // Read to the end: /proc files report no size, and a sized read stops short.
+        let data = FileHandle(forReadingAtPath: "/proc/self/maps")?.readDataToEndOfFile() ?? Data()
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").first { line in
+            let range = line.split(separator: " ").first?.split(separator: "-").compactMap { UInt($0, radix: 16) } ?? []
+            return range.count == 2 && range[0] <= address && address < range[1]
+        }.map(String.init) ?? "none"
+    }
+
     @Test("a zero-filled 22 MB buffer is found as the one new chunk and its pages are released")
     func releaseZeroPages() throws {
         ProcessMemory.mapBigBuffers()
-        let size = 22_118_432  // a 720p token buffer's size: no freed heap chunk of it is left to reuse
-        var starts = [UInt](repeating: 0, count: 65_536), ends = [UInt](repeating: 0, count: 65_536)
-        let mapped = rtc_snapshot_mappings(&starts, &ends, 65_536)
-        let buffer = try #require(malloc(size))
-        defer { free(buffer) }
+        let size = 22_118_432  // a 720p token buffer's size
+        let (found, misses) = Self.mallocFoundChunk(size: size)
+        let chunk = try #require(found, "\(misses)")
+        defer { free(chunk.buffer) }
+        let buffer = chunk.buffer
         memset(buffer, 0, size)
-        var addresses = [UInt](repeating: 0, count: 4), sizes = [Int](repeating: 0, count: 4)
-        let found = rtc_find_new_mmapped_chunks(&starts, &ends, mapped, size, size + 4 * 4096, &addresses, &sizes, 4)
-        #expect(found == 1)
-        guard found == 1 else { return }
-        #expect(addresses[0] < UInt(bitPattern: buffer) && UInt(bitPattern: buffer) < addresses[0] + 4096)
-        let released = rtc_release_zero_pages(addresses[0], sizes[0])
+        #expect(chunk.address < UInt(bitPattern: buffer) && UInt(bitPattern: buffer) < chunk.address + 4096)
+        let released = rtc_release_zero_pages(chunk.address, chunk.size)
         #expect(released >= size / 4096 - 2, "\(released) pages")
         let bytes = buffer.assumingMemoryBound(to: UInt8.self)
         #expect(bytes[size / 2] == 0 && bytes[size - 1] == 0)
@@ -35,33 +73,15 @@ struct ProcessMemoryTests {
     @Test("a page that is not all zero is kept")
     func keepsWrittenPages() throws {
         ProcessMemory.mapBigBuffers()
-        // Larger than any heap chunk an earlier test in this process could have freed (a freed 4 MB
-        // chunk from the recording or encoder tests was reused here once, mapping nothing new).
         let size = 37 * 1024 * 1024 + 123
-        var starts = [UInt](repeating: 0, count: 65_536), ends = [UInt](repeating: 0, count: 65_536)
-        var addresses = [UInt](repeating: 0, count: 4), sizes = [Int](repeating: 0, count: 4)
-        var buffer: UnsafeMutableRawPointer?, found: Int32 = 0
-        // The finder compares the mappings with a snapshot: a thread of an earlier test that unmaps
-        // a range between the snapshot and the malloc can hand the kernel a hole that was "mapped
-        // before", where the chunk then lands unseen (once in a full suite run). Up to three tries.
-        for _ in 0..<3 {
-            let mapped = rtc_snapshot_mappings(&starts, &ends, 65_536)
-            guard let made = malloc(size) else { Issue.record("malloc(\(size)) failed"); return }
-            buffer = made
-            found = rtc_find_new_mmapped_chunks(&starts, &ends, mapped, size, size + 4 * 4096, &addresses, &sizes, 4)
-            if found == 1 { break }
-            free(buffer)
-            buffer = nil
-        }
-        #expect(found == 1)
-        guard let buffer else { return }
-        defer { free(buffer) }
-        memset(buffer, 0, size)
-        let bytes = buffer.assumingMemoryBound(to: UInt8.self)
+        let (found, misses) = Self.mallocFoundChunk(size: size)
+        let chunk = try #require(found, "\(misses)")
+        defer { free(chunk.buffer) }
+        memset(chunk.buffer, 0, size)
+        let bytes = chunk.buffer.assumingMemoryBound(to: UInt8.self)
         bytes[size / 2] = 42
-        guard found == 1 else { return }
-        let released = rtc_release_zero_pages(addresses[0], sizes[0])
-        #expect(released == sizes[0] / 4096 - 2, "all but the header page and the written one")
+        let released = rtc_release_zero_pages(chunk.address, chunk.size)
+        #expect(released == chunk.size / 4096 - 2, "all but the header page and the written one")
         #expect(bytes[size / 2] == 42)
     }
 
