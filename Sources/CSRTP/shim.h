@@ -1,18 +1,157 @@
 // libsrtp2, for SRTP/SRTCP protection of media (RFC 3711, keyed by DTLS-SRTP, RFC 5764).
 #ifndef RTC_CSRTP_SHIM_H
 #define RTC_CSRTP_SHIM_H
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <srtp2/srtp.h>
 
 /// SRTP protection profile IDs of RFC 5764 §4.1.2 and RFC 7714 §14.2.
 enum { RTC_SRTP_AES128_CM_SHA1_80 = 1, RTC_SRTP_AEAD_AES_128_GCM = 7 };
 
-/// Creates a session for every inbound (or outbound) SSRC with one master key and salt.
-/// Streams for new SSRCs are added on the fly from this template.
-static inline srtp_err_status_t rtc_srtp_create(srtp_t *session, int profile, const unsigned char *key_and_salt,
-                                                int inbound, unsigned long window) {
+
+/// The libsrtp2 entry points the SDK calls, from one copy of the library. The process's linked
+/// copy is one; ``rtc_srtp_api_open_copy`` loads another, in a link-map namespace of its own.
+///
+/// Why copies: Debian builds libsrtp2 on NSS, and NSS's AES-GCM opens a softoken session per
+/// packet under locks that are global to the process, so two threads protecting packets at once
+/// mostly wait for each other. A copy in its own namespace has its own NSS, softoken and locks
+/// (and its own libc), so each media thread can protect with no lock in common with the others.
+typedef struct rtc_srtp_api {
+    /// The copy's libc `__ctype_init`, run before each call on the calling thread: a libc that
+    /// is not the process's first sets up its per-thread ctype tables only for the threads it
+    /// made itself, and NSS's parsing reads them (NULL for the linked copy).
+    void (*enter)(void);
+    srtp_err_status_t (*create)(srtp_t *, const srtp_policy_t *);
+    srtp_err_status_t (*dealloc)(srtp_t);
+    srtp_err_status_t (*protect)(srtp_t, void *, int *);
+    srtp_err_status_t (*unprotect)(srtp_t, void *, int *);
+    srtp_err_status_t (*protect_rtcp)(srtp_t, void *, int *);
+    srtp_err_status_t (*unprotect_rtcp)(srtp_t, void *, int *);
+} rtc_srtp_api;
+
+/// The copy the process linked (initialized by the caller with `srtp_init`).
+static inline rtc_srtp_api rtc_srtp_api_linked(void) {
+    rtc_srtp_api api = { NULL, srtp_create, srtp_dealloc, srtp_protect, srtp_unprotect, srtp_protect_rtcp, srtp_unprotect_rtcp };
+    return api;
+}
+
+/// glibc's dlmopen and LM_ID_NEWLM, declared here: the system module's <dlfcn.h> is built
+/// without _GNU_SOURCE, which hides them.
+extern void *dlmopen(long namespace_id, const char *file, int mode);
+enum { RTC_LM_ID_NEWLM = -1 };
+
+enum { RTC_SRTP_KEY_BLOCK = 4, RTC_SRTP_KEY_LIMIT = 32 };
+
+/// Thread-specific keys of a copy, kept apart from the process's. Each libc has its own key table,
+/// but all keep a thread's values in the one thread descriptor, and the process's libc runs its
+/// own keys' destructors on those slots when a thread ends. A key NSPR (under NSS) takes in the
+/// copy would land on an index the process's libc gave someone else, whose destructor would then
+/// get NSPR's value. So: the process's libc holds RTC_SRTP_KEY_BLOCK free indexes in a row, with
+/// no destructor, for good; the copy holds every other index below RTC_SRTP_KEY_LIMIT (values
+/// there sit in the descriptor itself, never in memory one libc allocates and the other frees),
+/// so its keys can only be the block's. Returns 0 with the reason in `error` when no block is free.
+static inline int rtc_srtp_confine_keys(void *handle, char *error, size_t error_size) {
+    int (*copy_create)(pthread_key_t *, void (*)(void *)) = (int (*)(pthread_key_t *, void (*)(void *)))dlsym(handle, "pthread_key_create");
+    int (*copy_delete)(pthread_key_t) = (int (*)(pthread_key_t))dlsym(handle, "pthread_key_delete");
+    if (copy_create == NULL || copy_delete == NULL) {
+        snprintf(error, error_size, "the copy's libc has no pthread_key_create");
+        return 0;
+    }
+    /* Every free index below the limit, from the process's libc. */
+    int held[RTC_SRTP_KEY_LIMIT] = {0};
+    for (;;) {
+        pthread_key_t key;
+        if (pthread_key_create(&key, NULL) != 0) break;
+        if (key >= RTC_SRTP_KEY_LIMIT) {
+            pthread_key_delete(key);
+            break;
+        }
+        held[key] = 1;
+    }
+    int first = -1;
+    for (int start = RTC_SRTP_KEY_LIMIT - RTC_SRTP_KEY_BLOCK; start >= 0 && first < 0; start--) {
+        int run = 1;
+        for (int i = start; i < start + RTC_SRTP_KEY_BLOCK; i++) run = run && held[i];
+        if (run) first = start;
+    }
+    for (int i = 0; i < RTC_SRTP_KEY_LIMIT; i++)
+        if (held[i] && (first < 0 || i < first || i >= first + RTC_SRTP_KEY_BLOCK)) pthread_key_delete((pthread_key_t)i);
+    if (first < 0) {
+        snprintf(error, error_size, "no %d thread-specific keys in a row are free below %d", RTC_SRTP_KEY_BLOCK, RTC_SRTP_KEY_LIMIT);
+        return 0;
+    }
+    /* The copy's libc is new: its keys come from 0 up. Take them all below the limit, give back the block. */
+    for (;;) {
+        pthread_key_t key;
+        if (copy_create(&key, NULL) != 0) break;
+        if (key >= RTC_SRTP_KEY_LIMIT) {
+            copy_delete(key);
+            break;
+        }
+    }
+    for (int i = first; i < first + RTC_SRTP_KEY_BLOCK; i++) copy_delete((pthread_key_t)i);
+    return 1;
+}
+
+/// Loads a new copy of libsrtp2 (with its NSS and libc) in a new link-map namespace and
+/// initializes it. Returns a heap-allocated table that lives as long as the process, or NULL
+/// with the reason in `error`.
+static inline rtc_srtp_api *rtc_srtp_api_open_copy(char *error, size_t error_size) {
+    void *handle = dlmopen(RTC_LM_ID_NEWLM, "libsrtp2.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (handle == NULL) {
+        const char *reason = dlerror();
+        snprintf(error, error_size, "dlmopen libsrtp2.so.1: %s", reason ? reason : "unknown error");
+        return NULL;
+    }
+    rtc_srtp_api *api = calloc(1, sizeof *api);
+    srtp_err_status_t (*init)(void) = (srtp_err_status_t (*)(void))dlsym(handle, "srtp_init");
+    if (api == NULL || init == NULL) {
+        snprintf(error, error_size, api == NULL ? "out of memory" : "srtp_init not found in the copy");
+        free(api);
+        dlclose(handle);
+        return NULL;
+    }
+    api->enter = (void (*)(void))dlsym(handle, "__ctype_init");
+    api->create = (srtp_err_status_t (*)(srtp_t *, const srtp_policy_t *))dlsym(handle, "srtp_create");
+    api->dealloc = (srtp_err_status_t (*)(srtp_t))dlsym(handle, "srtp_dealloc");
+    api->protect = (srtp_err_status_t (*)(srtp_t, void *, int *))dlsym(handle, "srtp_protect");
+    api->unprotect = (srtp_err_status_t (*)(srtp_t, void *, int *))dlsym(handle, "srtp_unprotect");
+    api->protect_rtcp = (srtp_err_status_t (*)(srtp_t, void *, int *))dlsym(handle, "srtp_protect_rtcp");
+    api->unprotect_rtcp = (srtp_err_status_t (*)(srtp_t, void *, int *))dlsym(handle, "srtp_unprotect_rtcp");
+    if (api->enter == NULL || api->create == NULL || api->dealloc == NULL || api->protect == NULL || api->unprotect == NULL
+        || api->protect_rtcp == NULL || api->unprotect_rtcp == NULL) {
+        snprintf(error, error_size, "a libsrtp2 or libc entry point is missing in the copy");
+        free(api);
+        dlclose(handle);
+        return NULL;
+    }
+    if (!rtc_srtp_confine_keys(handle, error, error_size)) {
+        free(api);
+        dlclose(handle);
+        return NULL;
+    }
+    api->enter();
+    srtp_err_status_t status = init();
+    if (status != srtp_err_status_ok) {
+        snprintf(error, error_size, "srtp_init in the copy failed (status %d)", (int)status);
+        free(api);
+        dlclose(handle);
+        return NULL;
+    }
+    return api;
+}
+
+/// Creates a session for every inbound (or outbound) SSRC with one master key and salt, in `api`'s
+/// copy. Streams for new SSRCs are added on the fly from this template.
+static inline srtp_err_status_t rtc_srtp_api_create(const rtc_srtp_api *api, srtp_t *session, int profile,
+                                                    const unsigned char *key_and_salt, int inbound, unsigned long window) {
     srtp_policy_t policy;
     memset(&policy, 0, sizeof policy);
+    /* The policy setters only fill in the struct: the linked copy's serve every copy. */
     if (profile == RTC_SRTP_AEAD_AES_128_GCM) {
         srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtp);
         srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtcp);
@@ -25,6 +164,23 @@ static inline srtp_err_status_t rtc_srtp_create(srtp_t *session, int profile, co
     policy.window_size = window;
     policy.allow_repeat_tx = 1;  /* retransmissions from a NACK cache re-send the same index */
     policy.next = NULL;
-    return srtp_create(session, &policy);
+    if (api->enter) api->enter();
+    return api->create(session, &policy);
+}
+
+/// `operation`: 0 protect RTP, 1 unprotect RTP, 2 protect RTCP, 3 unprotect RTCP.
+static inline srtp_err_status_t rtc_srtp_api_run(const rtc_srtp_api *api, int operation, srtp_t session, void *bytes, int *length) {
+    if (api->enter) api->enter();
+    switch (operation) {
+    case 0: return api->protect(session, bytes, length);
+    case 1: return api->unprotect(session, bytes, length);
+    case 2: return api->protect_rtcp(session, bytes, length);
+    default: return api->unprotect_rtcp(session, bytes, length);
+    }
+}
+
+static inline void rtc_srtp_api_dealloc(const rtc_srtp_api *api, srtp_t session) {
+    if (api->enter) api->enter();
+    api->dealloc(session);
 }
 #endif

@@ -52,11 +52,14 @@ public final class SFU: SignalingSink, @unchecked Sendable {
         set { producer.onForwardLatency = newValue }
     }
 
+    /// - Parameter srtpLibrary: the libsrtp2 copy this SFU's sessions protect and unprotect in
+    ///   (``ShardedSFU`` gives each media thread its own).
     public static func start(configuration: ServerConfiguration, group: EventLoopGroup,
-                             logger: Logger = Logger(label: "rtc.sfu")) async throws -> SFU {
+                             logger: Logger = Logger(label: "rtc.sfu"), srtpLibrary: SRTPLibrary = .linked) async throws -> SFU {
         var media = MediaTransportConfiguration.server(host: configuration.host, port: configuration.mediaPort)
         media.announcedHosts = configuration.announceAddresses
         media.tcpPort = configuration.tcpMediaPort
+        media.srtpLibrary = srtpLibrary
         let port = try await SharedMediaPort.bind(media, group: group)
         let sfu = SFU(configuration: configuration, port: port)
         sfu.context.logger = logger

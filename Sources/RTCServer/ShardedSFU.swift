@@ -40,8 +40,12 @@ public final class ShardedSFU: SignalingSink, Sendable {
                 var shardConfiguration = configuration
                 if configuration.mediaPort != 0 { shardConfiguration.mediaPort = configuration.mediaPort + index }
                 if let tcp = configuration.tcpMediaPort, tcp != 0 { shardConfiguration.tcpMediaPort = tcp + index }
+                let library = configuration.srtpCopyPerThread ? SRTPLibrary.copy(index) : .linked
+                if let failure = library.failure {
+                    logger.warning("media thread \(index) shares the linked libsrtp2: its own copy did not load", metadata: ["reason": "\(failure)"])
+                }
                 let shard = try await SFU.start(configuration: shardConfiguration, group: loops[index % loops.count],
-                                                logger: count > 1 ? logger.with("shard", "\(index)") : logger)
+                                                logger: count > 1 ? logger.with("shard", "\(index)") : logger, srtpLibrary: library)
                 try await shard.loop.submit {
                     shard.context.shardIndex = index
                     shard.context.idTag = count > 1 ? "\(index)x" : ""

@@ -284,7 +284,7 @@ public final class MediaSession: @unchecked Sendable {
         case .connected where srtp == nil:
             guard let keys = dtls.keyingMaterial else { return }
             do {
-                srtp = try SRTPContext(keys: keys)
+                srtp = try SRTPContext(keys: keys, library: configuration.srtpLibrary)
                 dtlsDeadline = nil
                 setState(.connected)
             } catch {

@@ -73,6 +73,9 @@ public struct MediaTransportConfiguration: Sendable {
     public var stunTimeout: TimeAmount = .milliseconds(300)
     /// Client: media only through a TURN relay (`iceTransportPolicy: .relay`): no direct checks.
     public var relayOnly = false
+    /// The libsrtp2 copy this transport's SRTP runs in (a server gives each media thread its own,
+    /// ``SRTPLibrary/copy(_:)``).
+    public var srtpLibrary: SRTPLibrary = .linked
 
     public init(iceRole: ICEAgent.Role, dtlsRole: DTLSEndpoint.Role, host: String = "127.0.0.1", port: Int = 0,
                 iceTimers: ICETimers = ICETimers(), dtlsTimeout: Double = 10,

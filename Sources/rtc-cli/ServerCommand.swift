@@ -40,6 +40,9 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("media-processes"),
             help: "Spread rooms over this many processes instead, one media thread each: this one and N - 1 children, process i on --udp-port + i (and --tcp-port + i); joins reach the room's process through this one. Scales where threads share locks (Debian's libsrtp2).")
     var mediaProcesses: Int?
+    @Flag(name: .customLong("shared-srtp"),
+          help: "All media threads share the process's libsrtp2 (and its NSS locks) instead of one copy each: to compare.")
+    var sharedSRTP = false
     /// A media process: where its signaling listens (loopback), and its front, whose end is its own.
     @Option(name: .customLong("signaling-host"), help: .hidden) var signalingHost: String?
     @Option(name: .customLong("parent-pid"), help: .hidden) var parentPID: Int32?
@@ -176,6 +179,7 @@ struct ServerCommand: AsyncParsableCommand {
         configuration.announceAddresses = announceIP
         configuration.tcpMediaPort = tcpPort
         configuration.mediaThreads = threads
+        configuration.srtpCopyPerThread = !sharedSRTP
         configuration.signalingHost = signalingHost
         configuration.redisURL = redis
         configuration.nodeID = nodeID

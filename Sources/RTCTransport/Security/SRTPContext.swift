@@ -87,21 +87,23 @@ public final class SRTPContext {
     /// Bytes the trailer can add (auth tag, SRTCP index).
     static let maxTrailer = Int(SRTP_MAX_TAG_LEN) + 4
 
-    private static let initialized: Bool = srtp_init() == srtp_err_status_ok
+    /// The libsrtp2 copy that made the sessions and runs them.
+    public let library: SRTPLibrary
 
-    public init(keys: SRTPKeyingMaterial, replayWindow: Int = 1024) throws(SRTPError) {
-        guard Self.initialized else { throw SRTPError(status: srtp_err_status_init_fail) }
+    public init(keys: SRTPKeyingMaterial, replayWindow: Int = 1024, library: SRTPLibrary = .linked) throws(SRTPError) {
+        guard let api = library.api else { throw SRTPError(status: srtp_err_status_init_fail) }
         profile = keys.profile
+        self.library = library
         var out: srtp_t?, into: srtp_t?
         var status = keys.localKeyAndSalt.withUnsafeBufferPointer {
-            rtc_srtp_create(&out, Int32(keys.profile.rawValue), $0.baseAddress, 0, UInt(replayWindow))
+            rtc_srtp_api_create(api, &out, Int32(keys.profile.rawValue), $0.baseAddress, 0, UInt(replayWindow))
         }
         guard status == srtp_err_status_ok else { throw SRTPError(status: status) }
         status = keys.remoteKeyAndSalt.withUnsafeBufferPointer {
-            rtc_srtp_create(&into, Int32(keys.profile.rawValue), $0.baseAddress, 1, UInt(replayWindow))
+            rtc_srtp_api_create(api, &into, Int32(keys.profile.rawValue), $0.baseAddress, 1, UInt(replayWindow))
         }
         guard status == srtp_err_status_ok else {
-            srtp_dealloc(out)
+            rtc_srtp_api_dealloc(api, out)
             throw SRTPError(status: status)
         }
         outbound = out
@@ -109,37 +111,38 @@ public final class SRTPContext {
     }
 
     deinit {
-        if let outbound { srtp_dealloc(outbound) }
-        if let inbound { srtp_dealloc(inbound) }
+        guard let api = library.api else { return }
+        if let outbound { rtc_srtp_api_dealloc(api, outbound) }
+        if let inbound { rtc_srtp_api_dealloc(api, inbound) }
     }
 
     public func protectRTP(_ packet: ByteBuffer) throws(SRTPError) -> ByteBuffer {
-        try run(packet, grow: true) { session, bytes, length in srtp_protect(session, bytes, length) }
+        try run(packet, grow: true, operation: 0)
     }
 
     public func unprotectRTP(_ packet: ByteBuffer) throws(SRTPError) -> ByteBuffer {
-        try run(packet, grow: false) { session, bytes, length in srtp_unprotect(session, bytes, length) }
+        try run(packet, grow: false, operation: 1)
     }
 
     public func protectRTCP(_ packet: ByteBuffer) throws(SRTPError) -> ByteBuffer {
-        try run(packet, grow: true) { session, bytes, length in srtp_protect_rtcp(session, bytes, length) }
+        try run(packet, grow: true, operation: 2)
     }
 
     public func unprotectRTCP(_ packet: ByteBuffer) throws(SRTPError) -> ByteBuffer {
-        try run(packet, grow: false) { session, bytes, length in srtp_unprotect_rtcp(session, bytes, length) }
+        try run(packet, grow: false, operation: 3)
     }
 
-    private func run(_ packet: ByteBuffer, grow: Bool,
-                     _ operation: (srtp_t?, UnsafeMutableRawPointer, UnsafeMutablePointer<Int32>) -> srtp_err_status_t)
-        throws(SRTPError) -> ByteBuffer
-    {
+    /// `operation` as `rtc_srtp_api_run` takes it: 0 protect RTP, 1 unprotect RTP, 2 protect
+    /// RTCP, 3 unprotect RTCP.
+    private func run(_ packet: ByteBuffer, grow: Bool, operation: Int32) throws(SRTPError) -> ByteBuffer {
+        guard let api = library.api else { throw SRTPError(status: srtp_err_status_init_fail) }
         let session = grow ? outbound : inbound
         var output = ByteBufferAllocator().buffer(capacity: packet.readableBytes + Self.maxTrailer)
         output.writeImmutableBuffer(packet)
         var length = Int32(packet.readableBytes)
         let start = output.readerIndex  // 0: a fresh buffer with room for the trailer
         let result: srtp_err_status_t = output.withVeryUnsafeMutableBytes { raw in
-            operation(session, raw.baseAddress! + start, &length)
+            rtc_srtp_api_run(api, operation, session, raw.baseAddress! + start, &length)
         }
         guard result == srtp_err_status_ok else {
             let error = SRTPError(status: result)
