@@ -41,7 +41,11 @@ static inline rtc_srtp_api rtc_srtp_api_linked(void) {
 
 /// glibc's dlmopen and LM_ID_NEWLM, declared here: the system module's <dlfcn.h> is built
 /// without _GNU_SOURCE, which hides them.
+#if defined(__GLIBC__)
 extern void *dlmopen(long namespace_id, const char *file, int mode);
+#else
+static inline void *dlmopen(long namespace_id, const char *file, int mode) { (void)namespace_id; (void)file; (void)mode; return NULL; }
+#endif
 enum { RTC_LM_ID_NEWLM = -1 };
 
 enum { RTC_SRTP_KEY_BLOCK = 4, RTC_SRTP_KEY_LIMIT = 32 };
@@ -101,6 +105,10 @@ static inline int rtc_srtp_confine_keys(void *handle, char *error, size_t error_
 /// initializes it. Returns a heap-allocated table that lives as long as the process, or NULL
 /// with the reason in `error`.
 static inline rtc_srtp_api *rtc_srtp_api_open_copy(char *error, size_t error_size) {
+#if !defined(__GLIBC__)
+    snprintf(error, error_size, "copies need glibc's dlmopen");
+    return NULL;
+#endif
     void *handle = dlmopen(RTC_LM_ID_NEWLM, "libsrtp2.so.1", RTLD_NOW | RTLD_LOCAL);
     if (handle == NULL) {
         const char *reason = dlerror();

@@ -92,12 +92,13 @@ extension SFUBench {
             // The same kinds of work without the SFU, one thread then `most` at once, in this run.
             let srtpOne = try ScalingControl.srtpProtect(threads: 1, seconds: 2, copies: false)
             let srtpMany = try ScalingControl.srtpProtect(threads: most, seconds: 2, copies: false)
-            let srtpCopies = try ScalingControl.srtpProtect(threads: most, seconds: 2, copies: true)
+            let copyOne = try ScalingControl.srtpProtect(threads: 1, seconds: 2, copies: true)
+            let copyMany = try ScalingControl.srtpProtect(threads: most, seconds: 2, copies: true)
             let blastOne = try ScalingControl.blast(relay: RelayProcess.siblingPath, processes: 1, seconds: 2)
             let blastMany = try ScalingControl.blast(relay: RelayProcess.siblingPath, processes: most, seconds: 2)
-            print("controls, \(most) at once / 1: libsrtp2 protect on own contexts \(String(format2: srtpMany / srtpOne))x "
-                  + "(\(Int(srtpOne)) → \(Int(srtpMany)) packets/s), in own libsrtp2 copies \(String(format2: srtpCopies / srtpOne))x "
-                  + "(\(Int(srtpCopies)) packets/s); rtc-relay blast (kernel UDP sends) \(String(format2: blastMany / blastOne))x "
+            print("controls, \(most) at once / 1: libsrtp2 protect on own contexts, one library \(String(format2: srtpMany / srtpOne))x "
+                  + "(\(Int(srtpOne)) → \(Int(srtpMany)) packets/s), a copy each \(String(format2: copyMany / copyOne))x "
+                  + "(\(Int(copyOne)) → \(Int(copyMany)) packets/s); rtc-relay blast (kernel UDP sends) \(String(format2: blastMany / blastOne))x "
                   + "(\(Int(blastOne)) → \(Int(blastMany)) datagrams/s)")
         }
     }

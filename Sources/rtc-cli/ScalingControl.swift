@@ -12,15 +12,15 @@ import Glibc
 enum ScalingControl {
     /// Packets per second that `threads` threads protect (libsrtp2, AEAD AES-128-GCM as our peers
     /// negotiate it, each thread its own context, 1200-byte RTP packets) over `seconds`, all together.
-    /// `copies`: thread i protects in libsrtp2 copy i (``SRTPLibrary/copy(_:)``), as media threads do;
-    /// else all in the linked one.
+    /// `copies`: thread i protects in libsrtp2 copy i + 1 (``SRTPLibrary/copy(_:)``), each in one of
+    /// its own as media threads do; else all in the linked one.
     static func srtpProtect(threads: Int, seconds: Double, copies: Bool) throws -> Double {
         var contexts: [SRTPContext] = []
         for index in 0..<threads {
             let profile = SRTPProfile.aeadAes128Gcm
             let key = (0..<(profile.keyLength + profile.saltLength)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) }
             contexts.append(try SRTPContext(keys: SRTPKeyingMaterial(profile: profile, localKeyAndSalt: key, remoteKeyAndSalt: key),
-                                            library: copies ? SRTPLibrary.copy(index) : .linked))
+                                            library: copies ? SRTPLibrary.copy(index + 1) : .linked))
         }
         let counts = Counts(threads)
         let done = DispatchGroup()

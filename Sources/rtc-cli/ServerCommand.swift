@@ -38,7 +38,7 @@ struct ServerCommand: AsyncParsableCommand {
             help: "Event loops rooms are spread over (a room lives on one); thread i takes --udp-port + i (and --tcp-port + i). Default: one per core.")
     var mediaThreads: Int?
     @Option(name: .customLong("media-processes"),
-            help: "Spread rooms over this many processes instead, one media thread each: this one and N - 1 children, process i on --udp-port + i (and --tcp-port + i); joins reach the room's process through this one. Scales where threads share locks (Debian's libsrtp2).")
+            help: "Spread rooms over this many processes instead, one media thread each: this one and N - 1 children, process i on --udp-port + i (and --tcp-port + i); joins reach the room's process through this one. Each process is alone on its core: no lock, no heap, no libsrtp2 shared with another.")
     var mediaProcesses: Int?
     @Flag(name: .customLong("shared-srtp"),
           help: "All media threads share the process's libsrtp2 (and its NSS locks) instead of one copy each: to compare.")
