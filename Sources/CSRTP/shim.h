@@ -21,10 +21,12 @@ enum { RTC_SRTP_AES128_CM_SHA1_80 = 1, RTC_SRTP_AEAD_AES_128_GCM = 7 };
 /// mostly wait for each other. A copy in its own namespace has its own NSS, softoken and locks
 /// (and its own libc), so each media thread can protect with no lock in common with the others.
 typedef struct rtc_srtp_api {
-    /// The copy's libc `__ctype_init`, run before each call on the calling thread: a libc that
-    /// is not the process's first sets up its per-thread ctype tables only for the threads it
-    /// made itself, and NSS's parsing reads them (NULL for the linked copy).
-    void (*enter)(void);
+    /// The copy's libc `__ctype_init` (NULL for the linked library): see ``rtc_srtp_api_enter``.
+    void (*ctype_init)(void);
+    /// The copy's number (1 up; 0 for the linked library) and the first of the thread-specific
+    /// key indexes it was given (``rtc_srtp_confine_keys``).
+    int number;
+    int key_first;
     srtp_err_status_t (*create)(srtp_t *, const srtp_policy_t *);
     srtp_err_status_t (*dealloc)(srtp_t);
     srtp_err_status_t (*protect)(srtp_t, void *, int *);
@@ -35,7 +37,7 @@ typedef struct rtc_srtp_api {
 
 /// The copy the process linked (initialized by the caller with `srtp_init`).
 static inline rtc_srtp_api rtc_srtp_api_linked(void) {
-    rtc_srtp_api api = { NULL, srtp_create, srtp_dealloc, srtp_protect, srtp_unprotect, srtp_protect_rtcp, srtp_unprotect_rtcp };
+    rtc_srtp_api api = { NULL, 0, -1, srtp_create, srtp_dealloc, srtp_protect, srtp_unprotect, srtp_protect_rtcp, srtp_unprotect_rtcp };
     return api;
 }
 
@@ -43,27 +45,30 @@ static inline rtc_srtp_api rtc_srtp_api_linked(void) {
 /// without _GNU_SOURCE, which hides them.
 #if defined(__GLIBC__)
 extern void *dlmopen(long namespace_id, const char *file, int mode);
-#else
-static inline void *dlmopen(long namespace_id, const char *file, int mode) { (void)namespace_id; (void)file; (void)mode; return NULL; }
 #endif
 enum { RTC_LM_ID_NEWLM = -1 };
 
-enum { RTC_SRTP_KEY_BLOCK = 4, RTC_SRTP_KEY_LIMIT = 32 };
+/// Key indexes a copy gets (NSPR under NSS takes one), the indexes they must lie under, the
+/// copies there can be at most (the bits of ``rtc_srtp_api_enter``'s per-thread mask).
+enum { RTC_SRTP_KEY_BLOCK = 2, RTC_SRTP_KEY_LIMIT = 32, RTC_SRTP_MAX_COPIES = 31 };
 
 /// Thread-specific keys of a copy, kept apart from the process's. Each libc has its own key table,
 /// but all keep a thread's values in the one thread descriptor, and the process's libc runs its
 /// own keys' destructors on those slots when a thread ends. A key NSPR (under NSS) takes in the
 /// copy would land on an index the process's libc gave someone else, whose destructor would then
-/// get NSPR's value. So: the process's libc holds RTC_SRTP_KEY_BLOCK free indexes in a row, with
-/// no destructor, for good; the copy holds every other index below RTC_SRTP_KEY_LIMIT (values
-/// there sit in the descriptor itself, never in memory one libc allocates and the other frees),
-/// so its keys can only be the block's. Returns 0 with the reason in `error` when no block is free.
+/// get NSPR's value. So:
+/// - the process's libc holds RTC_SRTP_KEY_BLOCK free indexes in a row below RTC_SRTP_KEY_LIMIT,
+///   with no destructor, for good. Below that limit a thread's values sit in the descriptor itself:
+///   never in memory that one libc allocates and the other frees;
+/// - the copy's libc, new and empty, holds every index but the block's, up to its limit, for
+///   good: its own keys can only be the block's, and one more fails instead of landing elsewhere.
+/// Returns the block's first index, or -1 with the reason in `error`.
 static inline int rtc_srtp_confine_keys(void *handle, char *error, size_t error_size) {
     int (*copy_create)(pthread_key_t *, void (*)(void *)) = (int (*)(pthread_key_t *, void (*)(void *)))dlsym(handle, "pthread_key_create");
     int (*copy_delete)(pthread_key_t) = (int (*)(pthread_key_t))dlsym(handle, "pthread_key_delete");
     if (copy_create == NULL || copy_delete == NULL) {
         snprintf(error, error_size, "the copy's libc has no pthread_key_create");
-        return 0;
+        return -1;
     }
     /* Every free index below the limit, from the process's libc. */
     int held[RTC_SRTP_KEY_LIMIT] = {0};
@@ -86,29 +91,52 @@ static inline int rtc_srtp_confine_keys(void *handle, char *error, size_t error_
         if (held[i] && (first < 0 || i < first || i >= first + RTC_SRTP_KEY_BLOCK)) pthread_key_delete((pthread_key_t)i);
     if (first < 0) {
         snprintf(error, error_size, "no %d thread-specific keys in a row are free below %d", RTC_SRTP_KEY_BLOCK, RTC_SRTP_KEY_LIMIT);
-        return 0;
+        return -1;
     }
-    /* The copy's libc is new: its keys come from 0 up. Take them all below the limit, give back the block. */
-    for (;;) {
-        pthread_key_t key;
-        if (copy_create(&key, NULL) != 0) break;
-        if (key >= RTC_SRTP_KEY_LIMIT) {
-            copy_delete(key);
-            break;
+    /* The copy's libc must be untouched (its keys from 0 up); then it holds them all but the block. */
+    pthread_key_t key, expected = 0;
+    while (copy_create(&key, NULL) == 0) {
+        if (key != expected) {
+            snprintf(error, error_size, "the copy's libc had thread-specific keys already (got %u, not %u)", key, expected);
+            for (int i = first; i < first + RTC_SRTP_KEY_BLOCK; i++) pthread_key_delete((pthread_key_t)i);
+            return -1;
         }
+        expected++;
     }
     for (int i = first; i < first + RTC_SRTP_KEY_BLOCK; i++) copy_delete((pthread_key_t)i);
-    return 1;
+    return first;
 }
 
-/// Loads a new copy of libsrtp2 (with its NSS and libc) in a new link-map namespace and
-/// initializes it. Returns a heap-allocated table that lives as long as the process, or NULL
-/// with the reason in `error`.
-static inline rtc_srtp_api *rtc_srtp_api_open_copy(char *error, size_t error_size) {
+/// Before each call into `api`'s copy on the calling thread:
+/// - the copy's `__ctype_init`: a libc that is not the process's first sets up its per-thread
+///   ctype pointers only in threads it made itself, and NSS's argument parsing reads them;
+/// - the first time on this thread, the copy's key slots are emptied through the process's libc
+///   (which holds them): a value left there by an earlier owner of the index, with a sequence
+///   number that happens to match the copy's, would otherwise read as NSPR's.
+static inline void rtc_srtp_api_enter(const rtc_srtp_api *api) {
+    if (api->ctype_init == NULL) return;
+    static _Thread_local unsigned int entered;  /* a bit per copy number */
+    unsigned int bit = 1u << api->number;
+    if ((entered & bit) == 0) {
+        for (int i = 0; i < RTC_SRTP_KEY_BLOCK; i++) pthread_setspecific((pthread_key_t)(api->key_first + i), NULL);
+        entered |= bit;
+    }
+    api->ctype_init();
+}
+
+/// Loads copy `number` (1 ... RTC_SRTP_MAX_COPIES) of libsrtp2, with its NSS and libc, in a new
+/// link-map namespace and initializes it. Returns a heap-allocated table that lives as long as
+/// the process, or NULL with the reason in `error`.
+static inline rtc_srtp_api *rtc_srtp_api_open_copy(int number, char *error, size_t error_size) {
 #if !defined(__GLIBC__)
+    (void)number;
     snprintf(error, error_size, "copies need glibc's dlmopen");
     return NULL;
-#endif
+#else
+    if (number < 1 || number > RTC_SRTP_MAX_COPIES) {
+        snprintf(error, error_size, "copy number %d is not 1...%d", number, RTC_SRTP_MAX_COPIES);
+        return NULL;
+    }
     void *handle = dlmopen(RTC_LM_ID_NEWLM, "libsrtp2.so.1", RTLD_NOW | RTLD_LOCAL);
     if (handle == NULL) {
         const char *reason = dlerror();
@@ -123,34 +151,38 @@ static inline rtc_srtp_api *rtc_srtp_api_open_copy(char *error, size_t error_siz
         dlclose(handle);
         return NULL;
     }
-    api->enter = (void (*)(void))dlsym(handle, "__ctype_init");
+    api->number = number;
+    api->ctype_init = (void (*)(void))dlsym(handle, "__ctype_init");
     api->create = (srtp_err_status_t (*)(srtp_t *, const srtp_policy_t *))dlsym(handle, "srtp_create");
     api->dealloc = (srtp_err_status_t (*)(srtp_t))dlsym(handle, "srtp_dealloc");
     api->protect = (srtp_err_status_t (*)(srtp_t, void *, int *))dlsym(handle, "srtp_protect");
     api->unprotect = (srtp_err_status_t (*)(srtp_t, void *, int *))dlsym(handle, "srtp_unprotect");
     api->protect_rtcp = (srtp_err_status_t (*)(srtp_t, void *, int *))dlsym(handle, "srtp_protect_rtcp");
     api->unprotect_rtcp = (srtp_err_status_t (*)(srtp_t, void *, int *))dlsym(handle, "srtp_unprotect_rtcp");
-    if (api->enter == NULL || api->create == NULL || api->dealloc == NULL || api->protect == NULL || api->unprotect == NULL
+    if (api->ctype_init == NULL || api->create == NULL || api->dealloc == NULL || api->protect == NULL || api->unprotect == NULL
         || api->protect_rtcp == NULL || api->unprotect_rtcp == NULL) {
         snprintf(error, error_size, "a libsrtp2 or libc entry point is missing in the copy");
         free(api);
         dlclose(handle);
         return NULL;
     }
-    if (!rtc_srtp_confine_keys(handle, error, error_size)) {
+    api->key_first = rtc_srtp_confine_keys(handle, error, error_size);
+    if (api->key_first < 0) {
         free(api);
         dlclose(handle);
         return NULL;
     }
-    api->enter();
+    rtc_srtp_api_enter(api);
     srtp_err_status_t status = init();
     if (status != srtp_err_status_ok) {
         snprintf(error, error_size, "srtp_init in the copy failed (status %d)", (int)status);
+        for (int i = api->key_first; i < api->key_first + RTC_SRTP_KEY_BLOCK; i++) pthread_key_delete((pthread_key_t)i);
         free(api);
-        dlclose(handle);
+        /* Not closed: NSS may have loaded its modules in the namespace, and its finalizers run at exit. */
         return NULL;
     }
     return api;
+#endif
 }
 
 /// Creates a session for every inbound (or outbound) SSRC with one master key and salt, in `api`'s
@@ -172,13 +204,13 @@ static inline srtp_err_status_t rtc_srtp_api_create(const rtc_srtp_api *api, srt
     policy.window_size = window;
     policy.allow_repeat_tx = 1;  /* retransmissions from a NACK cache re-send the same index */
     policy.next = NULL;
-    if (api->enter) api->enter();
+    rtc_srtp_api_enter(api);
     return api->create(session, &policy);
 }
 
 /// `operation`: 0 protect RTP, 1 unprotect RTP, 2 protect RTCP, 3 unprotect RTCP.
 static inline srtp_err_status_t rtc_srtp_api_run(const rtc_srtp_api *api, int operation, srtp_t session, void *bytes, int *length) {
-    if (api->enter) api->enter();
+    rtc_srtp_api_enter(api);
     switch (operation) {
     case 0: return api->protect(session, bytes, length);
     case 1: return api->unprotect(session, bytes, length);
@@ -188,7 +220,7 @@ static inline srtp_err_status_t rtc_srtp_api_run(const rtc_srtp_api *api, int op
 }
 
 static inline void rtc_srtp_api_dealloc(const rtc_srtp_api *api, srtp_t session) {
-    if (api->enter) api->enter();
+    rtc_srtp_api_enter(api);
     api->dealloc(session);
 }
 #endif
