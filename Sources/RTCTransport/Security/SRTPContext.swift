@@ -88,13 +88,15 @@ public final class SRTPContext {
     /// Bytes the trailer can add (auth tag, SRTCP index).
     static let maxTrailer = Int(SRTP_MAX_TAG_LEN) + 4
 
-    /// The libsrtp2 copy that made the sessions and runs them.
+    /// The libsrtp2 copy that made the sessions and runs them, and its entry points.
     public let library: SRTPLibrary
+    private let api: UnsafeMutablePointer<rtc_srtp_api>
 
     public init(keys: SRTPKeyingMaterial, replayWindow: Int = 1024, library: SRTPLibrary = .linked) throws(SRTPError) {
         guard let api = library.api else { throw SRTPError(status: srtp_err_status_init_fail) }
         profile = keys.profile
         self.library = library
+        self.api = api
         var out: srtp_t?, into: srtp_t?
         var status = keys.localKeyAndSalt.withUnsafeBufferPointer {
             rtc_srtp_api_create(api, &out, Int32(keys.profile.rawValue), $0.baseAddress, 0, UInt(replayWindow))
@@ -112,7 +114,6 @@ public final class SRTPContext {
     }
 
     deinit {
-        guard let api = library.api else { return }
         if let outbound { rtc_srtp_api_dealloc(api, outbound) }
         if let inbound { rtc_srtp_api_dealloc(api, inbound) }
     }
@@ -136,7 +137,6 @@ public final class SRTPContext {
     /// `operation` as `rtc_srtp_api_run` takes it: 0 protect RTP, 1 unprotect RTP, 2 protect
     /// RTCP, 3 unprotect RTCP.
     private func run(_ packet: ByteBuffer, grow: Bool, operation: Int32) throws(SRTPError) -> ByteBuffer {
-        guard let api = library.api else { throw SRTPError(status: srtp_err_status_init_fail) }
         let session = grow ? outbound : inbound
         var output = ByteBufferAllocator().buffer(capacity: packet.readableBytes + Self.maxTrailer)
         output.writeImmutableBuffer(packet)
@@ -161,7 +161,7 @@ public final class SRTPContext {
 ///
 /// Debian's libsrtp2 is built on NSS, whose AES-GCM opens a softoken session for every packet
 /// under locks that the whole process shares: threads protecting packets at once wait for each
-/// other (two threads do 1.05x one). Each copy brings its own NSS and locks, so a server gives each
+/// other (two threads did 0.7-1.2x one in `bench sfu`'s control). Each copy brings its own NSS and locks, so a server gives each
 /// media thread its own (``copy(_:)``) and they protect in parallel, as separate processes do.
 ///
 /// A context must be used only through the copy that created it; ``SRTPContext`` keeps it.
