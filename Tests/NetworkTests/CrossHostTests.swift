@@ -232,6 +232,42 @@ struct CrossHostTests {
         #expect(rows[0].contains("udp") && rows[2].contains("tcp 10.77.0.1:7883") && rows[3].contains("relay"), "\(rows)")
     }
 
+    @Test("a room on the server's second media thread (its own libsrtp2 copy): a publisher behind a home NAT, ours and aiortc viewing from another host; each gets >= 100 frames over the second thread's port")
+    func secondMediaThreadAcrossHosts() async throws {
+        guard aiortcLabAvailable() else { return }
+        let lab = try NetworkLab()
+        defer { lab.close() }
+        let serverHost = try lab.addHost("s"), viewerHost = try lab.addHost("v"), homeHost = try lab.addHost("n", behindNAT: true)
+        let dir = temporaryDirectory("lab-threads")
+        let server = try await startServer(lab, on: serverHost, ["--media-threads", "2"])
+        defer { server.stop() }
+        // Another room takes the first thread, so "lab" is placed on the second (least loaded), port 7883.
+        let other = try LabProcess(lab.command(in: viewerHost, [cliPath, "join", "--server", "ws://\(serverHost.address):7880/rtc", "--channel", "other",
+                                                               "--uid", "9001", "--secret", Self.secret, "--quiet", "--role", "audience", "--duration", "40"]))
+        defer { other.stop() }
+        try await Task.sleep(for: .seconds(2))
+        let publisher = try join(lab, on: homeHost, server: serverHost, uid: "1001",
+                                 ["--size", "640x360", "--fps", "15", "--bitrate", "1200", "--audio", "tone", "--duration", "30", "--no-subscribe"])
+        defer { publisher.stop() }
+        try await Task.sleep(for: .seconds(2))
+        let seconds = "12"
+        let ours = try join(lab, on: viewerHost, server: serverHost, uid: "2001", quiet: false,
+                            ["--role", "audience", "--record", "\(dir)/rec", "--duration", seconds])
+        defer { ours.stop() }
+        let theirs = try aiortc(lab, on: viewerHost, server: serverHost, uid: "3001", ["--seconds", seconds])
+        defer { theirs.stop() }
+        #expect(await ours.wait(60) == 0, "ours: \(ours.output.suffix(3)) \(ours.errorText.suffix(500))")
+        #expect(await theirs.wait(60) == 0, "aiortc: \(theirs.output.suffix(3)) \(theirs.errorText.suffix(500))")
+        let oursFrames = try frames("\(dir)/rec/1001-camera.ivf") ?? 0
+        let oursPath = ours.output.last { $0.contains("path down ") }.map(Self.path) ?? "?"
+        let json = (try? JSONSerialization.jsonObject(with: Data((theirs.output.last ?? "").utf8))) as? [String: Any] ?? [:]
+        let theirFrames = ((json["videos"] as? [String: [String: Any]])?["1001/camera"]?["frames"] as? NSNumber)?.intValue ?? 0
+        let theirPath = json["path"] as? String ?? "? \(json["errors"] ?? "")"
+        print("second media thread across hosts: ours \(oursFrames) frames over \(oursPath); aiortc \(theirFrames) frames over \(theirPath)")
+        #expect(oursFrames >= 100 && theirFrames >= 100, "ours \(oursFrames), aiortc \(theirFrames) frames in \(seconds) s")
+        #expect(oursPath.contains("10.77.0.1:7883") && theirPath.contains("10.77.0.1:7883"), "\(oursPath) | \(theirPath)")
+    }
+
     @Test("side by side with aiortc as the publisher: behind a home NAT, and with UDP blocked (ours over ICE-TCP, aiortc through coturn over TCP); one viewer on another host gets >= 95 % of each one's frames")
     func aiortcPublisherSideBySide() async throws {
         guard aiortcLabAvailable() else { return }
