@@ -3,7 +3,7 @@
 // the SFU (RTCServer) and the `rtc-cli` tool. See docs/architecture.md for the dependency graph.
 import PackageDescription
 
-let fuzzTargets = ["Y4M", "IVF", "WAV", "Ogg", "RTP", "RTCP", "VP8", "STUN", "SDP", "DTLS", "ICE", "Signaling", "Link", "RESP"]
+let fuzzTargets = ["Y4M", "IVF", "WAV", "Ogg", "RTP", "RTCP", "VP8", "STUN", "SDP", "DTLS", "ICE", "SRTP", "Signaling", "Link", "RESP"]
 
 let package = Package(
     name: "swift-rtc",
@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "RTCRecording", targets: ["RTCRecording"]),
         .library(name: "ScreenShareUser", targets: ["ScreenShareUser"]),
         .library(name: "RTCServer", targets: ["RTCServer"]),
+        .executable(name: "rtc-server", targets: ["rtc-server"]),
         .executable(name: "rtc-cli", targets: ["rtc-cli"]),
         .executable(name: "rtc-relay", targets: ["rtc-relay"]),
         .executable(name: "rtc-sharer", targets: ["rtc-sharer"]),
@@ -29,6 +30,7 @@ let package = Package(
         // MARK: C libraries from Debian's -dev packages
         .systemLibrary(name: "CVPX", pkgConfig: "vpx", providers: [.apt(["libvpx-dev"])]),
         .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
+        // libsrtp2 (on NSS): only the tests link it, as an oracle our SRTP is checked against.
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
@@ -45,8 +47,10 @@ let package = Package(
             linkerSettings: [.linkedLibrary("webrtc_audio_processing")]),
 
         // A WebM muxer for encoded VP8 and Opus over libavformat (libavformat-dev; Debian's libwebm-dev
-        // lacks mkvmuxer's headers). Only RTCRecording links it: the sharers stay without it.
-        .target(name: "CWebM", linkerSettings: [.linkedLibrary("avformat"), .linkedLibrary("avcodec"), .linkedLibrary("avutil")]),
+        // lacks mkvmuxer's headers). Only RTCRecording uses it.
+        // libavformat is loaded with dlopen when the first WebM starts (rtc_webm.c says why), so no
+        // binary links it: the headers come from libavformat-dev, the library from libavformat59.
+        .target(name: "CWebM"),
 
         // Process-memory helpers (releasing libvpx's unused token pages, malloc tuning) for the sharer's budget.
         .target(name: "CMemory"),
@@ -57,7 +61,7 @@ let package = Package(
         .target(
             name: "RTCTransport",
             dependencies: [
-                "CSRTP", "COpenSSL", .product(name: "NIOCore", package: "swift-nio"),
+                "COpenSSL", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 // TURN over TLS (`turns:`).
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -110,10 +114,21 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
             ]),
+        // The server's command line (`rtc-server`, and `rtc-cli server`), media processes, and the
+        // small process and loopback helpers both binaries use. No codecs, no X11, no libavformat.
+        .target(
+            name: "ServerCommandLine",
+            dependencies: [
+                "RTCConventions", "RTCServer", "RTCTransport", "Signaling", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
+            ]),
+        // The server operators run: RTCServer and its command line alone (DESIGN.md §2).
+        .executableTarget(name: "rtc-server", dependencies: ["ServerCommandLine"]),
         .executableTarget(
             name: "rtc-cli",
             dependencies: [
-                "RTCCore", "RTCRecording", "RTCTransport", "Signaling", "ScreenShareUser", "RTCServer", "NetSim", "rtc-relay",
+                "RTCCore", "RTCRecording", "RTCTransport", "Signaling", "ScreenShareUser", "RTCServer", "ServerCommandLine", "NetSim", "rtc-relay",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -139,7 +154,7 @@ let package = Package(
         // MARK: Fuzzing: one libFuzzer entry point per parser of untrusted bytes (see Fuzz/README.md)
         .target(
             name: "RTCFuzzHarness",
-            dependencies: ["RTCCore", "RTCTransport", "Signaling", "ScreenCapture", "RedisWire", .product(name: "NIOCore", package: "swift-nio")]),
+            dependencies: ["RTCMedia", "RTCTransport", "Signaling", "ScreenCapture", "RedisWire", .product(name: "NIOCore", package: "swift-nio")]),
 
         // MARK: Tests
         .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "CMemory", "TestKit"]),
@@ -161,11 +176,11 @@ let package = Package(
         .testTarget(
             name: "RTCTransportTests",
             dependencies: [
-                "RTCTransport", "Signaling", "RTCFuzzHarness", "TestKit", .product(name: "NIOPosix", package: "swift-nio"),
+                "RTCTransport", "Signaling", "RTCFuzzHarness", "TestKit", "CSRTP", "NetSim", .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             exclude: ["Fixtures"]),
-        .testTarget(name: "CLITests", dependencies: ["rtc-cli", "RTCTestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["rtc-cli", "rtc-server", "rtc-sharer", "rtc-capture", "RTCTestSupport"]),
         // Hosts in network namespaces the tests make (root): the product off loopback.
         .testTarget(name: "NetworkTests", dependencies: ["rtc-cli", "RTCTestSupport"]),
         .testTarget(

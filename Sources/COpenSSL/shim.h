@@ -7,6 +7,9 @@
 #include <openssl/x509.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+#include <string.h>
 
 static inline long rtc_ssl_ctx_set_min_dtls12(SSL_CTX *ctx) { return SSL_CTX_set_min_proto_version(ctx, DTLS1_2_VERSION); }
 static inline long rtc_ssl_ctx_set_read_ahead(SSL_CTX *ctx, int on) { return SSL_CTX_set_read_ahead(ctx, on); }
@@ -22,4 +25,53 @@ static inline EVP_PKEY *rtc_ec_p256_key(void) { return EVP_EC_gen("P-256"); }
 static inline int rtc_ssl_is_init_finished(SSL *ssl) { return SSL_is_init_finished(ssl); }
 static inline int rtc_ssl_received_shutdown(SSL *ssl) { return (SSL_get_shutdown(ssl) & SSL_RECEIVED_SHUTDOWN) != 0; }
 static inline int rtc_verify_peer_flags(void) { return SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT; }
+
+/// HMAC-SHA1 (RFC 2104) for SRTP authentication (RFC 3711 §4.2.1), keyed once: the inner and
+/// outer SHA-1 states after the padded key are kept by value, so a packet's tag costs a copy of
+/// two small structs and the hashing, with no allocation. (EVP's HMAC duplicates a provider
+/// context per message, which allocates; the SHA1_* functions run the same assembly.)
+typedef struct rtc_hmac_sha1_key { SHA_CTX inner; SHA_CTX outer; } rtc_hmac_sha1_key;
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static inline void rtc_hmac_sha1_init(rtc_hmac_sha1_key *state, const unsigned char *key, size_t key_length) {
+    unsigned char block[SHA_CBLOCK];
+    unsigned char hashed[SHA_DIGEST_LENGTH];
+    if (key_length > SHA_CBLOCK) {
+        SHA1(key, key_length, hashed);
+        key = hashed;
+        key_length = SHA_DIGEST_LENGTH;
+    }
+    memset(block, 0x36, sizeof block);
+    for (size_t i = 0; i < key_length; i++) block[i] ^= key[i];
+    SHA1_Init(&state->inner);
+    SHA1_Update(&state->inner, block, sizeof block);
+    memset(block, 0x5c, sizeof block);
+    for (size_t i = 0; i < key_length; i++) block[i] ^= key[i];
+    SHA1_Init(&state->outer);
+    SHA1_Update(&state->outer, block, sizeof block);
+    OPENSSL_cleanse(block, sizeof block);
+}
+
+/// The 20-byte HMAC of `data` followed by `trailer` (SRTP's ROC; may be empty).
+static inline void rtc_hmac_sha1(const rtc_hmac_sha1_key *state, const void *data, size_t length,
+                                 const void *trailer, size_t trailer_length, unsigned char out[SHA_DIGEST_LENGTH]) {
+    SHA_CTX context = state->inner;
+    unsigned char inner[SHA_DIGEST_LENGTH];
+    SHA1_Update(&context, data, length);
+    if (trailer_length > 0) SHA1_Update(&context, trailer, trailer_length);
+    SHA1_Final(inner, &context);
+    context = state->outer;
+    SHA1_Update(&context, inner, sizeof inner);
+    SHA1_Final(out, &context);
+}
+#pragma GCC diagnostic pop
+
+/// GCM tag control, as `EVP_CIPHER_CTX_ctrl` takes it (the constants are macros).
+static inline int rtc_gcm_get_tag(EVP_CIPHER_CTX *ctx, unsigned char *tag, int length) {
+    return EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, length, tag);
+}
+static inline int rtc_gcm_set_tag(EVP_CIPHER_CTX *ctx, unsigned char *tag, int length) {
+    return EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, length, tag);
+}
 #endif

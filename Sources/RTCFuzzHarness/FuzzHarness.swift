@@ -1,4 +1,4 @@
-import RTCCore
+import RTCMedia
 
 /// One entry point per parser of untrusted bytes. libFuzzer targets (Fuzz/) and the corpus replay
 /// tests call the same functions, so a crash found by fuzzing is a failing test once its input is

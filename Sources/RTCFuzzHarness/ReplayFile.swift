@@ -1,4 +1,4 @@
-import RTCCore
+import RTCMedia
 #if canImport(Glibc)
 import Glibc
 #endif

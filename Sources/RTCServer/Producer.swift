@@ -9,8 +9,6 @@ import RTCTransport
 /// ``PublishedTrack``s) and the subscriptions'. Runs on the SFU's event loop, synchronously per packet.
 final class Producer: @unchecked Sendable {
     private let context: SFUContext
-    /// Told the forwarding time of each packet, in nanoseconds (the metrics histogram).
-    var onForwardLatency: (@Sendable (Int64) -> Void)?
     /// Picks a layer for a subscription that has none yet (its track's first layers just arrived).
     weak var layers: LayerController?
 
@@ -84,7 +82,6 @@ final class Producer: @unchecked Sendable {
         }
         let elapsed = Int64(bitPattern: context.monotonicClock() &- startNs)
         context.counters.recordForward(microseconds: Double(elapsed) / 1000)
-        onForwardLatency?(elapsed)
     }
 
     /// The stream a packet from an SSRC no stream has yet belongs to: one of a track of its payload
@@ -219,7 +216,7 @@ final class Producer: @unchecked Sendable {
         subscription.subscriber.downstream.stamp(&out, at: sequenceAt, nowUs: nowUs)
         context.counters.packetsOut += 1
         context.counters.bytesOut += out.readableBytes
-        session.sendRTPOnLoop(out, flush: false)
+        session.sendRTPOnLoop(&out, flush: false)
     }
 
     /// RTCP from `publisher`: its sender reports, for the round-trip fields of our receiver reports,

@@ -37,7 +37,6 @@ public final class RTCServerApp: Sendable {
         let handle = ClusterHandle()
         let metrics = ServerMetrics()
         let otherMetrics = NIOLockedValueBox<(@Sendable () async -> [String])?>(nil)
-        sfu.setForwardLatencyObserver { metrics.forwardLatency.recordNanoseconds($0) }
         let channel = try await bindSignaling(
             host: configuration.signalingHost ?? configuration.host, port: configuration.signalingPort, group: group, sfu: sfu,
             cluster: handle, logger: logger, tls: tls,

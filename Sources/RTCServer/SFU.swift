@@ -46,20 +46,11 @@ public final class SFU: SignalingSink, @unchecked Sendable {
         get { context.monotonicClock }
         set { context.monotonicClock = newValue }
     }
-    /// Told the forwarding time of each packet, in nanoseconds (the metrics histogram).
-    var onForwardLatency: (@Sendable (Int64) -> Void)? {
-        get { producer.onForwardLatency }
-        set { producer.onForwardLatency = newValue }
-    }
-
-    /// - Parameter srtpLibrary: the libsrtp2 copy this SFU's sessions protect and unprotect in
-    ///   (``ShardedSFU`` gives each media thread its own).
     public static func start(configuration: ServerConfiguration, group: EventLoopGroup,
-                             logger: Logger = Logger(label: "rtc.sfu"), srtpLibrary: SRTPLibrary = .linked) async throws -> SFU {
+                             logger: Logger = Logger(label: "rtc.sfu")) async throws -> SFU {
         var media = MediaTransportConfiguration.server(host: configuration.host, port: configuration.mediaPort)
         media.announcedHosts = configuration.announceAddresses
         media.tcpPort = configuration.tcpMediaPort
-        media.srtpLibrary = srtpLibrary
         let port = try await SharedMediaPort.bind(media, group: group)
         let sfu = SFU(configuration: configuration, port: port)
         sfu.context.logger = logger

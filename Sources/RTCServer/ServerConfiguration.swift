@@ -64,10 +64,6 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// room lives on one loop, each loop has its own UDP (and ICE-TCP) port. `rtc-cli server`
     /// starts one per core; embedded servers one unless set.
     public var mediaThreads = 1
-    /// With several media threads: each after the first runs SRTP in a libsrtp2 copy of its own
-    /// (``SRTPLibrary/copy(_:)``), so that they share no NSS lock and protect in parallel. False:
-    /// all share the linked copy (`--shared-srtp`, to compare).
-    public var srtpCopyPerThread = true
     /// A cluster of nodes sharing rooms through Redis (``ClusterNode``): `redis://HOST:PORT[/DB]`,
     /// this node's id (unique in the cluster), and the signaling URL other nodes relay joins to
     /// (nil: `ws://<first announced address or host>:<signaling port>/rtc`). Nil URL: alone.

@@ -9,7 +9,9 @@ import Glibc
 /// global bootstrap, so an app embedding the server keeps its own metrics system).
 ///
 /// Packet counters live in the SFU's plain counters on the packet path; each scrape adds what
-/// changed since the previous one to the swift-metrics counters, and sets the gauges.
+/// changed since the previous one to the swift-metrics counters, and sets the gauges. The
+/// forwarding-latency histogram is kept per media thread in its counters too (no lock on the
+/// packet path) and written from their sum at each scrape.
 final class ServerMetrics: @unchecked Sendable {
     let registry = PrometheusCollectorRegistry()
     private let factory: PrometheusMetricsFactory
@@ -18,15 +20,10 @@ final class ServerMetrics: @unchecked Sendable {
                 signalingErrors, dropped, rtxRepairs, rtxDropped, iceRestarts, downstreamFeedback, publisherLimits,
                 limitRefusals, permissionRefusals, duplicateIdentities, closedUnjoined, switchesUp, switchesDown, legProbes,
                 layerPauses: CoreMetrics.Counter
-    /// Forwarding latency per packet (time on the event loop from receipt to the last send).
-    let forwardLatency: CoreMetrics.Timer
     private var last = ServerCounters()
 
     init() {
-        var factory = PrometheusMetricsFactory(registry: registry)
-        factory.durationHistogramBuckets["rtc_forward_latency_seconds"] =
-            [.microseconds(5), .microseconds(10), .microseconds(25), .microseconds(50), .microseconds(100),
-             .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(5)]
+        let factory = PrometheusMetricsFactory(registry: registry)
         self.factory = factory
         func counter(_ label: String) -> CoreMetrics.Counter { CoreMetrics.Counter(label: label, dimensions: [], factory: factory) }
         func gauge(_ label: String) -> CoreMetrics.Gauge { CoreMetrics.Gauge(label: label, dimensions: [], factory: factory) }
@@ -56,7 +53,6 @@ final class ServerMetrics: @unchecked Sendable {
         switchesDown = CoreMetrics.Counter(label: "rtc_layer_switches_total", dimensions: [("direction", "down")], factory: factory)
         legProbes = counter("rtc_leg_probes_total")
         layerPauses = counter("rtc_layer_requests_total")
-        forwardLatency = CoreMetrics.Timer(label: "rtc_forward_latency_seconds", dimensions: [], factory: factory)
     }
 
     /// Brings the metrics up to `counters` and returns the Prometheus text exposition.
@@ -91,7 +87,20 @@ final class ServerMetrics: @unchecked Sendable {
         last = counters
         var text: [UInt8] = []
         registry.emit(into: &text)
-        return String(decoding: text, as: UTF8.self) + Self.processCPU()
+        return String(decoding: text, as: UTF8.self) + Self.forwardLatency(counters) + Self.processCPU()
+    }
+
+    /// Forwarding latency per packet (time on the media thread from receipt to the last send), as
+    /// a Prometheus histogram from the counters' cumulative buckets.
+    static func forwardLatency(_ counters: ServerCounters) -> String {
+        var text = "# TYPE rtc_forward_latency_seconds histogram\n"
+        for (bound, count) in zip(ServerCounters.latencyBoundsUs, counters.forwardLatencyBuckets) {
+            text += "rtc_forward_latency_seconds_bucket{le=\"\(bound / 1e6)\"} \(count)\n"
+        }
+        text += "rtc_forward_latency_seconds_bucket{le=\"+Inf\"} \(counters.forwardLatencyCount)\n"
+        text += "rtc_forward_latency_seconds_sum \(counters.forwardLatencySumUs / 1e6)\n"
+        text += "rtc_forward_latency_seconds_count \(counters.forwardLatencyCount)\n"
+        return text
     }
 
     /// The process's CPU time (user + system), as Prometheus's client libraries export it: what

@@ -40,12 +40,8 @@ public final class ShardedSFU: SignalingSink, Sendable {
                 var shardConfiguration = configuration
                 if configuration.mediaPort != 0 { shardConfiguration.mediaPort = configuration.mediaPort + index }
                 if let tcp = configuration.tcpMediaPort, tcp != 0 { shardConfiguration.tcpMediaPort = tcp + index }
-                let library = configuration.srtpCopyPerThread ? SRTPLibrary.copy(index) : .linked
-                if let failure = library.failure {
-                    logger.warning("media thread \(index) shares the linked libsrtp2: its own copy did not load", metadata: ["reason": "\(failure)"])
-                }
                 let shard = try await SFU.start(configuration: shardConfiguration, group: loops[index % loops.count],
-                                                logger: count > 1 ? logger.with("shard", "\(index)") : logger, srtpLibrary: library)
+                                                logger: count > 1 ? logger.with("shard", "\(index)") : logger)
                 try await shard.loop.submit {
                     shard.context.shardIndex = index
                     shard.context.idTag = count > 1 ? "\(index)x" : ""
@@ -70,11 +66,6 @@ public final class ShardedSFU: SignalingSink, Sendable {
         self.shards = shards
         self.tally = tally
         router = NIOLockedValueBox(ShardRouter(shards: shards.count))
-    }
-
-    /// Told the forwarding time of each packet on any shard, in nanoseconds.
-    public func setForwardLatencyObserver(_ observer: @escaping @Sendable (Int64) -> Void) {
-        for shard in shards { shard.onForwardLatency = observer }
     }
 
     // MARK: Signaling

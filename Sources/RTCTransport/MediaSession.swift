@@ -69,6 +69,7 @@ public final class MediaSession: @unchecked Sendable {
             stats.roundTripTime = self.ice.roundTripTime
             stats.srtpReplaysDropped = self.srtp?.replaysDropped ?? 0
             stats.srtpAuthenticationFailures = self.srtp?.authenticationFailures ?? 0
+            stats.srtpMalformedDropped = self.srtp?.malformedDropped ?? 0
             if let selected = self.ice.selectedAddress {
                 stats.transport = self.transportOf?(selected) ?? "udp"
                 stats.mappedAddress = self.ice.mappedAddress
@@ -152,32 +153,47 @@ public final class MediaSession: @unchecked Sendable {
 
     private func send(_ packet: ByteBuffer, rtcp: Bool) {
         if eventLoop.inEventLoop {
-            sendOnLoop(packet, rtcp: rtcp)
+            var packet = packet
+            sendOnLoop(&packet, rtcp: rtcp)
         } else {
-            eventLoop.execute { self.sendOnLoop(packet, rtcp: rtcp) }
+            eventLoop.execute {
+                var packet = packet
+                self.sendOnLoop(&packet, rtcp: rtcp)
+            }
         }
     }
 
-    private func sendOnLoop(_ packet: ByteBuffer, rtcp: Bool, flush: Bool = true) {
+    /// Protects `packet` in its own buffer (no copy when the caller holds the only reference and
+    /// left ``SRTPProfile/maxTrailer`` bytes of room) and writes it.
+    private func sendOnLoop(_ packet: inout ByteBuffer, rtcp: Bool, flush: Bool = true) {
         guard let srtp, let address = ice.selectedAddress else { return }
-        guard let protected = try? (rtcp ? srtp.protectRTCP(packet) : srtp.protectRTP(packet)) else { return }
+        do {
+            if rtcp { try srtp.protectRTCP(&packet) } else { try srtp.protectRTP(&packet) }
+        } catch {
+            return
+        }
         _stats.packetsSent += 1
-        _stats.bytesSent += protected.readableBytes
-        write(protected, to: address, flush: flush)
+        _stats.bytesSent += packet.readableBytes
+        write(packet, to: address, flush: flush)
     }
 
     /// On the event loop: protects and writes one RTP packet, flushing only when asked, so that a
     /// caller fanning a packet out to many sessions of one port can flush once for all of them.
-    public func sendRTPOnLoop(_ packet: ByteBuffer, flush: Bool) {
+    /// The packet is protected in its own buffer: give it room for the tag (``RTPPacket/serialized``
+    /// does) and keep no other reference to it, and nothing is copied.
+    public func sendRTPOnLoop(_ packet: inout ByteBuffer, flush: Bool) {
         eventLoop.preconditionInEventLoop()
-        sendOnLoop(packet, rtcp: false, flush: flush)
+        sendOnLoop(&packet, rtcp: false, flush: flush)
     }
 
     /// Protects and sends several RTP packets (a video frame's), flushing once: NIO hands the
     /// pending datagrams to the kernel together (sendmmsg).
     public func sendRTP(batch packets: [ByteBuffer]) {
         let work: @Sendable () -> Void = {
-            for (index, packet) in packets.enumerated() { self.sendOnLoop(packet, rtcp: false, flush: index == packets.count - 1) }
+            for (index, packet) in packets.enumerated() {
+                var packet = packet
+                self.sendOnLoop(&packet, rtcp: false, flush: index == packets.count - 1)
+            }
         }
         if eventLoop.inEventLoop { work() } else { eventLoop.execute(work) }
     }
@@ -245,9 +261,17 @@ public final class MediaSession: @unchecked Sendable {
                 _stats.bytesReceived += datagram.readableBytes
                 onProtectedRTP(datagram)
             } else {
-                guard let clear = try? (isRTCP ? srtp.unprotectRTCP(datagram) : srtp.unprotectRTP(datagram)) else { return drop() }
+                let size = datagram.readableBytes
+                // In place: a datagram sliced from the socket's read buffer is copied out of it
+                // once here (copy on write), so what is kept of it (caches) holds no read buffer.
+                var clear = datagram
+                do {
+                    if isRTCP { try srtp.unprotectRTCP(&clear) } else { try srtp.unprotectRTP(&clear) }
+                } catch {
+                    return drop()
+                }
                 _stats.packetsReceived += 1
-                _stats.bytesReceived += datagram.readableBytes
+                _stats.bytesReceived += size
                 if isRTCP { onRTCP?(clear) } else { onRTP?(clear) }
             }
         default:
@@ -284,7 +308,7 @@ public final class MediaSession: @unchecked Sendable {
         case .connected where srtp == nil:
             guard let keys = dtls.keyingMaterial else { return }
             do {
-                srtp = try SRTPContext(keys: keys, library: configuration.srtpLibrary)
+                srtp = try SRTPContext(keys: keys)
                 dtlsDeadline = nil
                 setState(.connected)
             } catch {

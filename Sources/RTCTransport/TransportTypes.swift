@@ -73,9 +73,6 @@ public struct MediaTransportConfiguration: Sendable {
     public var stunTimeout: TimeAmount = .milliseconds(300)
     /// Client: media only through a TURN relay (`iceTransportPolicy: .relay`): no direct checks.
     public var relayOnly = false
-    /// The libsrtp2 copy this transport's SRTP runs in (a server gives each media thread its own,
-    /// ``SRTPLibrary/copy(_:)``).
-    public var srtpLibrary: SRTPLibrary = .linked
 
     public init(iceRole: ICEAgent.Role, dtlsRole: DTLSEndpoint.Role, host: String = "127.0.0.1", port: Int = 0,
                 iceTimers: ICETimers = ICETimers(), dtlsTimeout: Double = 10,
@@ -122,6 +119,8 @@ public struct MediaTransportStats: Sendable, Hashable {
     public var datagramsDropped = 0
     public var srtpReplaysDropped = 0
     public var srtpAuthenticationFailures = 0
+    /// SRTP/SRTCP packets too short for their header and trailer, or of a stream too many.
+    public var srtpMalformedDropped = 0
     /// From the latest answered STUN check, seconds.
     public var roundTripTime: Double?
     /// The selected candidate pair's transport ("udp", or "tcp" for ICE-TCP) and remote address.

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import ArgumentParser
 import RTCCore
+import ServerCommandLine
 
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

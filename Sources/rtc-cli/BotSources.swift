@@ -2,6 +2,7 @@ import RTCCore
 
 #if canImport(Glibc)
 import Glibc
+import ServerCommandLine
 #endif
 
 /// Where a bot's video comes from.

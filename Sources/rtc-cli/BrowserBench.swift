@@ -6,6 +6,7 @@ import NIOPosix
 import RTCCore
 import RTCServer
 import Signaling
+import ServerCommandLine
 
 /// One screen share (`1001_sub`, a `rtc-cli join` process) watched in turns by a Swift bot (an
 /// RTCEngine) and by headless Chromium running the web client (`Web/`, through

@@ -10,6 +10,7 @@ import NIOConcurrencyHelpers
 import RTCServer
 import ScreenShareUser
 import Signaling
+import ServerCommandLine
 
 /// The product in one command: an embedded server, host `1001`, its screen share `1001_sub` and
 /// viewer `2001` in channel `ScreenShare`, all on loopback; a summary table and the viewer's recordings.

@@ -9,6 +9,7 @@ import Signaling
 
 #if canImport(Glibc)
 import Glibc
+import ServerCommandLine
 #endif
 
 /// An embedded server for the engine benchmarks and the demo, with a token helper.

@@ -3,6 +3,7 @@ import Foundation
 
 #if canImport(Glibc)
 import Glibc
+import ServerCommandLine
 #endif
 
 /// One load shape against this server (`rtc-cli server`, a child process) and against Janus 1.1.2's

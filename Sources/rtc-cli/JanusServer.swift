@@ -2,6 +2,7 @@ import Foundation
 
 #if canImport(Glibc)
 import Glibc
+import ServerCommandLine
 #endif
 
 /// Janus (Debian's `janus`, 1.1.2 here) started for a side-by-side bench: Debian's configuration

@@ -8,6 +8,7 @@ import Signaling
 
 #if canImport(Glibc)
 import Glibc
+import ServerCommandLine
 #endif
 
 /// A headless bot: joins a channel, publishes a pattern, a file or a tone, records what it
@@ -78,6 +79,9 @@ struct JoinCommand: AsyncParsableCommand {
     var shareScreen = false
     @Flag(help: "With --share-screen: the sharer only captures; this process publishes its frames (relay mode).") var relay = false
     @Option(name: .customLong("share-token"), help: "Token for <uid>_sub (or --secret mints one).") var shareToken: String?
+    @Option(name: .customLong("sharer"),
+            help: "With --share-screen: the sharer to start, a command split at spaces (`--link PATH` is added), instead of rtc-sharer (rtc-capture for --relay) next to this executable.")
+    var sharerCommand: String?
 
     func validate() throws {
         guard token != nil || secret != nil else { throw ValidationError("give --token, or --secret to mint one") }
@@ -219,7 +223,10 @@ struct JoinCommand: AsyncParsableCommand {
                 mode: relay ? .relay : .standalone, source: source, rawSize: rawSize)
             do {
                 let made = try ScreenShareHost(linkPath: linkPath)
-                let sharer = ProcessRunner.sharerCommand(link: linkPath, mode: setup.mode)
+                var sharer = ProcessRunner.sharerCommand(link: linkPath, mode: setup.mode)
+                if let words = sharerCommand?.split(separator: " ").map(String.init), let first = words.first {
+                    sharer = (first, Array(words.dropFirst()) + ["--link", linkPath])
+                }
                 try made.launchSharer(executable: sharer.executable, arguments: sharer.arguments)
                 try await made.start(setup)
                 host = made

@@ -8,6 +8,7 @@ import Signaling
 
 #if canImport(Glibc)
 import Glibc
+import ServerCommandLine
 #endif
 
 /// `rtc-cli loadtest`: rooms of headless publishers and subscribers against a running server, as
@@ -408,42 +409,5 @@ final class ShapedSender: @unchecked Sendable {
         audioTimestamp &+= 960
         transport.sendRTP(RTPPacket(header: RTPHeader(payloadType: 111, sequenceNumber: audioSequence, timestamp: audioTimestamp, ssrc: audioSSRC),
                                     payload: ByteBuffer(bytes: [UInt8](repeating: 0x24, count: 160))).serialized)
-    }
-}
-
-/// `GET` over plain HTTP/1.0 with the C socket API, for one Prometheus page: no HTTP client
-/// library for one request a run.
-enum PlainHTTP {
-    static func get(_ url: String) throws -> String {
-        guard url.hasPrefix("http://") else { throw CLIError("\(url): only http:// URLs") }
-        let rest = url.dropFirst("http://".count)
-        let authority = rest.split(separator: "/", maxSplits: 1).first.map(String.init) ?? String(rest)
-        let path = rest.dropFirst(authority.count).isEmpty ? "/" : String(rest.dropFirst(authority.count))
-        guard let (host, port) = SignalingClient.hostAndPort(Substring(authority)) else { throw CLIError("\(url): give HOST:PORT") }
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var found: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, String(port), &hints, &found) == 0, let info = found else { throw CLIError("\(url): cannot resolve \(host)") }
-        defer { freeaddrinfo(found) }
-        let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw CLIError("socket failed") }
-        defer { close(fd) }
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        guard connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else { throw CLIError("\(url): cannot connect") }
-        let request = Array("GET \(path) HTTP/1.0\r\nHost: \(authority)\r\n\r\n".utf8)
-        guard send(fd, request, request.count, 0) == request.count else { throw CLIError("\(url): send failed") }
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let got = recv(fd, &buffer, buffer.count, 0)
-            guard got > 0 else { break }
-            response += buffer[0..<got]
-        }
-        let text = String(decoding: response, as: UTF8.self)
-        guard text.hasPrefix("HTTP/1.") && text.contains(" 200 "), let split = text.range(of: "\r\n\r\n") else {
-            throw CLIError("\(url): \(text.prefix(80))")
-        }
-        return String(text[split.upperBound...])
     }
 }

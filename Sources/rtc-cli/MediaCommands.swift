@@ -1,5 +1,6 @@
 import ArgumentParser
 import RTCCore
+import ServerCommandLine
 
 struct PatternCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -2,6 +2,7 @@ import ArgumentParser
 import NIOCore
 import NIOPosix
 import NetSim
+import ServerCommandLine
 
 /// The impairment proxy as a process of its own (`NetSim.ImpairmentProxy`): random loss and delay
 /// each way between clients and a UDP target, for measurements where the kernel can drop packets

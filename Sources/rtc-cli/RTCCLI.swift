@@ -1,5 +1,6 @@
 import ArgumentParser
 import RTCCore
+import ServerCommandLine
 
 @main
 struct RTCCLI: AsyncParsableCommand {
@@ -13,11 +14,6 @@ struct RTCCLI: AsyncParsableCommand {
         ])
 }
 
-/// A failure reported as one line on stderr with a non-zero exit, never a trap.
-struct CLIError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
 
 /// Runs `body`, turning media and codec errors into a one-line CLI error.
 func reporting<T>(_ body: () throws -> T) throws -> T {

@@ -4,6 +4,7 @@ import RTCTransport
 
 #if canImport(Glibc)
 import Glibc
+import ServerCommandLine
 #endif
 
 /// RTP parse + serialize cost per packet, next to a plain copy of the same bytes as the floor.

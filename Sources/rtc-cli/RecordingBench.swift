@@ -4,6 +4,7 @@ import Glibc
 import ArgumentParser
 import RTCCore
 import RTCRecording
+import ServerCommandLine
 
 /// What recording costs per received frame: the WebM muxer (libavformat, whole clusters) next to
 /// the IVF writer, on the same encoded frames; and the WebM's size next to `ffmpeg -c copy` of the

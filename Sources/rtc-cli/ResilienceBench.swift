@@ -10,6 +10,7 @@ import Signaling
 
 #if canImport(Glibc)
 import Glibc
+import ServerCommandLine
 #endif
 
 /// The figures of the resilience tests (`Tests/ScreenShareUserTests/ResilienceTests.swift`:

@@ -8,6 +8,7 @@ import Signaling
 
 #if canImport(Glibc)
 import Glibc
+import ServerCommandLine
 #endif
 
 /// A signaling connection in memory for the benchmark's clients.
@@ -63,9 +64,6 @@ struct SFUBench: AsyncParsableCommand {
     /// A child of --processes: when (CLOCK_MONOTONIC seconds) to start sending, and print one summary line.
     @Option(name: .customLong("start-at"), help: .hidden) var startAt: Double?
 
-    @Option(name: .customLong("srtp"),
-            help: "With --rooms: libsrtp2 for the media threads, comma-separated rows: copies (one copy each, as rtc-cli server runs), shared (all on the process's one, sharing NSS's locks).")
-    var srtpModes: String = "copies,shared"
     enum Receivers: String, ExpressibleByArgument, Sendable { case count, discard }
     @Flag(help: "Also send the video as three simulcast layers (full, 30 % and 10 % of the bitrate) with layer selection, and compare.")
     var simulcast = false

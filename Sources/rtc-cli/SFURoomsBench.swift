@@ -8,6 +8,7 @@ import Signaling
 
 #if canImport(Glibc)
 import Glibc
+import ServerCommandLine
 #endif
 
 /// `bench sfu --rooms R`: R rooms of one publisher and S subscribers on one server with 1, 2, …
@@ -51,20 +52,14 @@ extension SFUBench {
         }
         let threadCounts = mediaThreads.split(separator: ",").compactMap { Int($0) }.filter { (1...64).contains($0) }
         guard rooms > 0, !threadCounts.isEmpty else { throw CLIError("--rooms needs a positive count and --media-threads positive numbers") }
-        let modes = srtpModes.split(separator: ",").map(String.init)
-        guard !modes.isEmpty, modes.allSatisfy({ $0 == "copies" || $0 == "shared" }) else {
-            throw CLIError("--srtp takes copies, shared or both (comma-separated), not \(srtpModes)")
-        }
         print("\(rooms) rooms × (1 publisher at \(bitrate) kbps + Opus → \(subscribers) subscribers), \(seconds) s, loopback, "
               + "\(System.coreCount) cores; subscribers' ports "
               + (receivers == .count ? "counted by rtc-relay sink (recvmmsg, no SRTP)" : "never read (rtc-relay hole: the kernel drops on arrival)"))
         print("threads    forwarded/s   delivered/s   loss      µs/packet  CPU per thread        publishers  sink (all run)  participants per thread")
         var results: [(label: String, result: RoomsResult)] = []
-        // One thread uses the linked libsrtp2 either way: one row. More threads: a row per mode.
-        let rows = threadCounts.flatMap { threads in threads == 1 ? [(1, "copies")] : modes.map { (threads, $0) } }
-        for (threads, mode) in rows {
-            let result = try await runSharded(threads: threads, rooms: rooms, subscribers: subscribers, srtpCopies: mode == "copies")
-            let label = threads == 1 ? "1" : "\(threads) \(mode)"
+        for threads in threadCounts {
+            let result = try await runSharded(threads: threads, rooms: rooms, subscribers: subscribers)
+            let label = "\(threads)"
             results.append((label, result))
             print("\(label.padding(10)) \(String(Int(result.forwardedPerSecond)).padding(13)) \(String(Int(result.deliveredPerSecond)).padding(13)) "
                   + "\((String(format2: result.loss * 100) + " %").padding(9)) \(String(format2: result.microsecondsPerPacket).padding(10)) "
@@ -80,7 +75,6 @@ extension SFUBench {
                       + "delivered/s \(String(format2: result.deliveredPerSecond / max(one.deliveredPerSecond, 1)))x")
             }
         }
-        print("copies: each media thread protects in a libsrtp2 copy of its own (rtc-cli server's default); shared: all in the process's one")
         print("forwarded = packets the SFU sent (its counters); delivered = packets the subscribers got; µs/packet = CPU of all media threads / forwarded")
         if let processes, processes > 1, let one {
             let split = try runProcesses(processes, rooms: rooms, subscribers: subscribers)
@@ -90,15 +84,12 @@ extension SFUBench {
         }
         if threadCounts.contains(1), let most = threadCounts.max(), most > 1 {
             // The same kinds of work without the SFU, one thread then `most` at once, in this run.
-            let srtpOne = try ScalingControl.srtpProtect(threads: 1, seconds: 2, copies: false)
-            let srtpMany = try ScalingControl.srtpProtect(threads: most, seconds: 2, copies: false)
-            let copyOne = try ScalingControl.srtpProtect(threads: 1, seconds: 2, copies: true)
-            let copyMany = try ScalingControl.srtpProtect(threads: most, seconds: 2, copies: true)
+            let srtpOne = try ScalingControl.srtpProtect(threads: 1, seconds: 2)
+            let srtpMany = try ScalingControl.srtpProtect(threads: most, seconds: 2)
             let blastOne = try ScalingControl.blast(relay: RelayProcess.siblingPath, processes: 1, seconds: 2)
             let blastMany = try ScalingControl.blast(relay: RelayProcess.siblingPath, processes: most, seconds: 2)
-            print("controls, \(most) at once / 1: libsrtp2 protect on own contexts, one library \(String(format2: srtpMany / srtpOne))x "
-                  + "(\(Int(srtpOne)) → \(Int(srtpMany)) packets/s), a copy each \(String(format2: copyMany / copyOne))x "
-                  + "(\(Int(copyOne)) → \(Int(copyMany)) packets/s); rtc-relay blast (kernel UDP sends) \(String(format2: blastMany / blastOne))x "
+            print("controls, \(most) at once / 1: SRTP protect (AES-GCM, a context each) \(String(format2: srtpMany / srtpOne))x "
+                  + "(\(Int(srtpOne)) → \(Int(srtpMany)) packets/s); rtc-relay blast (kernel UDP sends) \(String(format2: blastMany / blastOne))x "
                   + "(\(Int(blastOne)) → \(Int(blastMany)) datagrams/s)")
         }
     }
@@ -128,13 +119,12 @@ extension SFUBench {
         return (forwarded / max(window, 0.001), forwarded > 0 ? cpu * 1e6 / forwarded : 0, late)
     }
 
-    func runSharded(threads: Int, rooms: Int, subscribers: Int, srtpCopies: Bool = true) async throws -> RoomsResult {
+    func runSharded(threads: Int, rooms: Int, subscribers: Int) async throws -> RoomsResult {
         let serverGroup = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let clientGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let secret = "bench"
         var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: secret)
         configuration.mediaThreads = threads
-        configuration.srtpCopyPerThread = srtpCopies
         let sfu = try await ShardedSFU.start(configuration: configuration, group: serverGroup)
         let now = Int64(time(nil))
         func join(_ uid: String, _ channel: String, _ peer: BenchPeer) {

@@ -4,23 +4,22 @@ import RTCTransport
 
 #if canImport(Glibc)
 import Glibc
+import ServerCommandLine
 #endif
 
 /// The controls `bench sfu --rooms` prints next to its thread ratio: the same kinds of work as a
 /// media thread's, without the SFU, on one thread and then on two at once. What two threads of a
 /// control reach is what this machine (and its C libraries) allows two media threads.
 enum ScalingControl {
-    /// Packets per second that `threads` threads protect (libsrtp2, AEAD AES-128-GCM as our peers
-    /// negotiate it, each thread its own context, 1200-byte RTP packets) over `seconds`, all together.
-    /// `copies`: thread i protects in libsrtp2 copy i + 1 (``SRTPLibrary/copy(_:)``), each in one of
-    /// its own as media threads do; else all in the linked one.
-    static func srtpProtect(threads: Int, seconds: Double, copies: Bool) throws -> Double {
+    /// Packets per second that `threads` threads protect (AEAD AES-128-GCM as our peers negotiate
+    /// it, each thread its own context, 1200-byte RTP packets protected in place in one buffer)
+    /// over `seconds`, all together.
+    static func srtpProtect(threads: Int, seconds: Double) throws -> Double {
         var contexts: [SRTPContext] = []
         for index in 0..<threads {
             let profile = SRTPProfile.aeadAes128Gcm
             let key = (0..<(profile.keyLength + profile.saltLength)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) }
-            contexts.append(try SRTPContext(keys: SRTPKeyingMaterial(profile: profile, localKeyAndSalt: key, remoteKeyAndSalt: key),
-                                            library: copies ? SRTPLibrary.copy(index + 1) : .linked))
+            contexts.append(try SRTPContext(keys: SRTPKeyingMaterial(profile: profile, localKeyAndSalt: key, remoteKeyAndSalt: key)))
         }
         let counts = Counts(threads)
         let done = DispatchGroup()
@@ -29,17 +28,17 @@ enum ScalingControl {
             done.enter()
             let unchecked = UncheckedContext(context: context)
             Thread.detachNewThread {
-                var header: [UInt8] = [0x80, 96, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, UInt8(index)]
-                var packet = ByteBuffer(bytes: header + [UInt8](repeating: 0xAB, count: 1188))
+                let header: [UInt8] = [0x80, 96, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, UInt8(index)]
+                var packet = ByteBufferAllocator().buffer(capacity: 1200 + SRTPProfile.maxTrailer)
+                packet.writeBytes(header + [UInt8](repeating: 0xAB, count: 1188))
                 var sequence: UInt16 = 0
                 var protected = 0
                 while monotonic() < deadline {
                     for _ in 0..<256 {
                         sequence &+= 1
-                        header[2] = UInt8(sequence >> 8)
-                        header[3] = UInt8(sequence & 0xFF)
-                        packet.setBytes(header[2...3], at: 2)
-                        if (try? unchecked.context.protectRTP(packet)) != nil { protected += 1 }
+                        packet.moveWriterIndex(to: 1200)
+                        packet.setInteger(sequence, at: 2)
+                        if (try? unchecked.context.protectRTP(&packet)) != nil { protected += 1 }
                     }
                 }
                 counts.set(index, protected)

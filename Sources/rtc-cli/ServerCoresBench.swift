@@ -4,24 +4,25 @@ import NIOCore
 
 #if canImport(Glibc)
 import Glibc
+import ServerCommandLine
 #endif
 
 /// `rtc-cli server` itself under one load, laid out over cores in turn, in one run: 1 media
-/// thread, 2 media threads (a libsrtp2 copy each), 2 sharing one libsrtp2, 2 media processes. The load is `rtc-cli loadtest`'s
+/// thread, 2 media threads, 2 media processes. The load is `rtc-cli loadtest`'s
 /// bots over WebSocket, with the subscribers' sockets handed to `rtc-relay hole` once they receive
 /// (`--receivers discard`), so the server's work is what the machine does; its figures come from
 /// the front's `/metrics`, which adds up its media processes' pages.
 struct ServerCoresBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "server-cores",
-        abstract: "rtc-cli server with 1 media thread, 2 media threads (own or shared libsrtp2) and 2 media processes under the same loadtest (receivers discarded): forwarded packets/s and CPU per packet.")
+        abstract: "rtc-cli server with 1 media thread, 2 media threads and 2 media processes under the same loadtest (receivers discarded): forwarded packets/s and CPU per packet.")
 
     @Option(help: "Rooms.") var rooms: Int = 2
     @Option(help: "Subscribers per room (one publisher each).") var subscribers: Int = 64
     @Option(help: "The publishers' video kbps.") var bitrate: Int = 24000
     @Option(help: "Seconds of traffic per layout.") var duration: Int = 6
-    @Option(help: "Layouts, comma-separated: threads:N (a libsrtp2 copy per thread, the default), shared:N (threads sharing one libsrtp2) or processes:N.")
-    var layouts: String = "threads:1,threads:2,shared:2,processes:2"
+    @Option(help: "Layouts, comma-separated: threads:N or processes:N.")
+    var layouts: String = "threads:1,threads:2,processes:2"
 
     func validate() throws {
         _ = try parsedLayouts()
@@ -34,8 +35,8 @@ struct ServerCoresBench: AsyncParsableCommand {
     func parsedLayouts() throws -> [(kind: String, count: Int)] {
         try layouts.split(separator: ",").map { item in
             let parts = item.split(separator: ":")
-            guard parts.count == 2, ["threads", "shared", "processes"].contains(String(parts[0])), let count = Int(parts[1]), (1...64).contains(count) else {
-                throw ValidationError("--layouts takes threads:N, shared:N or processes:N items, not \(item)")
+            guard parts.count == 2, ["threads", "processes"].contains(String(parts[0])), let count = Int(parts[1]), (1...64).contains(count) else {
+                throw ValidationError("--layouts takes threads:N or processes:N items, not \(item)")
             }
             return (String(parts[0]), count)
         }
@@ -65,7 +66,6 @@ struct ServerCoresBench: AsyncParsableCommand {
         server.executableURL = URL(fileURLWithPath: ProcessRunner.selfPath)
         server.arguments = ["server", "--port", "\(port)", "--udp-port", "0", "--secret", BenchSecret.value, "--log-level", "error",
                             layout.kind == "processes" ? "--media-processes" : "--media-threads", "\(layout.count)"]
-                            + (layout.kind == "shared" ? ["--shared-srtp"] : [])
         server.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
         server.standardError = FileHandle.nullDevice
         try server.run()

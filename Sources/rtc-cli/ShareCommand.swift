@@ -1,5 +1,6 @@
 import ArgumentParser
 import ScreenShareUser
+import ServerCommandLine
 
 /// The sharer process a host controls over its link (what a broadcast extension is on iOS).
 struct ShareCommand: AsyncParsableCommand {

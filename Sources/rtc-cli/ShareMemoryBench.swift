@@ -6,6 +6,7 @@ import Signaling
 
 #if canImport(Glibc)
 import Glibc
+import ServerCommandLine
 #endif
 
 /// Peak RSS of the sharer process (DESIGN.md §4: standalone ≤ 50 MB, relay ≤ 20 MB, no growth

@@ -1,5 +1,6 @@
 import ArgumentParser
 import RTCCore
+import ServerCommandLine
 
 /// What simulcast costs the sender per captured frame: one 720p encode, then 1, 2 and 3 layers
 /// (full, 1/2, 1/4 size) as separate ``VP8Encoder``s fed by libyuv scaling, and as one

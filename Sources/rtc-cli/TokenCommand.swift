@@ -3,6 +3,7 @@ import Signaling
 
 #if canImport(Glibc)
 import Glibc
+import ServerCommandLine
 #endif
 
 /// Mints an access token and prints it as the last line.

@@ -6,6 +6,7 @@ import RTCTransport
 
 #if canImport(Glibc)
 import Glibc
+import ServerCommandLine
 #endif
 
 /// Packets per second on loopback for SRTP protect + send and for receive + unprotect, next to

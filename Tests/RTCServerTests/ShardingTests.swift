@@ -18,17 +18,12 @@ struct ShardingTests {
     }
 
     /// Thread IDs would be better, but a loop is a loop: each shard must be on its own.
-    @Test("two shards run on two loops with two media ports and two libsrtp2 copies, and sids carry their shard")
+    @Test("two shards run on two loops with two media ports, and sids carry their shard")
     func shardsAreDistinct() async throws {
         let sfu = try await start()
         #expect(sfu.shards.count == 2)
         #expect(sfu.shards[0].loop !== sfu.shards[1].loop)
         #expect(Set(sfu.mediaAddresses.compactMap(\.port)).count == 2)
-        // Each shard protects in a libsrtp2 copy of its own (the first in the linked one), so they
-        // share no NSS lock; roomsSpreadAndMediaFlows carries media through both.
-        let libraries = sfu.shards.map(\.port.configuration.srtpLibrary)
-        #expect(libraries[0] === SRTPLibrary.linked)
-        #expect(libraries[1].index == 1 && libraries[1].failure == nil, "\(libraries[1].failure ?? "")")
         let a = TestClient(uid: "a", sfu: sfu, group: Self.group), b = TestClient(uid: "b", sfu: sfu, group: Self.group)
         guard case .joined(let first)? = try await a.join(channel: "one", token: testToken(uid: "a", channel: "one")),
               case .joined(let second)? = try await b.join(channel: "two", token: testToken(uid: "b", channel: "two")) else {
@@ -37,16 +32,6 @@ struct ShardingTests {
         }
         #expect(first.participant.sid != second.participant.sid)
         #expect(first.participant.sid.hasPrefix("PA_0x") && second.participant.sid.hasPrefix("PA_1x"), "\(first.participant.sid) \(second.participant.sid)")
-        await sfu.shutdown()
-    }
-
-    @Test("srtpCopyPerThread false (--shared-srtp): every shard protects in the linked libsrtp2")
-    func sharedSRTP() async throws {
-        var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret")
-        configuration.mediaThreads = 2
-        configuration.srtpCopyPerThread = false
-        let sfu = try await ShardedSFU.start(configuration: configuration, group: Self.group)
-        #expect(sfu.shards.allSatisfy { $0.port.configuration.srtpLibrary === SRTPLibrary.linked })
         await sfu.shutdown()
     }
 

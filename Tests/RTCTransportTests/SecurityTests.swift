@@ -21,7 +21,7 @@ func handshake(_ client: DTLSEndpoint, _ server: DTLSEndpoint, rounds: Int = 20,
     return count
 }
 
-@Suite("DTLS-SRTP (RFC 5764) over OpenSSL and libsrtp2")
+@Suite("DTLS-SRTP (RFC 5764) over OpenSSL")
 struct SecurityTests {
     static func pair(clientProfiles: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmSha1_80],
                      serverProfiles: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmSha1_80],
@@ -154,28 +154,20 @@ struct SecurityTests {
         #expect(server.state == .connected)
     }
 
-    /// Which libsrtp2 copies the two sides run in (0 is the linked one): packets cross copies as
-    /// they cross processes.
-    static let copyPairs: [[Int]] = [[0, 0], [0, 1], [1, 2]]
-
-    @Test("SRTP and SRTCP protect and unprotect in both directions, in any libsrtp2 copies; replays and tampering are dropped and counted",
-          arguments: SRTPProfile.allCases, copyPairs)
-    func srtp(profile: SRTPProfile, copies: [Int]) throws {
+    @Test("SRTP and SRTCP keyed by the handshake protect and unprotect in both directions; replays and tampering are dropped and counted",
+          arguments: SRTPProfile.allCases)
+    func srtp(profile: SRTPProfile) throws {
         let (client, server) = try Self.pair(clientProfiles: [profile], serverProfiles: [profile])
         handshake(client, server)
-        let libraries = copies.map(SRTPLibrary.copy)
-        for (library, index) in zip(libraries, copies) {
-            #expect(library.failure == nil)
-            #expect(library.index == index)
-        }
-        let a = try SRTPContext(keys: try #require(client.keyingMaterial), library: libraries[0])
-        let b = try SRTPContext(keys: try #require(server.keyingMaterial), library: libraries[1])
+        let a = try SRTPContext(keys: try #require(client.keyingMaterial))
+        let b = try SRTPContext(keys: try #require(server.keyingMaterial))
+        #expect(a.profile == profile)
         let secret = [UInt8]("a known payload pattern".utf8)
         for sequence: UInt16 in 1...5 {
             let rtp = RTPPacket(header: RTPHeader(payloadType: 96, sequenceNumber: sequence, timestamp: 9, ssrc: 0x55),
                                 payload: ByteBuffer(bytes: secret)).serialized
             let protected = try a.protectRTP(rtp)
-            #expect(protected.readableBytes > rtp.readableBytes)
+            #expect(protected.readableBytes == rtp.readableBytes + profile.rtpTagLength)
             #expect(!Array(protected.readableBytesView).contains(subsequence: secret), "payload in the clear")
             #expect(try b.unprotectRTP(protected) == rtp)
             // The same packet again is a replay.
@@ -196,71 +188,6 @@ struct SecurityTests {
         let other = RTPPacket(header: RTPHeader(payloadType: 111, sequenceNumber: 1, timestamp: 1, ssrc: 0x77),
                               payload: ByteBuffer(bytes: [1, 2, 3])).serialized
         #expect(try b.unprotectRTP(try a.protectRTP(other)) == other)
-    }
-}
-
-@Suite("libsrtp2 copies (SRTPLibrary): one per media thread")
-struct SRTPLibraryTests {
-    /// Start addresses of the files named `name` mapped at offset 0 in this process: one per loaded copy.
-    static func loadedCopies(of name: String) throws -> Int {
-        // Read to the end: /proc files report no size, and a sized read stops short.
-        let data = try #require(FileHandle(forReadingAtPath: "/proc/self/maps")).readDataToEndOfFile()
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").filter { line in
-            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            return fields.count >= 6 && fields[2] == "00000000" && fields[5].hasSuffix("/" + name)
-        }.count
-    }
-
-    @Test("a copy is libsrtp2 with its own NSS, loaded once and kept; copies past the cap are reused")
-    func copiesAreSeparate() throws {
-        let key = [UInt8](repeating: 7, count: 28)
-        let keys = SRTPKeyingMaterial(profile: .aeadAes128Gcm, localKeyAndSalt: key, remoteKeyAndSalt: key)
-        let packet = RTPPacket(header: RTPHeader(payloadType: 96, sequenceNumber: 1, timestamp: 1, ssrc: 9), payload: ByteBuffer(bytes: [1, 2, 3])).serialized
-        _ = try SRTPContext(keys: keys, library: .linked).protectRTP(packet)
-        let copy = SRTPLibrary.copy(3)
-        #expect(copy.failure == nil && copy.index == 3, "\(copy.failure ?? "")")
-        _ = try SRTPContext(keys: keys, library: copy).protectRTP(packet)
-        #expect(try Self.loadedCopies(of: "libsrtp2.so.1") >= 2)
-        #expect(try Self.loadedCopies(of: "libnss3.so") >= 2, "each copy has its own NSS (and its locks)")
-        #expect(SRTPLibrary.copy(3) === SRTPLibrary.copy(3))
-        #expect(SRTPLibrary.copy(0) === SRTPLibrary.linked)
-        #expect(SRTPLibrary.copy(3 + SRTPLibrary.maxCopies) === SRTPLibrary.copy(3))
-    }
-
-    @Test("threads protecting at once, each in its own copy, make packets the linked copy unprotects", arguments: SRTPProfile.allCases)
-    func concurrentCopies(profile: SRTPProfile) async throws {
-        let key = (0..<(profile.keyLength + profile.saltLength)).map { UInt8($0) }
-        let keys = SRTPKeyingMaterial(profile: profile, localKeyAndSalt: key, remoteKeyAndSalt: key)
-        let count = 2000
-        let batches = try await withThrowingTaskGroup(of: [ByteBuffer].self) { group in
-            for thread in 1...2 {
-                group.addTask {
-                    // A thread of its own (not the cooperative pool), as a media thread.
-                    try await withCheckedThrowingContinuation { continuation in
-                        Thread.detachNewThread {
-                            continuation.resume(with: Result {
-                                let context = try SRTPContext(keys: keys, library: .copy(thread))
-                                return try (0..<count).map { sequence in
-                                    try context.protectRTP(RTPPacket(header: RTPHeader(payloadType: 96, sequenceNumber: UInt16(sequence),
-                                                                                       timestamp: 0, ssrc: UInt32(thread)),
-                                                                     payload: ByteBuffer(bytes: [UInt8](repeating: UInt8(thread), count: 1000))).serialized)
-                                }
-                            })
-                        }
-                    }
-                }
-            }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
-        let receiver = try SRTPContext(keys: keys, library: .linked)
-        for batch in batches {
-            #expect(batch.count == count)
-            for packet in batch {
-                let clear = try RTPPacket(parsing: try receiver.unprotectRTP(packet))
-                #expect(clear.payload.readableBytes == 1000)
-                #expect(clear.payload.getInteger(at: clear.payload.readerIndex, as: UInt8.self) == UInt8(clear.header.ssrc))
-            }
-        }
     }
 }
 

@@ -8,8 +8,8 @@ import NIOCore
 /// process's port, which its answers carry. No Redis: the front sees every join, so it keeps the
 /// room map itself.
 ///
-/// Why processes: Debian's libsrtp2 is built on NSS, whose locks are per process, and they
-/// serialize SRTP across the media threads of one process (`docs/scale.md`).
+/// Why processes: nothing at all is shared between them (heap, allocator, kernel socket
+/// locks), and one that crashes takes only its rooms down (`docs/scale.md`).
 public final class ProcessPlacer: RoomPlacer {
     /// A media process: its name in logs and the loopback signaling URL the front relays to.
     public struct Worker: Sendable {

@@ -43,9 +43,10 @@ public struct RTPPacket: Sendable, Hashable {
         }
     }
 
-    /// The packet as a new buffer.
+    /// The packet as a new buffer, with room after it for SRTP's trailer
+    /// (``SRTPProfile/maxTrailer``): it is protected in place.
     public var serialized: ByteBuffer {
-        var buffer = ByteBufferAllocator().buffer(capacity: serializedSize)
+        var buffer = ByteBufferAllocator().buffer(capacity: serializedSize + SRTPProfile.maxTrailer)
         write(to: &buffer)
         return buffer
     }

@@ -14,10 +14,13 @@ import Signaling
 import Glibc
 #endif
 
-/// Runs the signaling server and SFU until SIGTERM or SIGINT.
-struct ServerCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "server", abstract: "Run the signaling server (WebSocket /rtc, /healthz, /metrics) and the SFU (one UDP port).")
+/// Runs the signaling server and SFU until SIGTERM or SIGINT: `rtc-server`, and `rtc-cli server`.
+public struct ServerCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: ProcessRunner.selfPath.hasSuffix("/rtc-server") ? "rtc-server" : "server",
+        abstract: "Run the signaling server (WebSocket /rtc, /healthz, /metrics) and the SFU (one UDP port).")
+
+    public init() {}
 
     @Option(help: "Address to listen on; 0.0.0.0 for every interface.") var host: String = "127.0.0.1"
     @Option(name: .customLong("announce-ip"),
@@ -38,11 +41,8 @@ struct ServerCommand: AsyncParsableCommand {
             help: "Event loops rooms are spread over (a room lives on one); thread i takes --udp-port + i (and --tcp-port + i). Default: one per core.")
     var mediaThreads: Int?
     @Option(name: .customLong("media-processes"),
-            help: "Spread rooms over this many processes instead, one media thread each: this one and N - 1 children, process i on --udp-port + i (and --tcp-port + i); joins reach the room's process through this one. Each process is alone on its core: no lock, no heap, no libsrtp2 shared with another.")
+            help: "Spread rooms over this many processes instead, one media thread each: this one and N - 1 children, process i on --udp-port + i (and --tcp-port + i); joins reach the room's process through this one. Each process is alone on its core: no lock and no heap shared with another.")
     var mediaProcesses: Int?
-    @Flag(name: .customLong("shared-srtp"),
-          help: "All media threads share the process's libsrtp2 (and its NSS locks) instead of one copy each: to compare.")
-    var sharedSRTP = false
     /// A media process: where its signaling listens (loopback), and its front, whose end is its own.
     @Option(name: .customLong("signaling-host"), help: .hidden) var signalingHost: String?
     @Option(name: .customLong("parent-pid"), help: .hidden) var parentPID: Int32?
@@ -93,7 +93,7 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-outbound-kb"), help: "KiB queued towards a client that does not read before it is closed.")
     var maxOutboundKB: Int = ServerLimits().maxOutboundBytes / 1024
 
-    func validate() throws {
+    public func validate() throws {
         guard secret != nil || dev else { throw ValidationError("give --secret, or --dev for a generated one") }
         guard (0...65535).contains(port), (0...65535).contains(udpPort), (0...65535).contains(tcpPort ?? 0) else {
             throw ValidationError("ports must be 0...65535")
@@ -166,7 +166,7 @@ struct ServerCommand: AsyncParsableCommand {
         return candidates.lazy.compactMap(WebRoot.existing).first
     }
 
-    func run() async throws {
+    public func run() async throws {
         var logger = Logger(label: "rtc.server")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         let secret = self.secret ?? Self.randomSecret()
@@ -179,7 +179,6 @@ struct ServerCommand: AsyncParsableCommand {
         configuration.announceAddresses = announceIP
         configuration.tcpMediaPort = tcpPort
         configuration.mediaThreads = threads
-        configuration.srtpCopyPerThread = !sharedSRTP
         configuration.signalingHost = signalingHost
         configuration.redisURL = redis
         configuration.nodeID = nodeID
@@ -276,13 +275,13 @@ struct ServerCommand: AsyncParsableCommand {
         }
     }
 
-    static func randomSecret() -> String {
+    public static func randomSecret() -> String {
         var generator = SystemRandomNumberGenerator()
         return (0..<32).map { _ in String(UInt8.random(in: 0...15, using: &generator), radix: 16) }.joined()
     }
 
     /// Returns on SIGTERM or SIGINT.
-    static func waitForTermination() async {
+    public static func waitForTermination() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let queue = DispatchQueue(label: "rtc.signals")
             let once = OnceFlag()
@@ -302,15 +301,16 @@ struct ServerCommand: AsyncParsableCommand {
 }
 
 /// Keeps signal sources alive for the life of the process.
-enum SignalSources {
+public enum SignalSources {
     nonisolated(unsafe) static var kept: [DispatchSourceSignal] = []
-    static func keep(_ sources: [DispatchSourceSignal]) { kept += sources }
+    public static func keep(_ sources: [DispatchSourceSignal]) { kept += sources }
 }
 
 /// True for the first caller only.
-final class OnceFlag: Sendable {
+public final class OnceFlag: Sendable {
     private let done = NIOLockedValueBox(false)
-    func claim() -> Bool {
+    public init() {}
+    public func claim() -> Bool {
         done.withLockedValue { done in
             defer { done = true }
             return !done
@@ -321,9 +321,9 @@ final class OnceFlag: Sendable {
 /// The process's open-file limit: the soft limit raised to the hard one at start (as nginx and Go
 /// do), since every signaling connection holds a descriptor and the default soft limit (1024) is
 /// below what the connection limits allow.
-enum FileDescriptorLimit {
+public enum FileDescriptorLimit {
     @discardableResult
-    static func raise() -> (soft: UInt64, hard: UInt64) {
+    public static func raise() -> (soft: UInt64, hard: UInt64) {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return (0, 0) }
         if limit.rlim_cur < limit.rlim_max {

@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// The media processes of `rtc-cli server --media-processes N`: N - 1 children of this server, each
-/// an `rtc-cli server` with one media thread, its signaling on loopback (only the front relays to
+/// an `rtc-server` with one media thread, its signaling on loopback (only the front relays to
 /// it) and its media on the front's host at `--udp-port + i`. A child that dies is started again
 /// on the same ports; all are stopped with the front, and a child whose front is gone stops itself
 /// (`--parent-pid`).
@@ -122,6 +122,15 @@ final class MediaProcesses: @unchecked Sendable {
         try ProcessRunner.spawn(arguments, quiet: true, keepErrors: true)
     }
 
+    /// The server executable children run: `rtc-server` (no codecs) when it is this one or next
+    /// to it, else this executable's `server` command.
+    static var serverCommand: [String] {
+        let me = ProcessRunner.selfPath
+        if me.hasSuffix("/rtc-server") { return [me] }
+        if let server = ProcessRunner.sibling("rtc-server") { return [server] }
+        return [me, "server"]
+    }
+
     /// The front's own command line for a child: every option but those the child gets its own
     /// value of (ports, threads, TLS, the per-address limit: all its connections come from the
     /// front), and `--dev` (the child gets the front's secret instead).
@@ -131,7 +140,8 @@ final class MediaProcesses: @unchecked Sendable {
                                     "--max-connections-per-ip", "--secret", "--signaling-host", "--parent-pid", "--host"]
         var kept: [String] = []
         var skipValue = false
-        for argument in front.dropFirst(2) {  // the executable and "server"
+        // After the executable (and "server" when the front is `rtc-cli server`).
+        for argument in front.dropFirst(front.count > 1 && front[1] == "server" ? 2 : 1) {
             if skipValue {
                 skipValue = false
                 continue
@@ -144,7 +154,7 @@ final class MediaProcesses: @unchecked Sendable {
             }
             kept.append(argument)
         }
-        var child = [ProcessRunner.selfPath, "server", "--host", host, "--signaling-host", "127.0.0.1", "--port", "\(port)",
+        var child = serverCommand + ["--host", host, "--signaling-host", "127.0.0.1", "--port", "\(port)",
                      "--udp-port", "\(udpPort == 0 ? 0 : udpPort + index)", "--media-threads", "1", "--secret", secret,
                      "--max-connections-per-ip", "1000000", "--parent-pid", "\(parent)"]
         if let tcpPort { child += ["--tcp-port", "\(tcpPort == 0 ? 0 : tcpPort + index)"] }

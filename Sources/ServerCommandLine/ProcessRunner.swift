@@ -1,22 +1,21 @@
 import Foundation
-import ScreenShareUser
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// What a child process cost: wall time and peak resident memory (from wait4's rusage).
-struct ProcessCost {
-    var exitCode: Int32
-    var seconds: Double
-    var peakRSSKiB: Int
+public struct ProcessCost {
+    public var exitCode: Int32
+    public var seconds: Double
+    public var peakRSSKiB: Int
 }
 
 /// Starts programs with posix_spawn and waits with wait4, so peak RSS comes from the kernel.
-enum ProcessRunner {
+public enum ProcessRunner {
     /// Runs `arguments` (the first is looked up on PATH), with stdout and stderr sent to /dev/null
     /// unless `quiet` is false.
-    static func run(_ arguments: [String], quiet: Bool = true) throws -> ProcessCost {
+    public static func run(_ arguments: [String], quiet: Bool = true) throws -> ProcessCost {
         var start = timespec()
         clock_gettime(CLOCK_MONOTONIC, &start)
         let pid = try spawn(arguments, quiet: quiet)
@@ -36,7 +35,7 @@ enum ProcessRunner {
     /// Starts `arguments` (the first is looked up on PATH) without waiting for it, with stdout and
     /// stderr sent to /dev/null unless `quiet` is false; the caller reaps it.
     /// `keepErrors`: when quiet, stderr still goes where this process's goes.
-    static func spawn(_ arguments: [String], quiet: Bool = true, keepErrors: Bool = false) throws -> pid_t {
+    public static func spawn(_ arguments: [String], quiet: Bool = true, keepErrors: Bool = false) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -55,19 +54,15 @@ enum ProcessRunner {
         return pid
     }
 
-    /// How to start a sharer for a host's link: the small executable next to this one when it was
-    /// built (`rtc-sharer`; for relay mode `rtc-capture`, which only captures), else `rtc-cli share`.
-    static func sharerCommand(link: String, mode: ScreenShareMode = .standalone) -> (executable: String, arguments: [String]) {
+    /// The executable `name` next to this one, when it was built there.
+    public static func sibling(_ name: String) -> String? {
         let me = selfPath
-        let directory = String(me[..<(me.lastIndex(of: "/") ?? me.startIndex)])
-        for name in mode == .relay ? ["rtc-capture", "rtc-sharer"] : ["rtc-sharer"] where access(directory + "/" + name, X_OK) == 0 {
-            return (directory + "/" + name, ["--link", link])
-        }
-        return (me, ["share", "--link", link])
+        let path = String(me[..<(me.lastIndex(of: "/") ?? me.startIndex)]) + "/" + name
+        return access(path, X_OK) == 0 ? path : nil
     }
 
     /// The path of the running executable.
-    static var selfPath: String {
+    public static var selfPath: String {
         var buffer = [CChar](repeating: 0, count: 4096)
         let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
         return count > 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
@@ -75,11 +70,11 @@ enum ProcessRunner {
 }
 
 /// A child process whose standard output is kept (in a temporary file) until it ends.
-final class ChildOutput {
+public final class ChildOutput {
     private let process = Process()
     private let path = NSTemporaryDirectory() + "rtc-child-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).txt"
 
-    init(_ arguments: [String]) throws {
+    public init(_ arguments: [String]) throws {
         guard FileManager.default.createFile(atPath: path, contents: nil) else { throw CLIError("cannot create \(path)") }
         process.executableURL = URL(fileURLWithPath: arguments[0])
         process.arguments = Array(arguments.dropFirst())
@@ -94,7 +89,7 @@ final class ChildOutput {
     }
 
     /// Waits for it to end and returns what it printed.
-    func finish() -> String {
+    public func finish() -> String {
         process.waitUntilExit()
         defer { try? FileManager.default.removeItem(atPath: path) }
         return (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
