@@ -1,9 +1,9 @@
 import ArgumentParser
 import Foundation
+import ServerCommandLine
 
 #if canImport(Glibc)
 import Glibc
-import ServerCommandLine
 #endif
 
 /// The idle-socket and join-flood attacks of the abuse suite (`Tests/Tools/abuse.py`) against this

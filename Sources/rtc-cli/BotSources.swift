@@ -1,8 +1,8 @@
 import RTCCore
+import ServerCommandLine
 
 #if canImport(Glibc)
 import Glibc
-import ServerCommandLine
 #endif
 
 /// Where a bot's video comes from.

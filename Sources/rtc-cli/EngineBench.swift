@@ -6,10 +6,10 @@ import NIOPosix
 import RTCCore
 import RTCServer
 import Signaling
+import ServerCommandLine
 
 #if canImport(Glibc)
 import Glibc
-import ServerCommandLine
 #endif
 
 /// An embedded server for the engine benchmarks and the demo, with a token helper.

@@ -1,9 +1,9 @@
 import ArgumentParser
 import Foundation
+import ServerCommandLine
 
 #if canImport(Glibc)
 import Glibc
-import ServerCommandLine
 #endif
 
 /// One load shape against this server (`rtc-cli server`, a child process) and against Janus 1.1.2's

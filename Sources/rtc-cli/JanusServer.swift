@@ -1,8 +1,8 @@
 import Foundation
+import ServerCommandLine
 
 #if canImport(Glibc)
 import Glibc
-import ServerCommandLine
 #endif
 
 /// Janus (Debian's `janus`, 1.1.2 here) started for a side-by-side bench: Debian's configuration

@@ -5,10 +5,10 @@ import RTCCore
 import RTCRecording
 import ScreenShareUser
 import Signaling
+import ServerCommandLine
 
 #if canImport(Glibc)
 import Glibc
-import ServerCommandLine
 #endif
 
 /// A headless bot: joins a channel, publishes a pattern, a file or a tone, records what it

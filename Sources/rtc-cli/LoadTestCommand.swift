@@ -5,10 +5,10 @@ import NIOCore
 import NIOPosix
 import RTCTransport
 import Signaling
+import ServerCommandLine
 
 #if canImport(Glibc)
 import Glibc
-import ServerCommandLine
 #endif
 
 /// `rtc-cli loadtest`: rooms of headless publishers and subscribers against a running server, as

@@ -1,10 +1,10 @@
 import ArgumentParser
 import NIOCore
 import RTCTransport
+import ServerCommandLine
 
 #if canImport(Glibc)
 import Glibc
-import ServerCommandLine
 #endif
 
 /// RTP parse + serialize cost per packet, next to a plain copy of the same bytes as the floor.

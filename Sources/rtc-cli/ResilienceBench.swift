@@ -7,10 +7,10 @@ import RTCCore
 import RTCServer
 import ScreenShareUser
 import Signaling
+import ServerCommandLine
 
 #if canImport(Glibc)
 import Glibc
-import ServerCommandLine
 #endif
 
 /// The figures of the resilience tests (`Tests/ScreenShareUserTests/ResilienceTests.swift`:

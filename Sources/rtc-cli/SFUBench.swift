@@ -5,10 +5,10 @@ import NIOPosix
 import RTCServer
 import RTCTransport
 import Signaling
+import ServerCommandLine
 
 #if canImport(Glibc)
 import Glibc
-import ServerCommandLine
 #endif
 
 /// A signaling connection in memory for the benchmark's clients.

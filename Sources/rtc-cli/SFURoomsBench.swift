@@ -5,10 +5,10 @@ import NIOPosix
 import RTCServer
 import RTCTransport
 import Signaling
+import ServerCommandLine
 
 #if canImport(Glibc)
 import Glibc
-import ServerCommandLine
 #endif
 
 /// `bench sfu --rooms R`: R rooms of one publisher and S subscribers on one server with 1, 2, …

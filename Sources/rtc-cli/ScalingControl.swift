@@ -1,10 +1,10 @@
 import Foundation
 import NIOCore
 import RTCTransport
+import ServerCommandLine
 
 #if canImport(Glibc)
 import Glibc
-import ServerCommandLine
 #endif
 
 /// The controls `bench sfu --rooms` prints next to its thread ratio: the same kinds of work as a

@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
 import NIOCore
+import ServerCommandLine
 
 #if canImport(Glibc)
 import Glibc
-import ServerCommandLine
 #endif
 
 /// `rtc-cli server` itself under one load, laid out over cores in turn, in one run: 1 media

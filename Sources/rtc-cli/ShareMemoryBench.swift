@@ -3,10 +3,10 @@ import NIOConcurrencyHelpers
 import RTCCore
 import ScreenShareUser
 import Signaling
+import ServerCommandLine
 
 #if canImport(Glibc)
 import Glibc
-import ServerCommandLine
 #endif
 
 /// Peak RSS of the sharer process (DESIGN.md §4: standalone ≤ 50 MB, relay ≤ 20 MB, no growth

@@ -1,9 +1,9 @@
 import ArgumentParser
 import Signaling
+import ServerCommandLine
 
 #if canImport(Glibc)
 import Glibc
-import ServerCommandLine
 #endif
 
 /// Mints an access token and prints it as the last line.

@@ -29,6 +29,10 @@ typedef struct {
 
 enum { RTC_WEBM_VIDEO = 0, RTC_WEBM_AUDIO = 1 };
 
+/// Loads libavformat (once, at the first call): 1 when it is there, else 0 with the reason in
+/// `error`. rtc_webm_create calls it; a recorder may ask first to fall back to other files.
+int rtc_webm_available(char *error, size_t error_size);
+
 /// Starts a WebM: the EBML header, segment info and tracks go to the pending buffer. Returns NULL
 /// with a message in `error` when libavformat refuses.
 rtc_webm *rtc_webm_create(const rtc_webm_config *config, char *error, size_t error_size);
