@@ -124,7 +124,7 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
             ]),
         // The server operators run: RTCServer and its command line alone (DESIGN.md §2).
-        .executableTarget(name: "rtc-server", dependencies: ["ServerCommandLine"]),
+        .executableTarget(name: "rtc-server", dependencies: ["ServerCommandLine", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(
             name: "rtc-cli",
             dependencies: [

@@ -17,7 +17,7 @@ import Glibc
 /// Runs the signaling server and SFU until SIGTERM or SIGINT: `rtc-server`, and `rtc-cli server`.
 public struct ServerCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
-        commandName: ProcessRunner.selfPath.hasSuffix("/rtc-server") ? "rtc-server" : "server",
+        commandName: "server",
         abstract: "Run the signaling server (WebSocket /rtc, /healthz, /metrics) and the SFU (one UDP port).")
 
     public init() {}
