@@ -1,6 +1,6 @@
 # Entry points: `make demo`, `make test` (README.md). Both install the Debian packages they need.
 SHELL := /bin/bash
-DEBIAN_PACKAGES := pkg-config libvpx-dev libopus-dev libsrtp2-dev libssl-dev libyuv-dev \
+DEBIAN_PACKAGES := pkg-config libvpx-dev libopus-dev libsrtp2-dev libssl-dev libyuv-dev libusrsctp-dev \
                    libwebrtc-audio-processing-dev libx11-dev libxext-dev libavformat-dev xvfb ffmpeg tshark python3-pip openssl \
                    chromium chromium-driver python3-selenium firefox-esr iproute2 nftables coturn \
                    redis-server janus time

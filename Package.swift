@@ -52,6 +52,10 @@ let package = Package(
         // binary links it: the headers come from libavformat-dev, the library from libavformat59.
         .target(name: "CWebM"),
 
+        // SCTP over DTLS for data channels (RFC 8261) over libusrsctp (libusrsctp-dev) in its AF_CONN
+        // mode, with no threads of its own (rtc_sctp.h). INET/INET6 as the library was built.
+        .target(name: "CSCTP", cSettings: [.define("INET"), .define("INET6")], linkerSettings: [.linkedLibrary("usrsctp")]),
+
         // Process-memory helpers (releasing libvpx's unused token pages, malloc tuning) for the sharer's budget.
         .target(name: "CMemory"),
 
@@ -61,7 +65,7 @@ let package = Package(
         .target(
             name: "RTCTransport",
             dependencies: [
-                "COpenSSL", .product(name: "NIOCore", package: "swift-nio"),
+                "COpenSSL", "CSCTP", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 // TURN over TLS (`turns:`).
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

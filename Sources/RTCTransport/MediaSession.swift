@@ -28,6 +28,8 @@ public final class MediaSession: @unchecked Sendable {
     private let certificate: DTLSCertificate
     private var dtls: DTLSEndpoint?
     private var srtp: SRTPContext?
+    /// Data channels over this session's DTLS (SCTP, RFC 8261), once enabled.
+    public private(set) var dataChannels: DataChannelEndpoint?
     private var timer: Scheduled<Void>?
     /// When `timer` fires (monotonic seconds).
     private var timerDue: Double?
@@ -208,8 +210,41 @@ public final class MediaSession: @unchecked Sendable {
         eventLoop.execute { if let address = self.ice.selectedAddress { self.write(bytes, to: address) } }
     }
 
+    /// Turns data channels on (an offer or answer with an `m=application` section): an SCTP
+    /// association over this session's DTLS, started as soon as DTLS is up. On the event loop;
+    /// a second call keeps the first endpoint.
+    @discardableResult
+    public func enableDataChannelsOnLoop(localPort: UInt16 = 5000, remotePort: UInt16 = 5000,
+                                         maxMessageSize: Int = 262_144) throws -> DataChannelEndpoint {
+        eventLoop.preconditionInEventLoop()
+        if let dataChannels { return dataChannels }
+        let association = try SCTPAssociation(localPort: localPort, remotePort: remotePort, maxMessageSize: maxMessageSize)
+        let loop = eventLoop
+        association.onOutput = { [weak self] packet in
+            guard let session = self else { return }
+            if loop.inEventLoop {
+                session.sendSCTP(packet)
+            } else {
+                loop.execute { session.sendSCTP(packet) }
+            }
+        }
+        let endpoint = DataChannelEndpoint(association: association, dtlsClient: configuration.dtlsRole == .client) { work in
+            loop.execute(work)
+        }
+        dataChannels = endpoint
+        if srtp != nil { association.connect() }
+        return endpoint
+    }
+
+    /// One SCTP packet to the peer, in a DTLS record.
+    private func sendSCTP(_ packet: [UInt8]) {
+        guard let dtls, let address = ice.selectedAddress else { return }
+        for datagram in dtls.send(applicationData: packet) { write(ByteBuffer(bytes: datagram), to: address) }
+    }
+
     /// Stops ICE and the timers without a word to the peer (no close_notify). On the event loop.
     func abandonOnLoop() {
+        dataChannels?.association.close()
         ice.close()
         timer?.cancel()
         timer = nil
@@ -218,6 +253,7 @@ public final class MediaSession: @unchecked Sendable {
 
     /// Sends close_notify and stops ICE. On the event loop.
     func closeOnLoop() {
+        dataChannels?.association.close()
         if let dtls = self.dtls, let address = self.ice.selectedAddress {
             for datagram in dtls.close() { self.write(ByteBuffer(bytes: datagram), to: address) }
         }
@@ -253,6 +289,12 @@ public final class MediaSession: @unchecked Sendable {
             let replies = dtls.receive(Array(datagram.readableBytesView))
             for reply in replies { write(ByteBuffer(bytes: reply), to: source) }
             dtlsProgress()
+            let records = dtls.takeApplicationData()
+            if let association = dataChannels?.association {
+                for record in records { association.input(record) }
+            } else if !records.isEmpty {
+                _stats.datagramsDropped += records.count
+            }
         case .rtp, .rtcp:
             guard source == ice.selectedAddress, let srtp else { return drop() }
             let isRTCP = kind == .rtcp
@@ -310,6 +352,7 @@ public final class MediaSession: @unchecked Sendable {
             do {
                 srtp = try SRTPContext(keys: keys)
                 dtlsDeadline = nil
+                dataChannels?.association.connect()
                 setState(.connected)
             } catch {
                 setState(.failed(reason: "SRTP: \(error)"))

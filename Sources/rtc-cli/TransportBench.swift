@@ -80,7 +80,7 @@ struct TransportBench: AsyncParsableCommand {
         // one buffer sent again and again (no work per packet but the send).
         let plain = try await DatagramBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
         let sink = try await DatagramBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
-        var rtp = RTPPacket(header: RTPHeader(marker: true, payloadType: 96, sequenceNumber: 0, timestamp: 0, ssrc: 0xBEEF),
+        let rtp = RTPPacket(header: RTPHeader(marker: true, payloadType: 96, sequenceNumber: 0, timestamp: 0, ssrc: 0xBEEF),
                             payload: ByteBuffer(bytes: [UInt8](repeating: 0xA5, count: payload)))
         let datagram = ByteBuffer(bytes: [UInt8](repeating: 0x80, count: rtp.serializedSize + profile.rtpTagLength))
         var sendRates: [Double] = [], plainRates: [Double] = [], serializedRates: [Double] = [], receiveRates: [Double] = [], delivered: [Double] = []
@@ -88,6 +88,7 @@ struct TransportBench: AsyncParsableCommand {
         for round in 0..<rounds {
             received.withLockedValue { $0 = (0, 0, 0) }
             let sent = try await client.channel.eventLoop.submit { () -> Double in
+                var rtp = rtp
                 let start = Self.now()
                 for index in 0..<count {
                     rtp.header.sequenceNumber = UInt16(truncatingIfNeeded: round * count + index)

@@ -103,6 +103,9 @@ public final class DTLSEndpoint {
         self.readBIO = readBIO
     }
 
+    /// Application data records read and not yet taken (at most 256 between two takes).
+    private var applicationData: [[UInt8]] = []
+
     deinit {
         SSL_free(ssl)  // frees both BIOs' SSL references
         BIO_free(readBIO)
@@ -130,16 +133,39 @@ public final class DTLSEndpoint {
         default: break
         }
         _ = datagram.withUnsafeBytes { BIO_write(readBIO, $0.baseAddress, Int32($0.count)) }
-        if state == .handshaking {
-            advanceHandshake()
-        } else {
-            // Connected: DTLS-SRTP carries no application data, but alerts, close_notify and a
-            // retransmitted final flight from the peer arrive here.
-            var scratch = [UInt8](repeating: 0, count: 2048)
-            let read = SSL_read(ssl, &scratch, Int32(scratch.count))
-            if read <= 0 { handleError(SSL_get_error(ssl, read)) }
-        }
+        if state == .handshaking { advanceHandshake() }
+        // Connected: application data (SCTP for data channels, RFC 8261), and alerts, close_notify
+        // and a retransmitted final flight from the peer. Also right after the handshake: the
+        // peer's first SCTP packet can follow its Finished in the same read.
+        if state == .connected { readApplicationData() }
         return drain()
+    }
+
+    /// Application data the peer sent, one DTLS record each, since the last call (SCTP packets).
+    public func takeApplicationData() -> [[UInt8]] {
+        defer { applicationData.removeAll() }
+        return applicationData
+    }
+
+    /// Encrypts one application-data record (an SCTP packet) and returns the datagrams to send;
+    /// nothing before the handshake is done or after close.
+    public func send(applicationData bytes: [UInt8]) -> [[UInt8]] {
+        guard state == .connected, !bytes.isEmpty else { return [] }
+        let written = bytes.withUnsafeBytes { SSL_write(ssl, $0.baseAddress, Int32($0.count)) }
+        if written <= 0 { handleError(SSL_get_error(ssl, written)) }
+        return drain()
+    }
+
+    private func readApplicationData() {
+        var scratch = [UInt8](repeating: 0, count: 16_384)
+        while state == .connected {
+            let read = SSL_read(ssl, &scratch, Int32(scratch.count))
+            if read <= 0 {
+                handleError(SSL_get_error(ssl, read))
+                return
+            }
+            if applicationData.count < 256 { applicationData.append(Array(scratch[0..<Int(read)])) }
+        }
     }
 
     private func advanceHandshake() {
