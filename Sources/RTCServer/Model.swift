@@ -49,6 +49,11 @@ final class Participant: @unchecked Sendable {
     var disconnectedAt: Int64?
 
     var publisher: MediaSession?
+    /// Data channels: what this participant may still send (messages, bytes), and the largest
+    /// message its SCTP takes (`a=max-message-size`, 0 for no limit).
+    var dataMessages: TokenBucket?
+    var dataBytes: TokenBucket?
+    var dataMaxMessageSize = 65_536
     /// The publisher session's ICE credentials now, ours and the client's (an ICE restart changes both).
     var publisherICE: (local: ICECredentials, remoteUfrag: String)?
     /// The mid the publisher transport's BUNDLE group was tagged with in the last offer.

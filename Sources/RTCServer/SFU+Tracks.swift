@@ -123,6 +123,9 @@ extension SFU {
             participant.publisher = session
         }
         guard let session = participant.publisher else { return }
+        if let offered = offer.negotiated.dataChannel, session.dataChannels == nil {
+            enableData(for: participant, on: session, offered: offered)
+        }
         defer { participant.refreshRepairStreams() }
         var changed = false
         for (section, layers) in sending {

@@ -31,6 +31,12 @@ public struct ServerLimits: Sendable, Hashable {
     public var maxOutboundBytes = 1 << 20
     /// Longest error reason sent back (a reason quoting the client's input is cut there).
     public var maxReasonLength = 256
+    /// Data channels: the largest message relayed (LiveKit's is about 15 KiB; we take 64 KiB, the
+    /// size browsers offer), and the messages and bytes per second one participant may send
+    /// (bursts of twice that), past which its messages are dropped and counted.
+    public var maxDataMessageBytes = 65_536
+    public var dataMessagesPerSecond = 200.0
+    public var dataBytesPerSecond = 1_000_000.0
 
     public init() {}
 }

@@ -34,6 +34,12 @@ public struct ServerCounters: Sendable, Hashable {
     /// Connections closed for not joining within `ServerLimits.joinDeadlineSeconds`.
     public var connectionsClosedUnjoined = 0
     public var packetsDropped = 0
+    /// Data channel messages received from participants and sent to them, their bytes, and those
+    /// dropped (too large, past the rate, no channel to send on).
+    public var dataMessagesIn = 0
+    public var dataMessagesOut = 0
+    public var dataBytesIn = 0
+    public var dataMessagesDropped = 0
     /// Simulcast: subscriptions moved to a larger or a smaller layer; probes sent on legs for more capacity;
     /// dynacast messages telling publishers which layers to send.
     public var layerSwitchesUp = 0
@@ -73,6 +79,10 @@ public struct ServerCounters: Sendable, Hashable {
         duplicateIdentities += other.duplicateIdentities
         connectionsClosedUnjoined += other.connectionsClosedUnjoined
         packetsDropped += other.packetsDropped
+        dataMessagesIn += other.dataMessagesIn
+        dataMessagesOut += other.dataMessagesOut
+        dataBytesIn += other.dataBytesIn
+        dataMessagesDropped += other.dataMessagesDropped
         layerSwitchesUp += other.layerSwitchesUp
         layerSwitchesDown += other.layerSwitchesDown
         legProbes += other.legProbes

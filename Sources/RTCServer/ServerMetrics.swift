@@ -19,7 +19,7 @@ final class ServerMetrics: @unchecked Sendable {
     private let packetsIn, bytesIn, packetsOut, bytesOut, nacks, retransmissions, keyframeRequests, keyframeThrottled,
                 signalingErrors, dropped, rtxRepairs, rtxDropped, iceRestarts, downstreamFeedback, publisherLimits,
                 limitRefusals, permissionRefusals, duplicateIdentities, closedUnjoined, switchesUp, switchesDown, legProbes,
-                layerPauses: CoreMetrics.Counter
+                layerPauses, dataIn, dataOut, dataBytesIn, dataDropped: CoreMetrics.Counter
     private var last = ServerCounters()
 
     init() {
@@ -53,6 +53,10 @@ final class ServerMetrics: @unchecked Sendable {
         switchesDown = CoreMetrics.Counter(label: "rtc_layer_switches_total", dimensions: [("direction", "down")], factory: factory)
         legProbes = counter("rtc_leg_probes_total")
         layerPauses = counter("rtc_layer_requests_total")
+        dataIn = counter("rtc_data_messages_in_total")
+        dataOut = counter("rtc_data_messages_out_total")
+        dataBytesIn = counter("rtc_data_bytes_in_total")
+        dataDropped = counter("rtc_data_messages_dropped_total")
     }
 
     /// Brings the metrics up to `counters` and returns the Prometheus text exposition.
@@ -84,6 +88,10 @@ final class ServerMetrics: @unchecked Sendable {
         add(switchesDown, counters.layerSwitchesDown, last.layerSwitchesDown)
         add(legProbes, counters.legProbes, last.legProbes)
         add(layerPauses, counters.layerPauses, last.layerPauses)
+        add(dataIn, counters.dataMessagesIn, last.dataMessagesIn)
+        add(dataOut, counters.dataMessagesOut, last.dataMessagesOut)
+        add(dataBytesIn, counters.dataBytesIn, last.dataBytesIn)
+        add(dataDropped, counters.dataMessagesDropped, last.dataMessagesDropped)
         last = counters
         var text: [UInt8] = []
         registry.emit(into: &text)

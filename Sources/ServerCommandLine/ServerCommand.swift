@@ -92,6 +92,12 @@ public struct ServerCommand: AsyncParsableCommand {
     var messagesPerSecond: Double = ServerLimits().messagesPerSecond
     @Option(name: .customLong("max-outbound-kb"), help: "KiB queued towards a client that does not read before it is closed.")
     var maxOutboundKB: Int = ServerLimits().maxOutboundBytes / 1024
+    @Option(name: .customLong("max-data-message-bytes"), help: "Largest data channel message relayed; larger ones are dropped and counted.")
+    var maxDataMessageBytes: Int = ServerLimits().maxDataMessageBytes
+    @Option(name: .customLong("data-messages-per-second"), help: "Data channel messages one participant may send per second (burst: 2x).")
+    var dataMessagesPerSecond: Double = ServerLimits().dataMessagesPerSecond
+    @Option(name: .customLong("data-bytes-per-second"), help: "Data channel bytes one participant may send per second (burst: 2x).")
+    var dataBytesPerSecond: Double = ServerLimits().dataBytesPerSecond
 
     public func validate() throws {
         guard secret != nil || dev else { throw ValidationError("give --secret, or --dev for a generated one") }
@@ -145,6 +151,10 @@ public struct ServerCommand: AsyncParsableCommand {
             throw ValidationError("\(name) must be 1...1000000, not \(value)")
         }
         guard maxTokenLifetime >= 60 else { throw ValidationError("--max-token-lifetime must be at least 60 s") }
+        guard (1...262_144).contains(maxDataMessageBytes) else { throw ValidationError("--max-data-message-bytes must be 1...262144") }
+        guard dataMessagesPerSecond.isFinite, dataMessagesPerSecond >= 1, dataBytesPerSecond.isFinite, dataBytesPerSecond >= 1 else {
+            throw ValidationError("--data-messages-per-second and --data-bytes-per-second must be at least 1")
+        }
         guard messagesPerSecond.isFinite, messagesPerSecond >= 1 else { throw ValidationError("--messages-per-second must be at least 1") }
         guard !screenShareSuffix.isEmpty, screenShareSuffix.utf8.count <= 32 else {
             throw ValidationError("--screen-share-suffix must be 1 to 32 bytes")
@@ -195,6 +205,9 @@ public struct ServerCommand: AsyncParsableCommand {
         configuration.limits.messagesPerSecond = messagesPerSecond
         configuration.limits.messageBurst = messagesPerSecond * 4
         configuration.limits.maxOutboundBytes = maxOutboundKB * 1024
+        configuration.limits.maxDataMessageBytes = maxDataMessageBytes
+        configuration.limits.dataMessagesPerSecond = dataMessagesPerSecond
+        configuration.limits.dataBytesPerSecond = dataBytesPerSecond
         let descriptors = FileDescriptorLimit.raise()
         if descriptors.soft < 4096 {
             logger.warning("only \(descriptors.soft) file descriptors: idle connections can shut users out; raise the hard limit (ulimit -Hn)")

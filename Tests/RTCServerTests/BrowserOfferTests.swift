@@ -163,13 +163,17 @@ struct BrowserOfferTests {
         await sfu.shutdown()
     }
 
-    @Test("a data channel section is rejected with port 0 and the media sections are answered")
-    func dataChannelRejected() async throws {
+    @Test("a data channel section is answered (UDP/DTLS/SCTP, our sctp-port and max-message-size) with the media sections")
+    func dataChannelAnswered() async throws {
         let sfu = try await makeSFU()
         let (publisher, viewer, answer) = try await pair(sfu, offer: try Self.offer("chromium-datachannel.sdp"))
         #expect(answer.media.map(\.mediaLine.kind) == ["audio", "video", "application"])
-        #expect(answer.media.map { $0.mediaLine.port == "0" } == [false, false, true])
-        #expect(answer.bundleGroups.first?.count == 2)
+        #expect(answer.media.map { $0.mediaLine.port == "0" } == [false, false, false])
+        #expect(answer.bundleGroups.first?.count == 3)
+        let data = try #require(answer.media.last)
+        #expect(data.mediaLine.proto == "UDP/DTLS/SCTP" && data.mediaLine.formats == ["webrtc-datachannel"])
+        #expect(data.attributes("sctp-port") == ["5000"] && data.attributes("max-message-size") == ["262144"])
+        #expect(data.attributes("setup") == ["passive"] && !data.attributes("fingerprint").isEmpty)
         let infos = try await sfu.participants(in: "web").get()
         #expect(infos.first { $0.uid == "browser" }?.tracks.map(\.kind).sorted { $0.rawValue < $1.rawValue } == [.audio, .video])
         await publisher.close()

@@ -212,3 +212,72 @@ struct DataChannelTransportTests {
         await port.close()
     }
 }
+
+@Suite("Data channel sections in offers (RFC 8841)")
+struct DataChannelSDPTests {
+    static func offer(_ application: String, extra: String = "") -> String {
+        """
+        v=0\r
+        o=- 1 2 IN IP4 127.0.0.1\r
+        s=-\r
+        t=0 0\r
+        a=group:BUNDLE 0\(extra.isEmpty ? "" : " 1")\r
+        \(application)\r
+        a=mid:0\r
+        a=ice-ufrag:abcd\r
+        a=ice-pwd:abcdefghijklmnopqrstuvwx\r
+        a=fingerprint:sha-256 00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF\r
+        a=setup:actpass\r
+        \(extra)
+        """
+    }
+
+    @Test("a data-only offer is answered: sctp-port and max-message-size read (RFC defaults when absent), one section only", arguments: [
+        ("m=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=sctp-port:5001\r\na=max-message-size:1073741823", DataChannelOffer(sctpPort: 5001, maxMessageSize: 1_073_741_823)),
+        ("m=application 9 UDP/DTLS/SCTP webrtc-datachannel", DataChannelOffer(sctpPort: 5000, maxMessageSize: 65536)),
+        ("m=application 9 TCP/DTLS/SCTP webrtc-datachannel\r\na=max-message-size:0", DataChannelOffer(sctpPort: 5000, maxMessageSize: 0)),
+    ])
+    func dataOnly(application: String, expected: DataChannelOffer) throws {
+        let negotiated = try SessionDescription(parsing: Self.offer(application)).negotiate()
+        #expect(negotiated.dataChannel == expected)
+        #expect(negotiated.accepted.isEmpty)
+        let transport = TransportParameters(ice: ICECredentials(ufrag: "srvr", pwd: "serverpasswordserverpass"),
+                                            fingerprint: try DTLSCertificate().fingerprint,
+                                            candidates: [try SocketAddress(ipAddress: "127.0.0.1", port: 7882)], dtlsRole: .server)
+        let answer = SessionDescription.answer(to: negotiated, sessionID: 1, transport: transport, iceLite: true, setup: "passive",
+                                               direction: { $0.reversed })
+        let section = try #require(answer.media.first)
+        #expect(section.mediaLine.kind == "application" && section.mediaLine.port == "7882")
+        #expect(section.mediaLine.proto == "UDP/DTLS/SCTP" && section.mediaLine.formats == ["webrtc-datachannel"])
+        #expect(section.mid == "0" && section.attributes("sctp-port") == ["5000"] && section.attributes("max-message-size") == ["262144"])
+        #expect(section.attributes("candidate").count == 1 && section.attributes("ice-ufrag") == ["srvr"])
+        #expect(answer.bundleGroups.first == ["0"])
+        // What we answer, we parse back the same way.
+        #expect(try SessionDescription(parsing: answer.serialized).media.first?.attributes("sctp-port") == ["5000"])
+    }
+
+    @Test("a bad data section is rejected with its reason", arguments: [
+        ("m=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=sctp-port:notaport", "a=sctp-port:notaport is not a port"),
+        ("m=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=max-message-size:-4", "a=max-message-size:-4 is not a size"),
+        ("m=application 0 UDP/DTLS/SCTP webrtc-datachannel", "the offer disabled it (port 0)"),
+        ("m=application 9 UDP/DTLS/SCTP something-else", "(wanted UDP/DTLS/SCTP webrtc-datachannel)"),
+    ])
+    func rejected(application: String, reason: String) throws {
+        let offer = try SessionDescription(parsing: Self.offer(application))
+        #expect(throws: NegotiationError.self) { try offer.negotiate() }
+        do {
+            _ = try offer.negotiate()
+        } catch {
+            #expect(error.reason.contains(reason), "\(error.reason)")
+        }
+    }
+
+    @Test("a second data section is rejected: one SCTP association per transport")
+    func second() throws {
+        let text = Self.offer("m=application 9 UDP/DTLS/SCTP webrtc-datachannel",
+                              extra: "m=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=mid:1\r\n")
+        let negotiated = try SessionDescription(parsing: text).negotiate()
+        #expect(negotiated.sections.map(\.isAccepted) == [true, false])
+        #expect(negotiated.sections[1].rejection?.contains("second data channel section") == true)
+    }
+}

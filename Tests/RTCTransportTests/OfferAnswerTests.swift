@@ -71,6 +71,14 @@ struct OfferAnswerTests {
             let label = "\(name) m-line \(index) (\(facts.kind) mid \(facts.mid ?? "-"))"
             #expect(section.mediaLine.kind == facts.kind, "\(label): media type")
             #expect(section.mid == facts.mid, "\(label): mid mirrored")
+            if facts.kind == "application" {
+                // Data channels (RFC 8841): answered with our SCTP port and message size.
+                acceptedMids.append(facts.mid ?? "")
+                #expect(section.mediaLine.port != "0" && section.mediaLine.proto == "UDP/DTLS/SCTP", "\(label): accepted")
+                #expect(section.attributes("sctp-port") == ["5000"] && section.attributes("max-message-size") == ["262144"], "\(label)")
+                #expect(negotiated.dataChannel != nil, "\(label): the offer's data channel")
+                continue
+            }
             let receivable = (facts.kind == "video" && facts.codec == "VP8") || (facts.kind == "audio" && facts.codec == "opus")
             guard receivable, let payloadType = facts.payloadType else {
                 #expect(section.mediaLine.port == "0", "\(label): rejected with port 0")
@@ -190,13 +198,21 @@ struct OfferAnswerTests {
         a=sctp-port:5000\r
 
         """
+        // The data channel section alone is answerable; the video is rejected with its reason.
         let offer = try SessionDescription(parsing: text)
-        #expect(throws: NegotiationError.self) { try offer.negotiate() }
+        let negotiated = try offer.negotiate()
+        #expect(negotiated.sections.map(\.isAccepted) == [false, true])
+        #expect(negotiated.sections[0].rejection == "no VP8 (offered: H264, rtx)")
+        #expect(negotiated.dataChannel == DataChannelOffer(sctpPort: 5000, maxMessageSize: 65536))
+        #expect(negotiated.answerBundle == ["1"])
+        // With the data section in another profile, nothing is: one error naming both reasons.
+        let legacy = try SessionDescription(parsing: text.replacingOccurrences(of: "UDP/DTLS/SCTP webrtc-datachannel", with: "DTLS/SCTP 5000"))
+        #expect(throws: NegotiationError.self) { try legacy.negotiate() }
         do {
-            _ = try offer.negotiate()
+            _ = try legacy.negotiate()
         } catch {
             #expect(error.reason.contains("no VP8 (offered: H264, rtx)"), "\(error.reason)")
-            #expect(error.reason.contains("data channels are not supported"), "\(error.reason)")
+            #expect(error.reason.contains("(wanted UDP/DTLS/SCTP webrtc-datachannel)"), "\(error.reason)")
         }
         let empty = try SessionDescription(parsing: "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
         #expect(throws: NegotiationError("the offer has no media sections")) { try empty.negotiate() }

@@ -24,6 +24,20 @@ public struct AnswerCapabilities: Sendable, Hashable {
         feedback: [.video: ["goog-remb", "transport-cc", "ccm fir", "nack", "nack pli"], .audio: ["transport-cc"]])
 }
 
+/// An offer's data channel section (`m=application … UDP/DTLS/SCTP webrtc-datachannel`,
+/// [RFC 8841](https://www.rfc-editor.org/rfc/rfc8841)): the peer's SCTP port and the largest
+/// message it takes.
+public struct DataChannelOffer: Sendable, Hashable {
+    /// `a=sctp-port` (5000 when absent, RFC 8841 §5.2).
+    public var sctpPort: UInt16
+    /// `a=max-message-size` (65536 when absent, RFC 8841 §6.1; 0 means no limit).
+    public var maxMessageSize: Int
+    public init(sctpPort: UInt16 = 5000, maxMessageSize: Int = 65536) {
+        self.sctpPort = sctpPort
+        self.maxMessageSize = maxMessageSize
+    }
+}
+
 /// One m-section of an offer after negotiation: accepted with its codec, extensions, feedback and
 /// simulcast layer, or rejected (port 0 in the answer) with the reason.
 public struct NegotiatedSection: Sendable, Hashable {
@@ -43,8 +57,10 @@ public struct NegotiatedSection: Sendable, Hashable {
     public var simulcastLayers: [String]
     /// Why the section is rejected; nil when accepted.
     public var rejection: String?
+    /// An accepted data channel section (`section` is nil then).
+    public var dataChannel: DataChannelOffer?
 
-    public var isAccepted: Bool { section != nil }
+    public var isAccepted: Bool { section != nil || dataChannel != nil }
 }
 
 /// An offer negotiated against ``AnswerCapabilities``: what the answer says and what the answerer
@@ -67,8 +83,11 @@ public struct NegotiatedOffer: Sendable, Hashable {
     /// The BUNDLE tag of the answer: the first accepted section's mid (RFC 8843 §7.2.1).
     public var bundleTag: String? { answerBundle.first }
 
-    /// The accepted sections, in offer order.
+    /// The accepted media sections, in offer order.
     public var accepted: [MediaSectionDescription] { sections.compactMap(\.section) }
+
+    /// The accepted data channel section, if the offer has one.
+    public var dataChannel: DataChannelOffer? { sections.lazy.compactMap(\.dataChannel).first }
 
     /// The id the accepted sections give extension `uri` (one id per URI on a BUNDLE transport).
     public func extensionID(for uri: String) -> UInt8? {
@@ -105,12 +124,18 @@ extension SessionDescription {
         let bundled = Set(group ?? media.compactMap(\.mid))
         var result: [NegotiatedSection] = []
         for description in media {
-            result.append(Self.negotiate(description, parsed: parsed, bundled: bundled, capabilities: capabilities))
+            var section = Self.negotiate(description, parsed: parsed, bundled: bundled, capabilities: capabilities)
+            // One data channel section per transport.
+            if section.dataChannel != nil, result.contains(where: { $0.dataChannel != nil }) {
+                section.dataChannel = nil
+                section.rejection = "a second data channel section (one SCTP association per transport)"
+            }
+            result.append(section)
         }
         guard result.contains(where: \.isAccepted) else {
             let reasons = result.map { "\($0.media) \($0.mid.map { "mid \($0)" } ?? "without mid"): \($0.rejection ?? "")" }
-            throw NegotiationError("no section of the offer can be received (the server takes VP8 video and Opus audio over "
-                                   + "UDP/TLS/RTP/SAVPF): " + reasons.joined(separator: "; "))
+            throw NegotiationError("no section of the offer can be received (the server takes VP8, Opus and data channels): "
+                                   + reasons.joined(separator: "; "))
         }
         let allowMixed = !sessionAttributes("extmap-allow-mixed").isEmpty || media.contains { $0.hasAttribute("extmap-allow-mixed") }
         return NegotiatedOffer(sections: result, extmapAllowMixed: allowMixed, bundleOrder: group ?? [])
@@ -125,12 +150,31 @@ extension SessionDescription {
             negotiated.rejection = reason
             return negotiated
         }
-        guard let kind = MediaSectionDescription.Kind(rawValue: line.kind) else {
-            return reject(line.kind == "application" ? "data channels are not supported" : "\(line.kind) media is not supported")
-        }
         // Port 0 disables a section, except one marked bundle-only inside the BUNDLE group (RFC 8843
         // §6: Firefox's and Chromium's max-bundle offers send every section but the first that way).
         let bundleOnly = description.hasAttribute("bundle-only") && description.mid.map(bundled.contains) == true
+        if line.kind == "application" {
+            guard line.port.split(separator: "/").first != "0" || bundleOnly else { return reject("the offer disabled it (port 0)") }
+            guard line.proto.uppercased().hasSuffix("DTLS/SCTP"), line.formats.contains("webrtc-datachannel") else {
+                return reject("profile \(line.proto) \(line.formats.joined(separator: " ")) (wanted UDP/DTLS/SCTP webrtc-datachannel)")
+            }
+            guard let mid = description.mid else { return reject("no a=mid (BUNDLE needs one)") }
+            guard bundled.contains(mid) else { return reject("not in the offer's BUNDLE group (the server takes one transport)") }
+            var offer = DataChannelOffer()
+            if let text = description.attributes("sctp-port").first {
+                guard let port = UInt16(text.filter { $0 != " " }), port > 0 else { return reject("a=sctp-port:\(text) is not a port") }
+                offer.sctpPort = port
+            }
+            if let text = description.attributes("max-message-size").first {
+                guard let size = Int(text.filter { $0 != " " }), size >= 0 else {
+                    return reject("a=max-message-size:\(text) is not a size")
+                }
+                offer.maxMessageSize = size
+            }
+            negotiated.dataChannel = offer
+            return negotiated
+        }
+        guard let kind = MediaSectionDescription.Kind(rawValue: line.kind) else { return reject("\(line.kind) media is not supported") }
         guard line.port.split(separator: "/").first != "0" || bundleOnly else { return reject("the offer disabled it (port 0)") }
         guard line.proto.uppercased().contains("RTP/SAVPF") else { return reject("profile \(line.proto) (wanted UDP/TLS/RTP/SAVPF)") }
         guard let mid = description.mid else { return reject("no a=mid (BUNDLE needs one)") }
@@ -190,6 +234,11 @@ extension SessionDescription {
         var media: [MediaDescription] = []
         var wroteCandidate = false
         for entry in negotiated.sections {
+            if entry.dataChannel != nil, let mid = entry.mid {
+                media.append(dataChannelDescription(mid: mid, transport: transport, setup: setup, candidate: !wroteCandidate))
+                wroteCandidate = true
+                continue
+            }
             guard var section = entry.section else {
                 var lines: [SDPLine] = [SDPLine(type: "c", value: "IN IP4 0.0.0.0")]
                 if let mid = entry.mid { lines.append(.attribute("mid", mid)) }

@@ -193,6 +193,25 @@ extension SessionDescription {
                                                      formats: formats), lines: lines)
     }
 
+    /// Our SCTP port and the largest message we take, as data channel sections say them.
+    public static let sctpPort: UInt16 = 5000
+    public static let maxMessageSize = 262_144
+
+    /// A data channel section (`m=application <port> UDP/DTLS/SCTP webrtc-datachannel`, RFC 8841):
+    /// the transport lines (the candidates when `candidate`), its mid, our SCTP port and maximum
+    /// message size.
+    static func dataChannelDescription(mid: String, transport: TransportParameters, setup: String, candidate: Bool) -> MediaDescription {
+        // The media section writer, for its transport and candidate lines.
+        let carrier = mediaDescription(for: MediaSectionDescription(mid: mid, kind: .audio, direction: .inactive), transport: transport,
+                                       setup: setup, extensions: [], feedback: [], candidate: candidate, cname: "")
+        let kept: Set<String> = ["mid", "ice-ufrag", "ice-pwd", "fingerprint", "setup", "candidate", "end-of-candidates"]
+        var lines = carrier.lines.filter { $0.type == "c" || kept.contains($0.attribute?.name ?? "") }
+        lines.append(.attribute("sctp-port", String(sctpPort)))
+        lines.append(.attribute("max-message-size", String(maxMessageSize)))
+        return MediaDescription(mediaLine: MediaLine(kind: "application", port: carrier.mediaLine.port, proto: "UDP/DTLS/SCTP",
+                                                     formats: ["webrtc-datachannel"]), lines: lines)
+    }
+
     /// The sections of this description: each m-section's mid, kind, direction, first codec of
     /// ours (VP8 or Opus), the first SSRC that is not a retransmission (FID) SSRC, and for video
     /// the RFC 4588 format that retransmits that codec (`apt=`) with its FID SSRC.
