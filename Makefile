@@ -6,7 +6,7 @@ DEBIAN_PACKAGES := pkg-config libvpx-dev libopus-dev libsrtp2-dev libssl-dev lib
                    redis-server janus time
 # Interop peers from PyPI, used by the tests.
 PYPI_PACKAGES := aiortc
-FUZZ_TARGETS := y4m ivf wav ogg rtp rtcp vp8 stun sdp dtls ice srtp signaling link resp
+FUZZ_TARGETS := y4m ivf wav ogg rtp rtcp vp8 stun sdp dtls ice srtp dcep signaling link resp
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 FUZZ_FLAGS := -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xcc -fsanitize=fuzzer-no-link,address \

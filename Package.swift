@@ -3,7 +3,7 @@
 // the SFU (RTCServer) and the `rtc-cli` tool. See docs/architecture.md for the dependency graph.
 import PackageDescription
 
-let fuzzTargets = ["Y4M", "IVF", "WAV", "Ogg", "RTP", "RTCP", "VP8", "STUN", "SDP", "DTLS", "ICE", "SRTP", "Signaling", "Link", "RESP"]
+let fuzzTargets = ["Y4M", "IVF", "WAV", "Ogg", "RTP", "RTCP", "VP8", "STUN", "SDP", "DTLS", "ICE", "SRTP", "DCEP", "Signaling", "Link", "RESP"]
 
 let package = Package(
     name: "swift-rtc",

@@ -124,3 +124,14 @@ extension FuzzHarness {
         precondition(receiver.malformedDropped + receiver.authenticationFailures + receiver.replaysDropped >= 0)
     }
 }
+
+extension FuzzHarness {
+    /// DCEP messages (RFC 8832): what parses serializes back to the same message; and the same
+    /// bytes as an SCTP packet into a throwaway usrsctp association (the shim's input path).
+    public static func dcep(_ bytes: [UInt8]) {
+        if let message = try? DCEPMessage(parsing: bytes) {
+            precondition((try? DCEPMessage(parsing: message.serialized)) == message, "DCEP round trip changed the message")
+        }
+        SCTPAssociation.fuzzInput(bytes)
+    }
+}

@@ -117,6 +117,8 @@ extension FuzzHarness {
         for (section, entry) in zip(parsed.media, negotiated.sections) {
             if let accepted = entry.section {
                 precondition(section.mediaLine.payloadTypes.first == accepted.payloadType, "the answer renumbered a payload type")
+            } else if entry.dataChannel != nil {
+                precondition(section.mediaLine.proto == "UDP/DTLS/SCTP" && section.mediaLine.port != "0", "an accepted data section was not answered")
             } else {
                 precondition(section.mediaLine.port == "0", "a rejected section kept a port")
             }

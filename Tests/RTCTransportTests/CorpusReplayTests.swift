@@ -11,7 +11,7 @@ struct WireCorpusReplayTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("Fuzz/Corpus")
 
-    @Test("every corpus input runs through its fuzz entry point", arguments: ["rtp", "rtcp", "vp8", "stun", "sdp", "dtls", "ice", "srtp"])
+    @Test("every corpus input runs through its fuzz entry point", arguments: ["rtp", "rtcp", "vp8", "stun", "sdp", "dtls", "ice", "srtp", "dcep"])
     func replay(name: String) throws {
         let folder = Self.root.appendingPathComponent(name)
         let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
@@ -24,6 +24,7 @@ struct WireCorpusReplayTests {
         case "dtls": FuzzHarness.dtls
         case "ice": FuzzHarness.ice
         case "srtp": FuzzHarness.srtp
+        case "dcep": FuzzHarness.dcep
         default: FuzzHarness.sdp
         }
         for file in files { entry([UInt8](try Data(contentsOf: folder.appendingPathComponent(file)))) }
