@@ -6,7 +6,7 @@ import Testing
 /// its own Python implementation, offers a data-only publisher transport with one channel; the
 /// server ends SCTP per participant and relays each message to the others on their channel of the
 /// same label (`docs/data.md`).
-@Suite("Data channels: aiortc peers exchange messages through rtc-server", .serialized)
+@Suite("Data channels through rtc-server: aiortc, Chromium and Firefox peers", .serialized)
 struct DataChannelInteropTests {
     static let tool = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Tools/aiortc_data.py").path
@@ -53,6 +53,34 @@ struct DataChannelInteropTests {
                                    "http://127.0.0.1:\(port)/metrics"])
         let relayed = metrics.out.split(separator: "\n").first { $0.hasPrefix("rtc_data_messages_out_total ") }
         #expect((relayed?.split(separator: " ").last.flatMap { Double($0) } ?? 0) >= 100, "\(relayed ?? "no counter")")
+    }
+
+    static func browserTool(_ name: String) -> String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Tools/\(name)").path
+    }
+
+    @Test("headless Chromium and Firefox (plain-JS RTCDataChannel, no SDK) and aiortc in one room: each gets the others' messages once, in order")
+    func browsersAndAiortc() async throws {
+        let (server, url, _) = try await Self.server()
+        defer { server.stop() }
+        let common = ["--raw-data", url, "--channel", "mixed", "--data-count", "20", "--data-expect", "40", "--seconds", "60"]
+        let chromium = try ChildProcess(["python3", Self.browserTool("browser_peer.py"), "--uid", "chromium",
+                                         "--token", testToken(uid: "chromium", channel: "mixed")] + common)
+        let firefox = try ChildProcess(["python3", Self.browserTool("firefox_peer.py"), "--uid", "firefox",
+                                        "--token", testToken(uid: "firefox", channel: "mixed")] + common)
+        let aiortc = try ChildProcess(["python3", Self.tool, "--server", url, "--channel", "mixed", "--uid", "aiortc", "--token",
+                                       testToken(uid: "aiortc", channel: "mixed"), "--count", "20", "--expect", "40", "--seconds", "60"])
+        let peers = [("chromium", chromium), ("firefox", firefox), ("aiortc", aiortc)]
+        for (_, peer) in peers { _ = await peer.wait(90) }
+        for (uid, peer) in peers {
+            let report = try Self.report(peer)
+            #expect(report["ok"] as? Bool == true, "\(uid): \(report)")
+            let received = (report["received"] as? [String: [String]])?["chat"] ?? []
+            for other in peers.map(\.0) where other != uid {
+                let fromOther = received.filter { $0.hasPrefix(other + " ") }
+                #expect(fromOther == (0..<20).map { "\(other) \($0)" }, "\(uid) from \(other): \(fromOther)")
+            }
+        }
     }
 
     @Test("a message over the server's size limit is dropped and counted; the channel goes on")

@@ -4,6 +4,7 @@
 Usage:
   browser_peer.py URL [--seconds S] [--expect-videos N] [--min-frames F] [--expect-sent F] [--expect-error TEXT] [--hold H]
   browser_peer.py [URL] --raw-publish WSURL --channel C --uid U --token T [--seconds S]
+  browser_peer.py [URL] --raw-data WSURL --channel C --uid U --token T [--data-label L] [--data-count N] [--data-expect M]
 
 Page mode opens URL (the web client, Web/index.html: /?channel=C&uid=U&token=T&mode=watch|publish|share)
 and polls its `window.rtcTest` until the goal is met or S seconds passed. The goal: joined, no error, and
@@ -43,7 +44,7 @@ except ImportError:
     print("browser_peer: selenium is not installed (apt-get install python3-selenium)", file=sys.stderr)
     sys.exit(2)
 
-from peer_common import add_page_options, kill_profile_processes, poll_page  # noqa: E402 (next to this script, after the selenium check)
+from peer_common import add_page_options, add_raw_data_options, kill_profile_processes, poll_page, run_raw_data  # noqa: E402 (next to this script, after the selenium check)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -217,13 +218,14 @@ def main():
     parser.add_argument("--raw-simulcast", action="store_true",
                         help="raw mode: send the camera at 1280x720 as three simulcast encodings (rids q, h, f)")
     parser.add_argument("--keep-sdp", action="store_true", help="raw mode: include the server's answer SDP in the JSON")
+    add_raw_data_options(parser)
     parser.add_argument("--chromium", default=CHROMIUM)
     parser.add_argument("--chromedriver", default=CHROMEDRIVER)
     args = parser.parse_args()
-    if args.raw_publish:
+    if args.raw_publish or args.raw_data:
         missing = [name for name in ("channel", "uid", "token") if not getattr(args, name)]
         if missing:
-            parser.error("--raw-publish needs " + ", ".join("--" + name for name in missing))
+            parser.error("--raw-publish and --raw-data need " + ", ".join("--" + name for name in missing))
     elif not args.url:
         parser.error("a URL is needed (or --raw-publish)")
     signal.signal(signal.SIGTERM, terminate)
@@ -252,7 +254,12 @@ def main():
             return 2
         driver.set_script_timeout(30)
         try:
-            result = run_raw(driver, args) if args.raw_publish else run_page(driver, args)
+            if args.raw_publish:
+                result = run_raw(driver, args)
+            elif args.raw_data:
+                result = run_raw_data(driver.get, driver.execute_script, args, LAST)
+            else:
+                result = run_page(driver, args)
         except Terminated:
             result = dict(LAST.get("state") or {}, ok=False, reason="terminated")
         except Exception as error:
@@ -274,7 +281,8 @@ def main():
                 # Leave the channel first, so that the server does not keep us for its resume window.
                 driver.set_script_timeout(2)
                 driver.execute_script("if (window.rtcClient) window.rtcClient.leave();"
-                                      " if (window.rawPeer && window.rawPeer.leave) window.rawPeer.leave();")
+                                      " if (window.rawPeer && window.rawPeer.leave) window.rawPeer.leave();"
+                                      " if (window.rawData && window.rawData.leave) window.rawData.leave();")
                 time.sleep(0.1)
             except Exception:
                 pass

@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 
-from peer_common import add_page_options, kill_profile_processes, poll_page  # next to this script
+from peer_common import add_page_options, add_raw_data_options, kill_profile_processes, poll_page, run_raw_data  # next to this script
 
 FIREFOX_CANDIDATES = ("/usr/bin/firefox-esr", "/usr/lib/firefox-esr/firefox-esr", "/usr/bin/firefox")
 
@@ -353,13 +353,23 @@ def stop_firefox(process, client):
 
 def main():
     parser = argparse.ArgumentParser(description="Drive headless Firefox as a peer of the RTC server (Marionette, no geckodriver).")
-    parser.add_argument("url", help="the web client's URL")
+    parser.add_argument("url", nargs="?", help="the web client's URL (raw data mode: a page of the server's origin)")
     add_page_options(parser)
     parser.add_argument("--keep-sdp", action="store_true", help="include the page's SDPs in the JSON (always when not ok)")
     parser.add_argument("--firefox", default=None, help="the Firefox binary (default: firefox-esr)")
     parser.add_argument("--marionette-port", type=int, default=0, help="Marionette's port (default 0: a free one)")
     parser.add_argument("--startup-seconds", type=float, default=60, help="seconds Firefox has to start Marionette (default 60)")
+    parser.add_argument("--channel")
+    parser.add_argument("--uid")
+    parser.add_argument("--token")
+    add_raw_data_options(parser)
     args = parser.parse_args()
+    if args.raw_data:
+        missing = [name for name in ("channel", "uid", "token") if not getattr(args, name)]
+        if missing:
+            parser.error("--raw-data needs " + ", ".join("--" + name for name in missing))
+    elif not args.url:
+        parser.error("a URL is needed (or --raw-data)")
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGINT, terminate)
 
@@ -413,7 +423,11 @@ def main():
         else:
             startup_ms = round((time.monotonic() - launch) * 1000)
             try:
-                result = run_page(client, args)
+                if args.raw_data:
+                    result = run_raw_data(lambda url: client.command("WebDriver:Navigate", {"url": url}, timeout=60),
+                                          lambda script, *values: client.execute(script, values), args, LAST)
+                else:
+                    result = run_page(client, args)
             except Terminated:
                 result = dict(LAST.get("state") or {}, ok=False, reason="terminated")
             except Exception as error:
@@ -443,7 +457,8 @@ def main():
         if client is not None:
             try:
                 # Leave the channel first, so that the server does not keep us for its resume window.
-                client.execute("if (window.rtcClient) window.rtcClient.leave(); return true;", timeout=2)
+                client.execute("if (window.rtcClient) window.rtcClient.leave();"
+                               " if (window.rawData && window.rawData.leave) window.rawData.leave(); return true;", timeout=2)
                 time.sleep(0.1)
             except Exception:
                 pass

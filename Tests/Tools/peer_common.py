@@ -2,6 +2,7 @@
 import os
 import signal
 import time
+from urllib.parse import urlsplit
 
 
 def kill_profile_processes(profile):
@@ -88,3 +89,102 @@ def add_page_options(parser):
     parser.add_argument("--hold", type=float, default=0,
                         help="after the goal is met, stay this many seconds more (a publisher others watch); ok if it still holds")
     parser.add_argument("--expect-error", default=None, help="the goal is a page error containing this text")
+
+
+# The raw data peer: plain JS, no SDK, a data-only offer with one RTCDataChannel. It says "hello"
+# until it hears anyone (the server relays to participants whose channels are up), then sends its
+# numbered messages, and records what reaches it on any channel. Reports into window.rawData.
+RAW_DATA_PEER = r"""
+const [wsURL, channel, uid, token, label, count] = arguments;
+const s = window.rawData = {joined: false, opened: false, answerAccepted: false, sent: 0, received: {}, heard: false, error: null,
+  serverErrors: []};
+(async () => {
+  const ws = new WebSocket(wsURL);
+  let nextID = 1;
+  const pending = new Map();
+  const request = (type, payload) => new Promise((resolve, reject) => {
+    const id = nextID++;
+    pending.set(id, {resolve, reject});
+    ws.send(JSON.stringify({v: "1.3", id, type, payload}));
+  });
+  ws.onmessage = (event) => {
+    const m = JSON.parse(event.data);
+    if (m.type === "error") s.serverErrors.push(m.payload.code + ": " + m.payload.reason);
+    const p = m.id != null && pending.get(m.id);
+    if (!p) return;
+    pending.delete(m.id);
+    if (m.type === "error") p.reject(new Error("server error " + m.payload.code + ": " + m.payload.reason)); else p.resolve(m.payload);
+  };
+  await new Promise((resolve, reject) => { ws.onopen = resolve; ws.onerror = () => reject(new Error("cannot connect to " + wsURL)); });
+  const joined = await request("join", {token, channel, uid, role: "broadcaster", autoSubscribe: false,
+                                        sdk: {name: "raw-js", version: "0", protocolVersion: {major: 1, minor: 3}}});
+  s.joined = true;
+  s.leave = () => ws.readyState === 1 && ws.send(JSON.stringify({v: "1.3", type: "leave", payload: {reason: "clientRequest"}}));
+  setInterval(() => ws.readyState === 1 && ws.send(JSON.stringify({v: "1.3", type: "ping", payload: {timestamp: Date.now()}})),
+              (joined.pingInterval || 5) * 1000);
+  const pc = window.rawPC = new RTCPeerConnection({bundlePolicy: "max-bundle"});
+  const listen = (dc) => {
+    dc.onmessage = (event) => {
+      const text = typeof event.data === "string" ? event.data : new TextDecoder().decode(event.data);
+      s.heard = true;
+      if (!text.endsWith(" hello")) (s.received[dc.label] = s.received[dc.label] || []).push(text);
+    };
+  };
+  const dc = pc.createDataChannel(label);
+  listen(dc);
+  pc.ondatachannel = (event) => listen(event.channel);
+  dc.onopen = async () => {
+    s.opened = true;
+    while (!s.heard) {
+      dc.send(uid + " hello");
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    for (let i = 0; i < 3; i++) dc.send(uid + " hello");
+    for (let i = 0; i < count; i++) { dc.send(uid + " " + i); s.sent++; }
+  };
+  await pc.setLocalDescription(await pc.createOffer());
+  const answer = await request("offer", {transport: "publisher", sdp: pc.localDescription.sdp});
+  await pc.setRemoteDescription({type: "answer", sdp: answer.sdp});
+  s.answerAccepted = true;
+})().catch((error) => { s.error = error.message || String(error); });
+"""
+
+
+def run_raw_data(load, execute, args, last):
+    """Runs RAW_DATA_PEER in a browser: `load(url)` opens a page of the server's origin,
+    `execute(script, *arguments)` runs WebDriver's ExecuteScript; `last["state"]` keeps the newest
+    state for a report cut short. Returns the report (with "ok", and "reason" when not)."""
+    started = time.monotonic()
+    origin = urlsplit(args.raw_data)
+    load(args.url or "%s://%s/healthz" % ("https" if origin.scheme == "wss" else "http", origin.netloc))
+    execute(RAW_DATA_PEER, args.raw_data, args.channel, args.uid, args.token, args.data_label, args.data_count)
+    deadline = started + args.seconds
+    state, settled = None, None
+    while time.monotonic() < deadline:
+        state = execute("return window.rawData ? JSON.parse(JSON.stringify(window.rawData)) : null")
+        last["state"] = state
+        if state is None or state.get("error"):
+            break
+        got = sum(len(v) for v in (state.get("received") or {}).values())
+        if state.get("sent") == args.data_count and got >= args.data_expect:
+            settled = settled or time.monotonic()
+            if time.monotonic() - settled > 1.0:
+                break
+        time.sleep(0.2)
+    result = {"mode": "raw-data"}
+    result.update(state or {"error": "the raw data peer did not start"})
+    got = sum(len(v) for v in (result.get("received") or {}).values())
+    result["ok"] = bool(result.get("opened") and result.get("sent") == args.data_count and got >= args.data_expect
+                        and not result.get("error"))
+    if not result["ok"]:
+        result["reason"] = result.get("error") or "%s opened, %s sent, %d received" % (result.get("opened"), result.get("sent"), got)
+    result["elapsedMs"] = round((time.monotonic() - started) * 1000)
+    return result
+
+
+def add_raw_data_options(parser):
+    """The raw data peer's options (browser_peer.py and firefox_peer.py)."""
+    parser.add_argument("--raw-data", metavar="WSURL", help="a plain-JS RTCDataChannel peer (no SDK) on this signaling URL")
+    parser.add_argument("--data-label", default="chat")
+    parser.add_argument("--data-count", type=int, default=20, help="raw data mode: numbered messages to send")
+    parser.add_argument("--data-expect", type=int, default=0, help="raw data mode: messages to receive")
