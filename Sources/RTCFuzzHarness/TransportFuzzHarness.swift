@@ -126,11 +126,15 @@ extension FuzzHarness {
 }
 
 extension FuzzHarness {
-    /// DCEP messages (RFC 8832): what parses serializes back to the same message; and the same
-    /// bytes as an SCTP packet into a throwaway usrsctp association (the shim's input path).
+    /// DCEP messages (RFC 8832) and the SDK's data envelopes: what parses serializes back to the
+    /// same value; and the same bytes as an SCTP packet into a throwaway usrsctp association (the
+    /// shim's input path).
     public static func dcep(_ bytes: [UInt8]) {
         if let message = try? DCEPMessage(parsing: bytes) {
             precondition((try? DCEPMessage(parsing: message.serialized)) == message, "DCEP round trip changed the message")
+        }
+        if let envelope = try? DataEnvelope(parsing: bytes) {
+            precondition((try? DataEnvelope(parsing: envelope.serialized)) == envelope, "envelope round trip changed it")
         }
         SCTPAssociation.fuzzInput(bytes)
     }

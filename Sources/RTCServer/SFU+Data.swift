@@ -30,21 +30,51 @@ extension SFU {
         context.counters.dataMessagesIn += 1
         context.counters.dataBytesIn += data.count
         let nowNs = context.monotonicClock()
-        guard data.count <= configuration.limits.maxDataMessageBytes,
+        let screenShare: Bool = if case .screenShare = sender.kind { true } else { false }
+        guard data.count <= configuration.limits.maxDataMessageBytes, sender.grants.maySendData(screenShare: screenShare),
               sender.dataMessages?.take(1, nowNs: nowNs) != false, sender.dataBytes?.take(Double(data.count), nowNs: nowNs) != false
         else {
             context.counters.dataMessagesDropped += 1
             return
         }
+        // Two kinds of receiver: SDK clients, which opened the envelope channels (`_reliable`,
+        // `_lossy`), and plain data channel peers. An envelope's sender is the server's to write
+        // and its destinations choose the receivers; a plain peer's message reaches an SDK client
+        // wrapped (its label as the topic), and an envelope reaches a plain peer unwrapped, on its
+        // channel labelled with the topic (or the sender's label).
+        let fromSDK = DataEnvelope.isEnvelopeLabel(channel.parameters.label)
+        var envelope: DataEnvelope
+        if fromSDK {
+            guard let parsed = try? DataEnvelope(parsing: data) else {
+                context.counters.dataMessagesDropped += 1
+                return
+            }
+            envelope = parsed
+        } else {
+            envelope = DataEnvelope(topic: channel.parameters.label, payload: data)
+        }
+        envelope.sender = sender.uid
+        let destinations = envelope.destinations.isEmpty ? nil : Set(envelope.destinations)
+        let reliable = channel.parameters.reliability == .reliable
+        let wrapped = envelope.serialized
         for receiver in sender.room.participants.values where receiver !== sender {
+            if let destinations, !destinations.contains(receiver.uid) { continue }
             guard let endpoint = receiver.publisher?.dataChannels, endpoint.isConnected else { continue }
-            guard receiver.dataMaxMessageSize == 0 || data.count <= receiver.dataMaxMessageSize else {
+            let toSDK = endpoint.openChannels.contains { DataEnvelope.isEnvelopeLabel($0.parameters.label) }
+            let bytes = toSDK ? wrapped : envelope.payload
+            guard receiver.dataMaxMessageSize == 0 || bytes.count <= receiver.dataMaxMessageSize else {
                 context.counters.dataMessagesDropped += 1
                 continue
             }
+            var parameters = channel.parameters
+            if toSDK {
+                parameters = reliable ? DataEnvelope.reliableChannel : DataEnvelope.lossyChannel
+            } else if fromSDK {
+                parameters.label = envelope.topic.isEmpty ? channel.parameters.label : envelope.topic
+            }
             do {
-                let stream = try endpoint.channel(labelled: channel.parameters.label)?.stream ?? endpoint.open(channel.parameters)
-                try endpoint.send(data, binary: binary, on: stream)
+                let stream = try endpoint.channel(labelled: parameters.label)?.stream ?? endpoint.open(parameters)
+                try endpoint.send(bytes, binary: toSDK || binary, on: stream)
                 context.counters.dataMessagesOut += 1
             } catch {
                 context.counters.dataMessagesDropped += 1

@@ -22,7 +22,7 @@ public final class MediaSession: @unchecked Sendable {
     /// Called on every state change, on the event loop.
     public var onStateChange: (@Sendable (MediaTransportState) -> Void)?
 
-    let eventLoop: EventLoop
+    public let eventLoop: EventLoop
     private let writer: (ByteBuffer, SocketAddress, Bool) -> Void
     let ice: ICEAgent
     private let certificate: DTLSCertificate

@@ -12,25 +12,32 @@ public struct TokenGrants: Codable, Sendable, Hashable {
     public var publishVideo: Bool
     public var publishScreen: Bool
     public var subscribe: Bool
+    /// Sending data channel messages (LiveKit's canPublishData). Absent (nil) means allowed, except
+    /// for a screen-share uid (`<host>_sub`), which sends data only when its token says so.
+    public var publishData: Bool?
 
     public init(join: Bool = true, publishAudio: Bool = true, publishVideo: Bool = true, publishScreen: Bool = true,
-                subscribe: Bool = true) {
+                subscribe: Bool = true, publishData: Bool? = nil) {
         self.join = join
         self.publishAudio = publishAudio
         self.publishVideo = publishVideo
         self.publishScreen = publishScreen
         self.subscribe = subscribe
+        self.publishData = publishData
     }
+
+    /// Whether these grants let `uid` send data (``publishData``, its default by kind).
+    public func maySendData(screenShare: Bool) -> Bool { publishData ?? !screenShare }
 
     /// Everything.
     public static let all = TokenGrants()
 
     /// The names `rtc-cli token --grants` takes.
-    public static let names = ["join", "publishAudio", "publishVideo", "publishScreen", "subscribe"]
+    public static let names = ["join", "publishAudio", "publishVideo", "publishScreen", "subscribe", "publishData"]
 
     /// Parses a comma-separated list of grant names; nil for an unknown name.
     public init?(list: String) {
-        self.init(join: false, publishAudio: false, publishVideo: false, publishScreen: false, subscribe: false)
+        self.init(join: false, publishAudio: false, publishVideo: false, publishScreen: false, subscribe: false, publishData: false)
         for part in list.split(separator: ",") {
             let name = part.filter { $0 != " " }
             if name.isEmpty { continue }
@@ -40,6 +47,7 @@ public struct TokenGrants: Codable, Sendable, Hashable {
             case "publishVideo": publishVideo = true
             case "publishScreen": publishScreen = true
             case "subscribe": subscribe = true
+            case "publishData": publishData = true
             default: return nil
             }
         }

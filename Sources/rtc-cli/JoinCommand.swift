@@ -79,6 +79,15 @@ struct JoinCommand: AsyncParsableCommand {
     var shareScreen = false
     @Flag(help: "With --share-screen: the sharer only captures; this process publishes its frames (relay mode).") var relay = false
     @Option(name: .customLong("share-token"), help: "Token for <uid>_sub (or --secret mints one).") var shareToken: String?
+    @Option(name: .customLong("send-data"),
+            help: "Send TEXT on a data stream once, or every SECONDS with TEXT@SECONDS, until the end; {n} in TEXT is the message's number, from 0.")
+    var sendData: String?
+    @Option(name: .customLong("data-topic"), help: "The topic of --send-data's messages.") var dataTopic: String = ""
+    @Option(name: .customLong("data-to"), help: "Send --send-data's messages to this uid only (repeatable).") var dataTo: [String] = []
+    @Flag(name: .customLong("data-lossy"), help: "--send-data on a lossy stream (unordered, never retransmitted).") var dataLossy = false
+    @Flag(name: .customLong("print-data"),
+          help: "Print a line per data message received: data <monotonic µs> <uid> <topic> <bytes> <text>.")
+    var printData = false
     @Option(name: .customLong("sharer"),
             help: "With --share-screen: the sharer to start, a command split at spaces (`--link PATH` is added), instead of rtc-sharer (rtc-capture for --relay) next to this executable.")
     var sharerCommand: String?
@@ -198,6 +207,34 @@ struct JoinCommand: AsyncParsableCommand {
         if case .error(let message) = reason { throw CLIError(message) }
     }
 
+    /// `--send-data TEXT[@SECONDS]`: a data stream and a task sending on it (nil without the option).
+    private func startSendingData(_ engine: RTCEngine) async throws -> Task<Void, Never>? {
+        guard let sendData else { return nil }
+        var text = sendData, every: Double?
+        if let at = sendData.lastIndex(of: "@"), let seconds = Double(sendData[sendData.index(after: at)...]), seconds > 0 {
+            text = String(sendData[..<at])
+            every = seconds
+        }
+        let stream: Int
+        do { stream = try await engine.createDataStream(reliable: !dataLossy, ordered: !dataLossy) } catch { throw CLIError("\(error)") }
+        let (topic, destinations) = (dataTopic, dataTo)
+        return Task {
+            var number = 0
+            repeat {
+                let message = Array(text.replacingOccurrences(of: "{n}", with: String(number)).utf8)
+                do {
+                    try engine.sendStreamMessage(streamId: stream, data: message, topic: topic, to: destinations)
+                    number += 1
+                } catch {
+                    print("data: not sent: \(error)")
+                    fflush(nil)
+                }
+                guard let every else { return }
+                try? await Task.sleep(for: .milliseconds(Int(every * 1000)))
+            } while !Task.isCancelled
+        }
+    }
+
     func run() async throws {
         if ScreenShareUID.isScreenShare(uid) { return try await runShare() }
         let token = self.token ?? mint(uid)
@@ -212,7 +249,9 @@ struct JoinCommand: AsyncParsableCommand {
                                                          frameLog: frameLog),
                                       recordOptions: ChannelRecorder.Options(layout: ChannelRecorder.Options.Layout(rawValue: recordFormat) ?? .tracks,
                                                                              uids: recordUID.isEmpty ? nil : Set(recordUID)),
-                                      fallbackServers: fallbackServer)
+                                      fallbackServers: fallbackServer, data: (printData || sendData != nil, printData))
+        let sending = try await startSendingData(bot.engine)
+        defer { sending?.cancel() }
         var host: ScreenShareHost?
         if shareScreen {
             let linkPath = "/tmp/rtc-share-\(getpid()).sock"
@@ -282,7 +321,7 @@ final class Bot: Sendable {
                       iceTrust: String? = nil, layers: Layers = Layers(),
                       recordOptions: ChannelRecorder.Options = ChannelRecorder.Options(),
                       source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone),
-                      fallbackServers: [String] = []) async throws -> Bot {
+                      fallbackServers: [String] = [], data: (open: Bool, print: Bool) = (false, false)) async throws -> Bot {
         var configuration = RTCEngineConfiguration(serverURL: server, clientRole: role)
         configuration.alternateServerURLs = fallbackServers
         configuration.bindAddress = bind
@@ -290,6 +329,7 @@ final class Bot: Sendable {
         configuration.iceTransportPolicy = relayOnly ? .relay : .all
         configuration.turnTrustedCertificates = iceTrust
         configuration.statsIntervalSeconds = 1
+        configuration.dataChannels = data.open
         let engine = RTCEngine(configuration: configuration)
         do { try engine.setVideoEncoderConfiguration(settings) } catch { throw CLIError("\(error)") }
         if layers.simulcast > 1 { try await engine.setSimulcast(layers: layers.simulcast) }
@@ -337,6 +377,11 @@ final class Bot: Sendable {
                     if printStats { print("\(uid): connection \(state.rawValue) (\(reason.rawValue))"); fflush(nil) }
                 case .error(let error):
                     if printStats { print("\(uid): error \(error)"); fflush(nil) }
+                case .streamMessage(let from, _, let bytes, let topic) where data.print:
+                    // One line per message, whatever --quiet says: bots and tests read these.
+                    let text = String(decoding: bytes, as: UTF8.self).replacingOccurrences(of: "\n", with: " ")
+                    print("data \(MediaClock.monotonicUs()) \(from.isEmpty ? "-" : from) \(topic.isEmpty ? "-" : topic) \(bytes.count) \(text)")
+                    fflush(nil)
                 default: break
                 }
             }

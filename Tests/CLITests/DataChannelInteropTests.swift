@@ -63,13 +63,13 @@ struct DataChannelInteropTests {
     func browsersAndAiortc() async throws {
         let (server, url, _) = try await Self.server()
         defer { server.stop() }
-        let common = ["--raw-data", url, "--channel", "mixed", "--data-count", "20", "--data-expect", "40", "--seconds", "60"]
+        let common = ["--raw-data", url, "--channel", "mixed", "--data-count", "20", "--data-expect", "40", "--data-peers", "2", "--seconds", "60"]
         let chromium = try ChildProcess(["python3", Self.browserTool("browser_peer.py"), "--uid", "chromium",
                                          "--token", testToken(uid: "chromium", channel: "mixed")] + common)
         let firefox = try ChildProcess(["python3", Self.browserTool("firefox_peer.py"), "--uid", "firefox",
                                         "--token", testToken(uid: "firefox", channel: "mixed")] + common)
         let aiortc = try ChildProcess(["python3", Self.tool, "--server", url, "--channel", "mixed", "--uid", "aiortc", "--token",
-                                       testToken(uid: "aiortc", channel: "mixed"), "--count", "20", "--expect", "40", "--seconds", "60"])
+                                       testToken(uid: "aiortc", channel: "mixed"), "--count", "20", "--expect", "40", "--peers", "2", "--seconds", "60"])
         let peers = [("chromium", chromium), ("firefox", firefox), ("aiortc", aiortc)]
         for (_, peer) in peers { _ = await peer.wait(90) }
         for (uid, peer) in peers {
@@ -80,6 +80,82 @@ struct DataChannelInteropTests {
                 let fromOther = received.filter { $0.hasPrefix(other + " ") }
                 #expect(fromOther == (0..<20).map { "\(other) \($0)" }, "\(uid) from \(other): \(fromOther)")
             }
+        }
+    }
+
+    /// `rtc-cli join` as a data bot: no media, printing what it receives, sending `send` if given.
+    static func bot(_ url: String, channel: String, uid: String, send: String? = nil, extra: [String] = [], seconds: Int = 10) throws -> ChildProcess {
+        try ChildProcess([cliPath, "join", "--server", url, "--channel", channel, "--uid", uid, "--token", testToken(uid: uid, channel: channel),
+                          "--video", "none", "--audio", "none", "--quiet", "--print-data", "--duration", "\(seconds)"]
+                         + (send.map { ["--send-data", $0] } ?? []) + extra)
+    }
+
+    /// `data <µs> <uid> <topic> <bytes> <text>` lines a bot printed, as (uid, topic, text).
+    static func received(_ bot: ChildProcess) -> [(uid: String, topic: String, text: String)] {
+        bot.output.compactMap { line in
+            let parts = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: false)
+            guard parts.count == 6, parts[0] == "data" else { return nil }
+            return (String(parts[2]), String(parts[3]), String(parts[5]))
+        }
+    }
+
+    /// The numbers of "<prefix> <n>" texts, in arrival order.
+    static func numbers(_ texts: [String], prefix: String) -> [Int] {
+        texts.compactMap { text in text.hasPrefix(prefix + " ") ? Int(text.dropFirst(prefix.count + 1)) : nil }
+    }
+
+    @Test("a Swift bot (the SDK's data streams), aiortc and Chromium (plain data channels) in one room: messages both ways, senders and topics as the server wrote them, once and in order")
+    func sdkAndPlainPeers() async throws {
+        let (server, url, _) = try await Self.server()
+        defer { server.stop() }
+        let swift = try Self.bot(url, channel: "mix", uid: "swift", send: "swift {n}@0.05", extra: ["--data-topic", "chat"], seconds: 12)
+        let aiortc = try ChildProcess(["python3", Self.tool, "--server", url, "--channel", "mix", "--uid", "aiortc", "--token",
+                                       testToken(uid: "aiortc", channel: "mix"), "--count", "20", "--expect", "40", "--peers", "2", "--seconds", "30"])
+        let chromium = try ChildProcess(["python3", Self.browserTool("browser_peer.py"), "--raw-data", url, "--channel", "mix", "--uid", "chromium",
+                                         "--token", testToken(uid: "chromium", channel: "mix"), "--data-count", "20", "--data-expect", "40",
+                                         "--data-peers", "2", "--seconds", "30"])
+        _ = await aiortc.wait(45)
+        _ = await chromium.wait(45)
+        _ = await swift.wait(30)
+        // The plain peers get the Swift bot's payloads on a channel named by its topic, consecutive.
+        for (name, peer) in [("aiortc", aiortc), ("chromium", chromium)] {
+            let report = try Self.report(peer)
+            #expect(report["ok"] as? Bool == true, "\(name): \(report)")
+            let chat = (report["received"] as? [String: [String]])?["chat"] ?? []
+            let fromSwift = Self.numbers(chat, prefix: "swift")
+            #expect(fromSwift.count >= 20, "\(name) got \(fromSwift.count) from swift")
+            #expect(fromSwift == Array((fromSwift.first ?? 0)..<((fromSwift.first ?? 0) + fromSwift.count)), "\(name): once and in order")
+            let other = name == "aiortc" ? "chromium" : "aiortc"
+            #expect(Self.numbers(chat, prefix: other) == Array(0..<20), "\(name) from \(other)")
+        }
+        // The Swift bot gets the plain peers' messages in envelopes: the sender as the server wrote it,
+        // their channel's label as the topic.
+        let got = Self.received(swift)
+        for other in ["aiortc", "chromium"] {
+            let texts = got.filter { $0.uid == other && $0.topic == "chat" }.map(\.text)
+            #expect(Self.numbers(texts, prefix: other) == Array(0..<20), "swift from \(other): \(texts.prefix(30))")
+        }
+        #expect(!got.contains { $0.uid == "swift" }, "its own messages do not come back")
+    }
+
+    @Test("a message addressed to one uid reaches that uid only; lossy messages arrive whole")
+    func destinations() async throws {
+        let (server, url, _) = try await Self.server()
+        defer { server.stop() }
+        let b = try Self.bot(url, channel: "to", uid: "b", seconds: 10)
+        let c = try Self.bot(url, channel: "to", uid: "c", seconds: 10)
+        try await Task.sleep(for: .seconds(2))
+        let a = try Self.bot(url, channel: "to", uid: "a", send: "for-b {n}@0.05", extra: ["--data-to", "b", "--data-topic", "private"], seconds: 5)
+        let lossy = try Self.bot(url, channel: "to", uid: "l", send: "lossy {n}@0.05", extra: ["--data-lossy"], seconds: 5)
+        for bot in [a, lossy, b, c] { _ = await bot.wait(30) }
+        let atB = Self.received(b), atC = Self.received(c)
+        let privateAtB = atB.filter { $0.uid == "a" && $0.topic == "private" }.map(\.text)
+        #expect(Self.numbers(privateAtB, prefix: "for-b").count >= 20, "b got \(privateAtB.count)")
+        #expect(!atC.contains { $0.uid == "a" }, "c got a message addressed to b")
+        // Lossy (unordered, never retransmitted) on loopback: whole messages, none twice.
+        for received in [atB, atC] {
+            let numbers = Self.numbers(received.filter { $0.uid == "l" }.map(\.text), prefix: "lossy")
+            #expect(numbers.count >= 20 && Set(numbers).count == numbers.count, "\(numbers)")
         }
     }
 

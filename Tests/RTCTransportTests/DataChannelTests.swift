@@ -281,3 +281,37 @@ struct DataChannelSDPTests {
         #expect(negotiated.sections[1].rejection?.contains("second data channel section") == true)
     }
 }
+
+@Suite("The SDK's data message envelope")
+struct DataEnvelopeTests {
+    @Test("envelopes parse what they serialize", arguments: [
+        DataEnvelope(payload: []),
+        DataEnvelope(topic: "chat", destinations: ["1001", "2001"], sender: "3001", streamID: 3, payload: Array("hi".utf8)),
+        DataEnvelope(topic: String(repeating: "t", count: 1024), destinations: [String(repeating: "u", count: 255)], payload: [0, 1, 2]),
+    ])
+    func roundTrip(envelope: DataEnvelope) throws {
+        #expect(try DataEnvelope(parsing: envelope.serialized) == envelope)
+    }
+
+    @Test("bad envelopes are typed errors, never traps", arguments: [
+        ([UInt8](), DataEnvelope.ParseError.truncated(at: 0)),
+        ([2, 0, 0, 0, 0, 0, 0], .unknownVersion(2)),
+        ([1, 0, 0x04, 0x01], .topicTooLong(1025)),
+        ([1, 0, 0, 2, 0x61], .truncated(at: 5)),
+        ([1, 0, 0, 0, 0x01, 0x01], .tooManyDestinations(257)),
+        ([1, 0, 0, 0, 0, 1, 0], .emptyUID),
+        ([1, 0, 0, 1, 0xFF, 0, 0, 0], .notUTF8),
+        ([1, 0, 0, 0, 0, 0, 5, 0x61], .truncated(at: 8)),
+    ] as [([UInt8], DataEnvelope.ParseError)])
+    func badInput(bytes: [UInt8], error: DataEnvelope.ParseError) {
+        #expect(throws: error) { try DataEnvelope(parsing: bytes) }
+    }
+
+    @Test("every prefix of a valid envelope parses or fails cleanly")
+    func prefixes() {
+        let bytes = DataEnvelope(topic: "topic", destinations: ["a", "bb"], sender: "s", streamID: 1, payload: [9, 9]).serialized
+        var parsed = 0
+        for length in 0...bytes.count where (try? DataEnvelope(parsing: Array(bytes.prefix(length)))) != nil { parsed += 1 }
+        #expect(parsed == 3, "the header ends after the sender; payloads of 0, 1 and 2 bytes parse")
+    }
+}

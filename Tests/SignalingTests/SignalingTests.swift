@@ -133,7 +133,14 @@ struct AccessTokenTests {
     @Test("grant lists parse, and unknown names are refused")
     func grants() {
         #expect(TokenGrants(list: "join,subscribe") == TokenGrants(join: true, publishAudio: false, publishVideo: false,
-                                                                    publishScreen: false, subscribe: true))
+                                                                    publishScreen: false, subscribe: true, publishData: false))
+        #expect(TokenGrants(list: "join,publishData")?.publishData == true)
+        // Absent publishData: allowed, but for a screen share.
+        #expect(TokenGrants.all.maySendData(screenShare: false) && !TokenGrants.all.maySendData(screenShare: true))
+        #expect(TokenGrants(publishData: true).maySendData(screenShare: true))
+        // A token without the claim decodes as absent.
+        let old = try? JSONDecoder().decode(TokenGrants.self, from: Data(#"{"join":true,"publishAudio":true,"publishVideo":true,"publishScreen":true,"subscribe":true}"#.utf8))
+        #expect(old?.publishData == nil)
         #expect(TokenGrants(list: "join, publishScreen")?.publishScreen == true)
         #expect(TokenGrants(list: "join,fly") == nil)
     }

@@ -24,7 +24,7 @@ class DataPeer(Publisher):
     def __init__(self, args):
         super().__init__(args)
         self.report = {"ok": False, "opened": False, "sent": 0, "received": {}, "errors": []}
-        self.heard = False
+        self.heard = set()
 
     async def publish(self):
         self.pc = RTCPeerConnection(self.configuration())
@@ -34,14 +34,14 @@ class DataPeer(Publisher):
             @on.on("message")
             def on_message(message):
                 text = message if isinstance(message, str) else message.decode("utf-8", "replace")
-                self.heard = True
+                self.heard.add(text.split(" ")[0])
                 if not text.endswith(" hello"):
                     self.report["received"].setdefault(on.label, []).append(text)
 
         async def say():
-            # "hello" until the other end is heard (the server relays only to participants whose
+            # "hello" until --peers others are heard (the server relays only to participants whose
             # channels are up), then the numbered messages.
-            while not self.heard:
+            while len(self.heard) < self.args.peers:
                 channel.send("%s hello" % self.args.uid)
                 await asyncio.sleep(0.2)
             for _ in range(3):
@@ -125,6 +125,7 @@ def main():
         parser.add_argument("--expect", type=int, default=0, help="messages to receive before leaving")
         parser.add_argument("--linger", type=float, default=1.0, help="seconds to stay after that")
         parser.add_argument("--unordered", action="store_true")
+        parser.add_argument("--peers", type=int, default=1, help="others to hear from before sending the numbered messages")
         parser.add_argument("--pad", type=int, default=0, help="bytes added to every --pad-every-th message")
         parser.add_argument("--pad-every", type=int, default=0)
     run_and_report(DataPeer(parse_arguments(__doc__, extra=extra)))

@@ -95,8 +95,8 @@ def add_page_options(parser):
 # until it hears anyone (the server relays to participants whose channels are up), then sends its
 # numbered messages, and records what reaches it on any channel. Reports into window.rawData.
 RAW_DATA_PEER = r"""
-const [wsURL, channel, uid, token, label, count] = arguments;
-const s = window.rawData = {joined: false, opened: false, answerAccepted: false, sent: 0, received: {}, heard: false, error: null,
+const [wsURL, channel, uid, token, label, count, peers] = arguments;
+const s = window.rawData = {joined: false, opened: false, answerAccepted: false, sent: 0, received: {}, heard: [], error: null,
   serverErrors: []};
 (async () => {
   const ws = new WebSocket(wsURL);
@@ -126,7 +126,8 @@ const s = window.rawData = {joined: false, opened: false, answerAccepted: false,
   const listen = (dc) => {
     dc.onmessage = (event) => {
       const text = typeof event.data === "string" ? event.data : new TextDecoder().decode(event.data);
-      s.heard = true;
+      const from = text.split(" ")[0];
+      if (!s.heard.includes(from)) s.heard.push(from);
       if (!text.endsWith(" hello")) (s.received[dc.label] = s.received[dc.label] || []).push(text);
     };
   };
@@ -135,7 +136,7 @@ const s = window.rawData = {joined: false, opened: false, answerAccepted: false,
   pc.ondatachannel = (event) => listen(event.channel);
   dc.onopen = async () => {
     s.opened = true;
-    while (!s.heard) {
+    while (s.heard.length < peers) {
       dc.send(uid + " hello");
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
@@ -157,7 +158,7 @@ def run_raw_data(load, execute, args, last):
     started = time.monotonic()
     origin = urlsplit(args.raw_data)
     load(args.url or "%s://%s/healthz" % ("https" if origin.scheme == "wss" else "http", origin.netloc))
-    execute(RAW_DATA_PEER, args.raw_data, args.channel, args.uid, args.token, args.data_label, args.data_count)
+    execute(RAW_DATA_PEER, args.raw_data, args.channel, args.uid, args.token, args.data_label, args.data_count, args.data_peers)
     deadline = started + args.seconds
     state, settled = None, None
     while time.monotonic() < deadline:
@@ -188,3 +189,4 @@ def add_raw_data_options(parser):
     parser.add_argument("--data-label", default="chat")
     parser.add_argument("--data-count", type=int, default=20, help="raw data mode: numbered messages to send")
     parser.add_argument("--data-expect", type=int, default=0, help="raw data mode: messages to receive")
+    parser.add_argument("--data-peers", type=int, default=1, help="raw data mode: others to hear from before sending")

@@ -224,6 +224,32 @@ final class ChannelSession: @unchecked Sendable {
         if existing == nil { try await publisher.connect(answer: answer) }
     }
 
+    /// Data channels on the publisher transport (binding and connecting it the first time, a
+    /// data-only offer), attached to `streams`. Nothing when they are already on.
+    func enableData(_ streams: DataStreams) async throws {
+        let existing = publisher
+        if let existing, existing.offersDataChannel { return }
+        let publisher: PublisherTransport
+        if let existing {
+            publisher = existing
+        } else {
+            publisher = try await PublisherTransport.bind(clientTransport, group: context.group, rtcpSSRC: rtcpSSRC) { [weak self] state in
+                self?.mediaTransportChanged(.publisher, to: state)
+            }
+            lock.withLock { _publisher = publisher }
+        }
+        publisher.enableDataChannels()
+        let answer = try await publisher.negotiate(signaling: signaling, streamID: lock.withLock { participantSid },
+                                                   sessionID: UInt64(rtcpSSRC))
+        guard let port = (try? SessionDescription(parsing: answer.sdp))?.dataChannelPort else {
+            throw RTCEngineError(.unexpectedReply, "the server's answer rejected the data channel section")
+        }
+        let session = publisher.transport.session
+        let endpoint = try await session.eventLoop.submit { try session.enableDataChannelsOnLoop(remotePort: port) }.get()
+        streams.attach(endpoint, loop: session.eventLoop)
+        if existing == nil { try await publisher.connect(answer: answer) }
+    }
+
     /// `publishTrack` for a new sender, which is installed under the server's track sid (or
     /// stopped if the server refuses it).
     private func announce(_ sender: PublisherTransport.NewSender, on publisher: PublisherTransport, request: PublishTrackRequest) async throws {

@@ -64,6 +64,8 @@ final class EngineEventHub: Sendable {
         case .connectionStateChanged(let state, let reason): delegate.rtcEngine(engine, connectionChangedTo: state, reason: reason)
         case .tokenPrivilegeWillExpire(let expiresAt): delegate.rtcEngine(engine, tokenPrivilegeWillExpire: expiresAt)
         case .rtcStats(let stats): delegate.rtcEngine(engine, reportRtcStats: stats)
+        case .streamMessage(let uid, let stream, let data, let topic):
+            delegate.rtcEngine(engine, streamMessageFrom: uid, streamId: stream, data: data, topic: topic)
         default: break
         }
         delegate.rtcEngine(engine, didEmit: event)

@@ -110,6 +110,9 @@ public struct RTCEngineConfiguration: Sendable {
     /// RFC 7675) before the engine calls its path lost and restarts ICE, signaling staying up.
     /// Checks go out every `min(2.5, timeout / 2)` seconds; at least 0.5 s.
     public var mediaTimeoutSeconds: Double = 5
+    /// Open data channels at every join, to receive data stream messages without sending any
+    /// (creating a stream or publishing data opens them too).
+    public var dataChannels = false
     /// The address the media sockets bind to: `::` (the default) listens on every interface, IPv6
     /// and IPv4 (a dual-stack socket; `0.0.0.0` where the kernel has no IPv6), and offers a host
     /// candidate per interface address (IPv6 link-local ones left out, loopback only when the
@@ -228,6 +231,10 @@ public enum RTCEngineEvent: Sendable {
     case rtcStats(RTCStats)
     /// The server now sends another simulcast layer of a user's video (or the same for another reason).
     case remoteVideoLayerChanged(LayerChange)
+    /// A data stream message from `uid` (its stream id, 0 for ``RTCEngine/publishData(_:reliable:topic:destinations:)``),
+    /// with the topic it was sent under. A plain data channel peer's message has its channel's label
+    /// as the topic.
+    case streamMessage(uid: String, streamId: Int, data: [UInt8], topic: String)
     case error(RTCEngineError)
 }
 
@@ -240,6 +247,8 @@ public struct RTCEngineError: Error, Sendable, Hashable, CustomStringConvertible
         /// A component attached to the engine (a recorder) failed: a full disk, an unwritable folder.
         /// Media keeps flowing.
         case recording
+        /// A data stream message over the size limit, or sent faster than a stream may.
+        case messageTooLarge, messageRateExceeded
     }
 
     public let code: Code
@@ -266,6 +275,8 @@ public protocol RTCEngineDelegate: AnyObject, Sendable {
     func rtcEngine(_ engine: RTCEngine, connectionChangedTo state: ConnectionState, reason: ConnectionChangedReason)
     func rtcEngine(_ engine: RTCEngine, tokenPrivilegeWillExpire expiresAt: Int64)
     func rtcEngine(_ engine: RTCEngine, reportRtcStats stats: RTCStats)
+    /// A data stream message (``RTCEngineEvent/streamMessage(uid:streamId:data:topic:)``).
+    func rtcEngine(_ engine: RTCEngine, streamMessageFrom uid: String, streamId: Int, data: [UInt8], topic: String)
     /// Every event, including those above.
     func rtcEngine(_ engine: RTCEngine, didEmit event: RTCEngineEvent)
 }
@@ -278,6 +289,7 @@ extension RTCEngineDelegate {
     public func rtcEngine(_ engine: RTCEngine, connectionChangedTo state: ConnectionState, reason: ConnectionChangedReason) {}
     public func rtcEngine(_ engine: RTCEngine, tokenPrivilegeWillExpire expiresAt: Int64) {}
     public func rtcEngine(_ engine: RTCEngine, reportRtcStats stats: RTCStats) {}
+    public func rtcEngine(_ engine: RTCEngine, streamMessageFrom uid: String, streamId: Int, data: [UInt8], topic: String) {}
     public func rtcEngine(_ engine: RTCEngine, didEmit event: RTCEngineEvent) {}
 }
 

@@ -31,7 +31,13 @@ final class PublisherTransport: Sendable {
         var offerVersion = 0
         /// Made mids unique on this transport (a republished track gets a new one).
         var nextMid = 0
+        /// Offers carry a data channel section (``enableDataChannels()``).
+        var dataChannel = false
     }
+
+    /// From now on offers carry a data channel section.
+    func enableDataChannels() { lock.withLockedValue { $0.dataChannel = true } }
+    var offersDataChannel: Bool { lock.withLockedValue { $0.dataChannel } }
 
     /// A new local track to announce: the sender, and what `publishTrack` says about it.
     enum NewSender {
@@ -141,7 +147,7 @@ final class PublisherTransport: Sendable {
     /// returns the server's answer.
     func negotiate(signaling: SignalingClient, streamID: String, sessionID: UInt64, ice: ICECredentials? = nil) async throws
         -> SessionDescriptionMessage {
-        let (sections, version, current) = lock.withLockedValue { state -> ([MediaSectionDescription], Int, ICECredentials?) in
+        let (sections, version, current, data) = lock.withLockedValue { state -> ([MediaSectionDescription], Int, ICECredentials?, Bool) in
             var sections: [MediaSectionDescription] = []
             if let video = state.video {
                 let layered = !video.simulcastRids.isEmpty
@@ -157,12 +163,12 @@ final class PublisherTransport: Sendable {
                                                         streamID: streamID, trackID: state.audioTrackSid))
             }
             state.offerVersion += 1
-            return (sections, state.offerVersion, state.ice)
+            return (sections, state.offerVersion, state.ice, state.dataChannel)
         }
         var parameters = transport.localParameters
         if let ice = ice ?? current { parameters.ice = ice }
         let offer = SessionDescription.make(sessionID: sessionID, version: version, transport: parameters, iceLite: false,
-                                            setup: "actpass", sections: sections)
+                                            setup: "actpass", sections: sections, dataChannel: data)
         let reply = try await signaling.request(.offer(SessionDescriptionMessage(transport: .publisher, sdp: offer.serialized)))
         guard case .answer(let answer) = reply else {
             throw RTCEngineError(.unexpectedReply, "the server answered the publisher offer with \(reply.type)")

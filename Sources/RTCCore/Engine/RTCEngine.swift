@@ -24,12 +24,57 @@ public final class RTCEngine: @unchecked Sendable {
     private var session: ChannelSession?
     /// Set by `leave()`: no automatic rejoin after it.
     private var leftByUser = false
+    /// The app's data streams, across sessions (a rejoin reopens their channels).
+    private let dataStreams: DataStreams
 
     public init(configuration: RTCEngineConfiguration, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.configuration = configuration
         self.group = group
         settings = LocalSettings(role: configuration.clientRole)
+        dataStreams = DataStreams(emit: { [hub] event in hub.emit(event) })
+        if configuration.dataChannels { dataStreams.want() }
         hub.attach(self)
+    }
+
+    // MARK: Data streams
+
+    /// Creates a data stream (Agora's `createDataStream`): messages sent on it are relayed by the
+    /// server to the other users (or the uids named), reliable and ordered, or lossy (unordered,
+    /// never retransmitted, as for cursors). Opens the data channels now when joined, else at the join.
+    /// Returns the stream's id.
+    public func createDataStream(reliable: Bool = true, ordered: Bool = true) async throws(RTCEngineError) -> Int {
+        let id = try dataStreams.create(reliable: reliable, ordered: ordered)
+        try await openDataChannels()
+        return id
+    }
+
+    /// Sends `data` on a stream from ``createDataStream(reliable:ordered:)``, under `topic`, to
+    /// `destinations` (empty: everyone else in the channel). Queued until the channels are open.
+    /// Throws `messageTooLarge` past 60 KiB, `messageRateExceeded` past 200 messages a second on a
+    /// stream (or 256 waiting), `invalidArgument` for an unknown stream.
+    public func sendStreamMessage(streamId: Int, data: [UInt8], topic: String = "", to destinations: [String] = []) throws(RTCEngineError) {
+        guard streamId > 0 else { throw RTCEngineError(.invalidArgument, "stream ids start at 1") }
+        try dataStreams.send(streamID: streamId, data, topic: topic, destinations: destinations)
+    }
+
+    /// LiveKit's `publishData`: one message, reliable or lossy, with a topic and destinations,
+    /// without a stream of its own (it arrives with stream id 0).
+    public func publishData(_ data: [UInt8], reliable: Bool = true, topic: String = "", destinations: [String] = []) async throws(RTCEngineError) {
+        dataStreams.want()
+        try await openDataChannels()
+        try dataStreams.send(streamID: 0, reliable: reliable, data, topic: topic, destinations: destinations)
+    }
+
+    /// Opens the data channels of the current session, if joined and not yet open.
+    private func openDataChannels() async throws(RTCEngineError) {
+        guard let session = currentSession else { return }
+        do {
+            try await session.enableData(dataStreams)
+        } catch let error as RTCEngineError {
+            throw error
+        } catch {
+            throw RTCEngineError(.transportFailed, "data channels: \(error)")
+        }
     }
 
     deinit {
@@ -238,6 +283,14 @@ public final class RTCEngine: @unchecked Sendable {
                 throw error
             }
         }
+        // After the media: the first frame does not wait on the data channels' negotiation.
+        if dataStreams.wanted {
+            do {
+                try await session.enableData(dataStreams)
+            } catch {
+                hub.emit(.error(RTCEngineError(.transportFailed, "data channels did not open: \(error)")))
+            }
+        }
     }
 
     /// Leaves the channel: the others see `userOffline(quit)`.
@@ -260,6 +313,7 @@ public final class RTCEngine: @unchecked Sendable {
             return true
         }
         guard owned else { return }
+        dataStreams.detach()
         await session.tearDown()
     }
 

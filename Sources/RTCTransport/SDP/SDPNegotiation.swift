@@ -83,17 +83,32 @@ extension SessionDescription {
     /// numbering (``SDPCodecs``). `iceLite` marks the server; `setup` is `actpass` in offers,
     /// `active` or `passive` in answers. Answers to offers from other peers come from
     /// ``answer(to:sessionID:version:transport:iceLite:setup:direction:cname:)`` instead, which keeps the offer's numbering.
+    /// `dataChannel`: a data channel section (mid ``dataChannelMid``) after the media ones.
     public static func make(sessionID: UInt64, version: Int = 1, transport: TransportParameters, iceLite: Bool, setup: String,
-                            sections: [MediaSectionDescription], cname: String = "swift-rtc") -> SessionDescription {
-        let session = sessionLines(sessionID: sessionID, version: version, bundle: sections.map(\.mid), iceLite: iceLite)
-        let media = sections.enumerated().map { index, section in
+                            sections: [MediaSectionDescription], dataChannel: Bool = false, cname: String = "swift-rtc") -> SessionDescription {
+        let mids = sections.map(\.mid) + (dataChannel ? [dataChannelMid] : [])
+        let session = sessionLines(sessionID: sessionID, version: version, bundle: mids, iceLite: iceLite)
+        var media = sections.enumerated().map { index, section in
             let extensions = SDPCodecs.extensions.filter { $0.kinds.contains(section.kind) }
                 .map { ExtensionMap(id: $0.id, uri: $0.uri) }
             let feedback = section.kind == .video ? ["goog-remb", "transport-cc", "ccm fir", "nack", "nack pli"] : ["transport-cc"]
             return mediaDescription(for: section, transport: transport, setup: setup, extensions: extensions, feedback: feedback,
                                     candidate: index == 0, cname: cname)
         }
+        if dataChannel {
+            media.append(dataChannelDescription(mid: dataChannelMid, transport: transport, setup: setup, candidate: sections.isEmpty))
+        }
         return SessionDescription(sessionLines: session, media: media)
+    }
+
+    /// The mid of the data channel section this SDK offers.
+    public static let dataChannelMid = "data"
+
+    /// The peer's SCTP port from an answer's data channel section, nil when it has none (or
+    /// rejected it with port 0).
+    public var dataChannelPort: UInt16? {
+        guard let section = media.first(where: { $0.mediaLine.kind == "application" }), section.mediaLine.port != "0" else { return nil }
+        return section.attributes("sctp-port").first.flatMap { UInt16($0) } ?? 5000
     }
 
     /// `v=`, `o=`, `s=`, `t=` and the session attributes: BUNDLE of `bundle` (none when empty),

@@ -1,0 +1,170 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import RTCTransport
+
+/// The app's data streams (Agora's `createDataStream` / `sendStreamMessage`, LiveKit's
+/// `publishData`) over the data channels of the publisher transport: every message is a
+/// ``DataEnvelope`` (topic, destinations, stream id) on `_reliable` (ordered, retransmitted) or
+/// `_lossy` (unordered, never retransmitted); the server writes the sender's uid and relays it.
+///
+/// It outlives a session: a rejoin attaches the new session's channels and what was queued goes
+/// out then. Messages sent before the channels are open are queued (at most ``queueLimit``); past
+/// that, or past a stream's rate, a send fails with its reason. The endpoint's calls run on its
+/// transport's event loop.
+final class DataStreams: @unchecked Sendable {
+    struct Stream {
+        let reliable: Bool
+        let ordered: Bool
+        var bucket: (tokens: Double, lastUs: Int64)
+    }
+
+    static let queueLimit = 256
+    static let maxStreams = 16
+    /// The largest payload one message may carry (the server relays 64 KiB messages by default;
+    /// the envelope takes the rest).
+    static let maxPayloadBytes = 60 * 1024
+    /// Messages per second one stream may send (bursts of twice that).
+    static let messagesPerSecond = 200.0
+
+    private let lock = NIOLock()
+    private var streams: [Int: Stream] = [:]
+    private var nextStreamID = 1
+    private var endpoint: DataChannelEndpoint?
+    private var loop: EventLoop?
+    /// Streams of the envelope channels once open; messages waiting for them.
+    private var open: (reliable: UInt16?, lossy: UInt16?) = (nil, nil)
+    private var queued: [(reliable: Bool, bytes: [UInt8])] = []
+    /// Whether the app asked for data (the engine enables the channels on every join then).
+    private(set) var wanted = false
+    private let emit: @Sendable (RTCEngineEvent) -> Void
+
+    init(emit: @escaping @Sendable (RTCEngineEvent) -> Void) { self.emit = emit }
+
+    func want() { lock.withLock { wanted = true } }
+
+    /// A new stream; its id names it in ``send(streamID:_:topic:destinations:)``.
+    func create(reliable: Bool, ordered: Bool) throws(RTCEngineError) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        guard streams.count < Self.maxStreams else {
+            throw RTCEngineError(.invalidState, "at most \(Self.maxStreams) data streams")
+        }
+        let id = nextStreamID
+        nextStreamID += 1
+        streams[id] = Stream(reliable: reliable, ordered: ordered, bucket: (Self.messagesPerSecond * 2, MediaClock.monotonicUs()))
+        wanted = true
+        return id
+    }
+
+    /// Sends on stream `streamID` (0: ``publishData``'s, with `reliable` as given).
+    func send(streamID: Int, reliable: Bool = true, _ data: [UInt8], topic: String, destinations: [String]) throws(RTCEngineError) {
+        guard data.count <= Self.maxPayloadBytes else {
+            throw RTCEngineError(.messageTooLarge, "a message of \(data.count) bytes (at most \(Self.maxPayloadBytes))")
+        }
+        guard topic.utf8.count <= DataEnvelope.maxTopicBytes, destinations.count <= DataEnvelope.maxDestinations,
+              destinations.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 255 }) else {
+            throw RTCEngineError(.invalidArgument, "a topic of at most \(DataEnvelope.maxTopicBytes) bytes and at most "
+                                 + "\(DataEnvelope.maxDestinations) destination uids of 1 to 255 bytes")
+        }
+        let envelope = DataEnvelope(topic: topic, destinations: destinations, streamID: UInt8(clamping: streamID), payload: data)
+        let (isReliable, target) = try reserve(streamID: streamID, reliable: reliable, envelope: envelope)
+        guard let (endpoint, loop) = target else { return }
+        let bytes = envelope.serialized
+        loop.execute { self.sendOnLoop(bytes, reliable: isReliable, endpoint: endpoint) }
+    }
+
+    /// Under the lock: the stream's rate, and where the message goes now (nil: queued).
+    private func reserve(streamID: Int, reliable: Bool, envelope: DataEnvelope) throws(RTCEngineError)
+        -> (Bool, (DataChannelEndpoint, EventLoop)?) {
+        lock.lock()
+        defer { lock.unlock() }
+        var isReliable = reliable
+        if streamID != 0 {
+            guard var stream = streams[streamID] else { throw RTCEngineError(.invalidArgument, "no data stream \(streamID)") }
+            let now = MediaClock.monotonicUs()
+            stream.bucket.tokens = min(Self.messagesPerSecond * 2,
+                                       stream.bucket.tokens + Double(now - stream.bucket.lastUs) / 1e6 * Self.messagesPerSecond)
+            stream.bucket.lastUs = now
+            guard stream.bucket.tokens >= 1 else {
+                streams[streamID] = stream
+                throw RTCEngineError(.messageRateExceeded, "stream \(streamID) sends more than \(Int(Self.messagesPerSecond)) messages a second")
+            }
+            stream.bucket.tokens -= 1
+            streams[streamID] = stream
+            isReliable = stream.reliable
+        }
+        guard let endpoint, let loop else {
+            guard queued.count < Self.queueLimit else {
+                throw RTCEngineError(.messageRateExceeded, "\(Self.queueLimit) messages wait for the data channels already")
+            }
+            queued.append((isReliable, envelope.serialized))
+            return (isReliable, nil)
+        }
+        return (isReliable, (endpoint, loop))
+    }
+
+    /// A session's data channels: their events come here; the envelope channels open once SCTP is up.
+    func attach(_ endpoint: DataChannelEndpoint, loop: EventLoop) {
+        lock.withLock {
+            self.endpoint = endpoint
+            self.loop = loop
+            open = (nil, nil)
+        }
+        endpoint.onEvent = { [weak self] event in self?.handle(event, endpoint: endpoint) }
+        loop.execute { if endpoint.isConnected { self.openChannels(endpoint) } }
+    }
+
+    /// The session ended: messages queue until the next one.
+    func detach() {
+        lock.withLock {
+            endpoint = nil
+            loop = nil
+            open = (nil, nil)
+        }
+    }
+
+    // MARK: On the transport's loop
+
+    private func handle(_ event: DataChannelEndpoint.Event, endpoint: DataChannelEndpoint) {
+        switch event {
+        case .connected:
+            openChannels(endpoint)
+        case .opened(let channel):
+            lock.withLock {
+                if channel.parameters.label == DataEnvelope.reliableLabel { open.reliable = channel.stream }
+                if channel.parameters.label == DataEnvelope.lossyLabel { open.lossy = channel.stream }
+            }
+            flush(endpoint)
+        case .message(let channel, let data, _):
+            guard DataEnvelope.isEnvelopeLabel(channel.parameters.label), let envelope = try? DataEnvelope(parsing: data) else { return }
+            emit(.streamMessage(uid: envelope.sender, streamId: Int(envelope.streamID), data: envelope.payload, topic: envelope.topic))
+        case .closed, .disconnected:
+            break
+        }
+    }
+
+    private func openChannels(_ endpoint: DataChannelEndpoint) {
+        let present = Set(endpoint.openChannels.map(\.parameters.label))
+        for parameters in [DataEnvelope.reliableChannel, DataEnvelope.lossyChannel] where !present.contains(parameters.label) {
+            _ = try? endpoint.open(parameters)
+        }
+    }
+
+    private func sendOnLoop(_ bytes: [UInt8], reliable: Bool, endpoint: DataChannelEndpoint) {
+        let stream = lock.withLock { reliable ? open.reliable : open.lossy }
+        guard let stream else {
+            lock.withLock { if queued.count < Self.queueLimit { queued.append((reliable, bytes)) } }
+            return
+        }
+        try? endpoint.send(bytes, binary: true, on: stream)
+    }
+
+    private func flush(_ endpoint: DataChannelEndpoint) {
+        let ready = lock.withLock { () -> [(reliable: Bool, bytes: [UInt8])] in
+            guard open.reliable != nil, open.lossy != nil else { return [] }
+            defer { queued.removeAll() }
+            return queued
+        }
+        for message in ready { sendOnLoop(message.bytes, reliable: message.reliable, endpoint: endpoint) }
+    }
+}
