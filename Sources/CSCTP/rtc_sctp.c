@@ -162,9 +162,11 @@ rtc_sctp *rtc_sctp_create(void *owner, rtc_sctp_callbacks callbacks, uint16_t lo
     init.sinit_num_ostreams = 1024;
     init.sinit_max_instreams = 1024;
     if (!failed) failed = option(sctp->socket, IPPROTO_SCTP, SCTP_INITMSG, &init, sizeof init, "SCTP_INITMSG", error, error_size);
-    int buffer = 1024 * 1024;
-    if (!failed) failed = option(sctp->socket, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof buffer, "SO_SNDBUF", error, error_size);
-    if (!failed) failed = option(sctp->socket, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof buffer, "SO_RCVBUF", error, error_size);
+    // Limits, not allocations (usrsctp takes buffers as it needs them): what a slow or lossy
+    // receiver may have queued towards it (a server relaying to it has no other backpressure).
+    int send_buffer = 4 * 1024 * 1024, receive_buffer = 1024 * 1024;
+    if (!failed) failed = option(sctp->socket, SOL_SOCKET, SO_SNDBUF, &send_buffer, sizeof send_buffer, "SO_SNDBUF", error, error_size);
+    if (!failed) failed = option(sctp->socket, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer, "SO_RCVBUF", error, error_size);
     uint16_t events[] = {SCTP_ASSOC_CHANGE, SCTP_STREAM_RESET_EVENT};
     for (size_t i = 0; !failed && i < sizeof events / sizeof events[0]; i++) {
         struct sctp_event event;

@@ -83,6 +83,7 @@ struct JoinCommand: AsyncParsableCommand {
             help: "Send TEXT on a data stream once, or every SECONDS with TEXT@SECONDS, until the end; {n} in TEXT is the message's number, from 0.")
     var sendData: String?
     @Option(name: .customLong("data-topic"), help: "The topic of --send-data's messages.") var dataTopic: String = ""
+    @Option(name: .customLong("data-count"), help: "Stop --send-data after this many messages.") var dataCount: Int?
     @Option(name: .customLong("data-to"), help: "Send --send-data's messages to this uid only (repeatable).") var dataTo: [String] = []
     @Flag(name: .customLong("data-lossy"), help: "--send-data on a lossy stream (unordered, never retransmitted).") var dataLossy = false
     @Flag(name: .customLong("print-data"),
@@ -217,7 +218,7 @@ struct JoinCommand: AsyncParsableCommand {
         }
         let stream: Int
         do { stream = try await engine.createDataStream(reliable: !dataLossy, ordered: !dataLossy) } catch { throw CLIError("\(error)") }
-        let (topic, destinations) = (dataTopic, dataTo)
+        let (topic, destinations, count) = (dataTopic, dataTo, dataCount)
         return Task {
             var number = 0
             repeat {
@@ -225,6 +226,11 @@ struct JoinCommand: AsyncParsableCommand {
                 do {
                     try engine.sendStreamMessage(streamId: stream, data: message, topic: topic, to: destinations)
                     number += 1
+                    if let count, number >= count { return }
+                } catch let error as RTCEngineError where error.code == .messageRateExceeded {
+                    // Backpressure (the channels not open yet, or the stream's rate): the same message again soon.
+                    try? await Task.sleep(for: .milliseconds(20))
+                    continue
                 } catch {
                     print("data: not sent: \(error)")
                     fflush(nil)

@@ -114,6 +114,19 @@ final class NetworkLab: @unchecked Sendable {
                 "rate", "\(kbit)kbit", "burst", "16kb", "latency", "300ms"])
     }
 
+    /// Drops one forwarded UDP packet in `every` at the router, each way, at random (nftables
+    /// `numgen random`): a lossy path for media and data; signaling (TCP) is left alone.
+    func dropUDP(oneIn every: Int) throws {
+        try nft("""
+            table ip loss {
+                chain gate {
+                    type filter hook forward priority 0;
+                    meta l4proto udp numgen random mod \(every) == 0 drop
+                }
+            }
+            """)
+    }
+
     /// A command run inside `host`'s namespace (for `Process` or `runTool`).
     func command(in host: Host, _ arguments: [String]) -> [String] { ["ip", "netns", "exec", host.namespace] + arguments }
 
