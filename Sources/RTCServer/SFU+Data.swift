@@ -14,8 +14,9 @@ extension SFU {
             // (and counted) per message below.
             let endpoint = try session.enableDataChannelsOnLoop(remotePort: offered.sctpPort, maxMessageSize: SessionDescription.maxMessageSize)
             participant.dataMaxMessageSize = offered.maxMessageSize
-            participant.dataMessages = TokenBucket(ratePerSecond: limits.dataMessagesPerSecond, burst: limits.dataMessagesPerSecond * 2)
-            participant.dataBytes = TokenBucket(ratePerSecond: limits.dataBytesPerSecond, burst: limits.dataBytesPerSecond * 2)
+            participant.dataMessages = TokenBucket(ratePerSecond: limits.dataMessagesPerSecond,
+                                                   burst: limits.dataMessagesPerSecond * ServerLimits.dataBurstSeconds)
+            participant.dataBytes = TokenBucket(ratePerSecond: limits.dataBytesPerSecond, burst: limits.dataBytesPerSecond * ServerLimits.dataBurstSeconds)
             endpoint.onEvent = { [weak self, weak participant] event in
                 guard let self, let participant else { return }
                 self.dataEvent(event, from: participant)

@@ -32,11 +32,13 @@ public struct ServerLimits: Sendable, Hashable {
     /// Longest error reason sent back (a reason quoting the client's input is cut there).
     public var maxReasonLength = 256
     /// Data channels: the largest message relayed (LiveKit's is about 15 KiB; we take 64 KiB, the
-    /// size browsers offer), and the messages and bytes per second one participant may send
-    /// (bursts of twice that), past which its messages are dropped and counted.
+    /// size browsers offer), and the messages and bytes per second one participant may send, past
+    /// which its messages are dropped and counted. The bursts are ten seconds' worth: after a stall
+    /// on a lossy path a sender's SCTP delivers what it held back at once, and that is not a flood.
     public var maxDataMessageBytes = 65_536
-    public var dataMessagesPerSecond = 200.0
-    public var dataBytesPerSecond = 1_000_000.0
+    public var dataMessagesPerSecond = 500.0
+    public var dataBytesPerSecond = 2_000_000.0
+    public static let dataBurstSeconds = 10.0
 
     public init() {}
 }

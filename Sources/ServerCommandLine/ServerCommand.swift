@@ -94,9 +94,9 @@ public struct ServerCommand: AsyncParsableCommand {
     var maxOutboundKB: Int = ServerLimits().maxOutboundBytes / 1024
     @Option(name: .customLong("max-data-message-bytes"), help: "Largest data channel message relayed; larger ones are dropped and counted.")
     var maxDataMessageBytes: Int = ServerLimits().maxDataMessageBytes
-    @Option(name: .customLong("data-messages-per-second"), help: "Data channel messages one participant may send per second (burst: 2x).")
+    @Option(name: .customLong("data-messages-per-second"), help: "Data channel messages one participant may send per second (burst: 10 s worth).")
     var dataMessagesPerSecond: Double = ServerLimits().dataMessagesPerSecond
-    @Option(name: .customLong("data-bytes-per-second"), help: "Data channel bytes one participant may send per second (burst: 2x).")
+    @Option(name: .customLong("data-bytes-per-second"), help: "Data channel bytes one participant may send per second (burst: 10 s worth).")
     var dataBytesPerSecond: Double = ServerLimits().dataBytesPerSecond
 
     public func validate() throws {
