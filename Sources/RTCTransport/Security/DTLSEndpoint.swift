@@ -105,6 +105,8 @@ public final class DTLSEndpoint {
 
     /// Application data records read and not yet taken (at most 256 between two takes).
     private var applicationData: [[UInt8]] = []
+    /// Where records are read into: kept, not made per datagram (a record is at most 16 KiB).
+    private var readScratch = [UInt8](repeating: 0, count: 16_384)
 
     deinit {
         SSL_free(ssl)  // frees both BIOs' SSL references
@@ -157,14 +159,13 @@ public final class DTLSEndpoint {
     }
 
     private func readApplicationData() {
-        var scratch = [UInt8](repeating: 0, count: 16_384)
         while state == .connected {
-            let read = SSL_read(ssl, &scratch, Int32(scratch.count))
+            let read = SSL_read(ssl, &readScratch, Int32(readScratch.count))
             if read <= 0 {
                 handleError(SSL_get_error(ssl, read))
                 return
             }
-            if applicationData.count < 256 { applicationData.append(Array(scratch[0..<Int(read)])) }
+            if applicationData.count < 256 { applicationData.append(Array(readScratch[0..<Int(read)])) }
         }
     }
 
