@@ -41,8 +41,11 @@ final class RTCPTerminator: @unchecked Sendable {
     /// Transport-wide CC feedback to every publisher with arrivals since the last.
     func sendTransportFeedback() {
         for participant in directory.allParticipants where participant.inbound.hasPendingFeedback {
+            // libwebrtc drops transport feedback whose media SSRC is none of its send streams' SSRCs:
+            // name one that has arrived (a simulcast track's first layer may not have been sent yet).
+            let mediaSSRC = participant.tracks.lazy.flatMap(\.streams).compactMap(\.ssrc).first ?? 0
             guard let session = participant.publisher,
-                  let feedback = participant.inbound.makeFeedback(senderSSRC: serverSSRC, mediaSSRC: participant.tracks.first?.streams[0].ssrc ?? 0)
+                  let feedback = participant.inbound.makeFeedback(senderSSRC: serverSSRC, mediaSSRC: mediaSSRC)
             else { continue }
             session.sendRTCP(RTCPCompound.transportFeedback(sender: serverSSRC, feedback))
         }
