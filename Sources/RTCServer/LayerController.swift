@@ -90,7 +90,7 @@ final class LayerController: @unchecked Sendable {
         guard reason == .estimate, budget != nil else { return 0 }
         // What the next layer up (towards the one asked for) would add to the leg: probes go one
         // layer at a time, so a capped leg is never flooded with what the full layer needs.
-        let ranked = layers.sorted { ($0.pixels, $0.bitrateBps, $0.index) < ($1.pixels, $1.bitrateBps, $1.index) }
+        let ranked = LayerSelector.ranked(layers)
         guard let at = ranked.firstIndex(where: { $0.index == index }),
               let next = ranked[(at + 1)...].first(where: { $0.selectable && $0.bitrateBps > 0 })
         else { return 0 }
@@ -213,7 +213,7 @@ final class LayerController: @unchecked Sendable {
         }
         if wanted.isEmpty {
             let layers = track.streams.enumerated().map { $1.layerState(index: $0, nowUs: nowUs) }
-            if let smallest = layers.min(by: { ($0.pixels, $0.bitrateBps, $0.index) < ($1.pixels, $1.bitrateBps, $1.index) }) {
+            if let smallest = layers.min(by: LayerSelector.Layer.smaller) {
                 wanted.insert(smallest.index)
             }
         }

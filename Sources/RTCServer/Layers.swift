@@ -151,7 +151,19 @@ enum LayerSelector {
         var selectable: Bool
 
         var pixels: Int { (width ?? 0) * (height ?? 0) }
+
+        /// Smallest first: by size once keyframes told it, by bitrate (then offer order) before; a
+        /// layer never seen at all ranks above every seen one (an encoder starts, and sheds, its
+        /// largest layers last, as libwebrtc ramping up does).
+        static func smaller(_ a: Layer, _ b: Layer) -> Bool {
+            (a.neverSeen ? 1 : 0, a.pixels, a.bitrateBps, a.index) < (b.neverSeen ? 1 : 0, b.pixels, b.bitrateBps, b.index)
+        }
+
+        var neverSeen: Bool { width == nil && bitrateBps == 0 }
     }
+
+    /// `layers` smallest first (``Layer/smaller(_:_:)``).
+    static func ranked(_ layers: [Layer]) -> [Layer] { layers.sorted(by: Layer.smaller) }
 
     struct Request: Sendable, Hashable {
         var streamType: VideoStreamType?
@@ -171,8 +183,7 @@ enum LayerSelector {
     /// estimate (nothing limits it).
     static func select(_ layers: [Layer], request: Request, budgetBps: Double?, upBudgetBps: Double? = nil,
                        current: Int?) -> (index: Int, reason: LayerReason)? {
-        // Smallest first: by size once keyframes told it, by bitrate (then offer order) before.
-        let ranked = layers.sorted { ($0.pixels, $0.bitrateBps, $0.index) < ($1.pixels, $1.bitrateBps, $1.index) }
+        let ranked = ranked(layers)
         let selectable = ranked.filter(\.selectable)
         guard !selectable.isEmpty else { return nil }
         let wanted = wantedLayer(ranked, request: request)
@@ -209,6 +220,11 @@ enum LayerSelector {
                 return max(w, h) >= long && min(w, h) >= short
             } ?? ranked[ranked.count - 1]
         }
-        return request.streamType == .low ? ranked[0] : ranked[ranked.count - 1]
+        switch request.streamType {
+        case .low: return ranked[0]
+        // The middle of three, the larger of two.
+        case .medium: return ranked[ranked.count / 2]
+        case .high, nil: return ranked[ranked.count - 1]
+        }
     }
 }
