@@ -4,15 +4,16 @@ DEBIAN_PACKAGES := pkg-config libvpx-dev libopus-dev libsrtp2-dev libssl-dev lib
                    libwebrtc-audio-processing-dev libx11-dev libxext-dev libavformat-dev xvfb ffmpeg tshark python3-pip openssl \
                    chromium chromium-driver python3-selenium firefox-esr iproute2 nftables coturn \
                    redis-server janus time
-# Interop peers from PyPI, used by the tests.
-PYPI_PACKAGES := aiortc
-FUZZ_TARGETS := y4m ivf wav ogg rtp rtcp vp8 stun sdp dtls ice srtp dcep signaling link resp
+# Interop peers from PyPI, used by the tests: aiortc, and LiveKit's official Python SDK (its core
+# is Rust over Google's libwebrtc) with its server-side package for tokens.
+PYPI_PACKAGES := aiortc livekit==1.2.0 livekit-api==1.2.2
+FUZZ_TARGETS := y4m ivf wav ogg rtp rtcp vp8 stun sdp dtls ice srtp dcep signaling link resp livekit
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 FUZZ_FLAGS := -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xcc -fsanitize=fuzzer-no-link,address \
               -Xswiftc -Xclang-linker -Xswiftc -fuse-ld=lld
 
-.PHONY: deps demo test fuzz fuzz-replay bench build clean
+.PHONY: deps demo test fuzz fuzz-replay bench build clean protos
 
 # Installs the system packages only when one is missing, so repeated runs stay fast.
 deps:
@@ -22,7 +23,7 @@ deps:
 		export DEBIAN_FRONTEND=noninteractive; \
 		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
-	@python3 -c 'import aiortc' 2>/dev/null || { echo "installing from PyPI: $(PYPI_PACKAGES)"; \
+	@python3 -c 'import aiortc, livekit.rtc, livekit.api' 2>/dev/null || { echo "installing from PyPI: $(PYPI_PACKAGES)"; \
 		python3 -m pip install --quiet --disable-pip-version-check $(PYPI_PACKAGES) 2>/dev/null \
 		|| python3 -m pip install --quiet --disable-pip-version-check --break-system-packages $(PYPI_PACKAGES); }
 
@@ -71,3 +72,12 @@ bench: build
 
 clean:
 	rm -rf .build $(FUZZ_BUILD) out
+
+# Regenerates Sources/LiveKitProtocol/Generated from Protos/livekit (commit the result: building the
+# package never needs protoc). protoc from Debian's protobuf-compiler; protoc-gen-swift built from
+# the swift-protobuf the package resolves.
+protos:
+	@command -v protoc >/dev/null || { export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq protobuf-compiler >/dev/null; }
+	swift build -c release --product protoc-gen-swift
+	protoc --plugin=protoc-gen-swift=.build/release/protoc-gen-swift --swift_opt=Visibility=Public \
+		--swift_out=Sources/LiveKitProtocol/Generated -I Protos/livekit Protos/livekit/*.proto

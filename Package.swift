@@ -3,7 +3,8 @@
 // the SFU (RTCServer) and the `rtc-cli` tool. See docs/architecture.md for the dependency graph.
 import PackageDescription
 
-let fuzzTargets = ["Y4M", "IVF", "WAV", "Ogg", "RTP", "RTCP", "VP8", "STUN", "SDP", "DTLS", "ICE", "SRTP", "DCEP", "Signaling", "Link", "RESP"]
+let fuzzTargets = ["Y4M", "IVF", "WAV", "Ogg", "RTP", "RTCP", "VP8", "STUN", "SDP", "DTLS", "ICE", "SRTP", "DCEP", "Signaling", "Link", "RESP",
+                   "LiveKit"]
 
 let package = Package(
     name: "swift-rtc",
@@ -25,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+        // LiveKit's signal protocol (protobuf): the runtime only; the Swift is generated once and committed.
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.28.0"),
     ],
     targets: [
         // MARK: C libraries from Debian's -dev packages
@@ -107,12 +110,17 @@ let package = Package(
                 "RTCCore", "ScreenCapture", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
+        // LiveKit's protocol: the protobuf messages of its signal protocol, generated from Protos/livekit
+        // (`make protos`) and committed, and its access tokens mapped onto ours.
+        .target(
+            name: "LiveKitProtocol",
+            dependencies: ["Signaling", "RTCConventions", .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
         // RESP (the Redis protocol) values and parser: no dependencies, fuzzed.
         .target(name: "RedisWire"),
         .target(
             name: "RTCServer",
             dependencies: [
-                "RTCConventions", "RTCTransport", "Signaling", "RedisWire", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCConventions", "RTCTransport", "Signaling", "LiveKitProtocol", "RedisWire", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -132,7 +140,8 @@ let package = Package(
         .executableTarget(
             name: "rtc-cli",
             dependencies: [
-                "RTCCore", "RTCRecording", "RTCTransport", "Signaling", "ScreenShareUser", "RTCServer", "ServerCommandLine", "NetSim", "rtc-relay",
+                "RTCCore", "RTCRecording", "RTCTransport", "Signaling", "LiveKitProtocol", "ScreenShareUser", "RTCServer", "ServerCommandLine", "NetSim",
+                "rtc-relay",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -158,7 +167,8 @@ let package = Package(
         // MARK: Fuzzing: one libFuzzer entry point per parser of untrusted bytes (see Fuzz/README.md)
         .target(
             name: "RTCFuzzHarness",
-            dependencies: ["RTCMedia", "RTCTransport", "Signaling", "ScreenCapture", "RedisWire", .product(name: "NIOCore", package: "swift-nio")]),
+            dependencies: ["RTCMedia", "RTCTransport", "Signaling", "ScreenCapture", "RedisWire", "LiveKitProtocol",
+                           .product(name: "NIOCore", package: "swift-nio")]),
 
         // MARK: Tests
         .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "CMemory", "TestKit"]),
@@ -170,7 +180,7 @@ let package = Package(
                 "ScreenShareUser", "RTCServer", "RTCTestSupport", "Signaling", "NetSim", "rtc-cli", .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
-        .testTarget(name: "SignalingTests", dependencies: ["Signaling", "RTCFuzzHarness"]),
+        .testTarget(name: "SignalingTests", dependencies: ["Signaling", "RTCFuzzHarness", "LiveKitProtocol", "COpenSSL"]),
         .testTarget(
             name: "RTCServerTests",
             dependencies: [

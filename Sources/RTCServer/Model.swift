@@ -54,6 +54,8 @@ final class Participant: @unchecked Sendable {
     var dataMessages: TokenBucket?
     var dataBytes: TokenBucket?
     var dataMaxMessageSize = 65_536
+    /// How its `_reliable` and `_lossy` channels frame messages (its join says).
+    var dataFraming = DataFraming.envelope
     /// The publisher session's ICE credentials now, ours and the client's (an ICE restart changes both).
     var publisherICE: (local: ICECredentials, remoteUfrag: String)?
     /// The mid the publisher transport's BUNDLE group was tagged with in the last offer.
@@ -211,6 +213,8 @@ final class PublishedTrack: @unchecked Sendable {
     private let keyframeIntervalMs: Int
     /// Dynacast: the layers the publisher was last told to send (nil: never told, all of them).
     var announcedLayers: [String]?
+    /// The msid track id its publish request said its offer section will carry.
+    var announcedTrackID: String?
     /// When a layer nobody wants was first seen unwanted (it is paused after a grace period).
     var unwantedSinceUs: [String: Int64] = [:]
 

@@ -1,5 +1,7 @@
+import LiveKitProtocol
 import Logging
 import RTCTransport
+import Signaling
 
 /// Data channels (RFC 8831) of participants whose offer has an `m=application` section: the server
 /// ends each one's SCTP association on its publisher transport and relays each message it receives
@@ -38,31 +40,37 @@ extension SFU {
             context.counters.dataMessagesDropped += 1
             return
         }
-        // Two kinds of receiver: SDK clients, which opened the envelope channels (`_reliable`,
-        // `_lossy`), and plain data channel peers. An envelope's sender is the server's to write
-        // and its destinations choose the receivers; a plain peer's message reaches an SDK client
-        // wrapped (its label as the topic), and an envelope reaches a plain peer unwrapped, on its
-        // channel labelled with the topic (or the sender's label).
+        // Three kinds of peer: SDK clients that frame messages as our envelope, LiveKit's clients
+        // that frame them as its DataPacket (both on `_reliable` and `_lossy`), and plain data
+        // channel peers. The sender is the server's to write, destinations choose the receivers,
+        // and a message reaches each receiver in its own framing: a plain peer's wrapped (its
+        // label as the topic), a framed one unwrapped for a plain peer (on the channel labelled
+        // with the topic). LiveKit packets other than user data (RPC, streams) reach only LiveKit's
+        // clients, untouched but for the sender.
         let fromSDK = DataEnvelope.isEnvelopeLabel(channel.parameters.label)
-        var envelope: DataEnvelope
-        if fromSDK {
-            guard let parsed = try? DataEnvelope(parsing: data) else {
-                context.counters.dataMessagesDropped += 1
-                return
-            }
-            envelope = parsed
-        } else {
-            envelope = DataEnvelope(topic: channel.parameters.label, payload: data)
+        let message: RelayedData
+        do { message = try RelayedData(data, framedBy: fromSDK ? sender.dataFraming : nil, label: channel.parameters.label, sender: sender) } catch {
+            context.counters.dataMessagesDropped += 1
+            return
         }
-        envelope.sender = sender.uid
-        let destinations = envelope.destinations.isEmpty ? nil : Set(envelope.destinations)
+        let destinations = message.destinations.isEmpty ? nil : Set(message.destinations)
+        // The kind is the channel's (LiveKit's clients write an inverted `kind` in their packets).
         let reliable = channel.parameters.reliability == .reliable
-        let wrapped = envelope.serialized
+        var framed: [DataFraming: [UInt8]] = [:]
         for receiver in sender.room.participants.values where receiver !== sender {
             if let destinations, !destinations.contains(receiver.uid) { continue }
             guard let endpoint = receiver.publisher?.dataChannels, endpoint.isConnected else { continue }
             let toSDK = endpoint.openChannels.contains { DataEnvelope.isEnvelopeLabel($0.parameters.label) }
-            let bytes = toSDK ? wrapped : envelope.payload
+            let framing: DataFraming? = toSDK ? receiver.dataFraming : nil
+            let encoded: [UInt8]?
+            if let framing {
+                if framed[framing] == nil { framed[framing] = message.framed(framing, reliable: reliable) }
+                encoded = framed[framing].flatMap { $0.isEmpty ? nil : $0 }
+            } else {
+                encoded = message.payload
+            }
+            // Nothing this receiver can read (a LiveKit RPC for one of our clients).
+            guard let bytes = encoded else { continue }
             guard receiver.dataMaxMessageSize == 0 || bytes.count <= receiver.dataMaxMessageSize else {
                 context.counters.dataMessagesDropped += 1
                 continue
@@ -71,7 +79,7 @@ extension SFU {
             if toSDK {
                 parameters = reliable ? DataEnvelope.reliableChannel : DataEnvelope.lossyChannel
             } else if fromSDK {
-                parameters.label = envelope.topic.isEmpty ? channel.parameters.label : envelope.topic
+                parameters.label = message.topic.isEmpty ? channel.parameters.label : message.topic
             }
             do {
                 let stream = try endpoint.channel(labelled: parameters.label)?.stream ?? endpoint.open(parameters)
@@ -80,6 +88,61 @@ extension SFU {
             } catch {
                 context.counters.dataMessagesDropped += 1
             }
+        }
+    }
+}
+
+/// One data channel message on its way through the relay, read once in the sender's framing:
+/// who it is for, and the payload and topic when it is user data.
+struct RelayedData {
+    let destinations: [String]
+    let topic: String
+    /// The user data, for plain peers and our envelope; nil for LiveKit packets of other kinds.
+    let payload: [UInt8]?
+    /// A LiveKit packet as it came, with the sender stamped (kept whole for LiveKit's clients).
+    let packet: LKDataPacket?
+    let sender: String
+    let senderSid: String
+
+    struct Unreadable: Error {}
+
+    /// `framing` nil: a plain peer's message (its label is the topic).
+    init(_ data: [UInt8], framedBy framing: DataFraming?, label: String, sender: Participant) throws {
+        self.sender = sender.uid
+        senderSid = sender.sid
+        switch framing {
+        case nil:
+            destinations = []
+            topic = label
+            payload = data
+            packet = nil
+        case .envelope:
+            guard let envelope = try? DataEnvelope(parsing: data) else { throw Unreadable() }
+            destinations = envelope.destinations
+            topic = envelope.topic
+            payload = envelope.payload
+            packet = nil
+        case .liveKit:
+            guard let parsed = LiveKitData.packet(data) else { throw Unreadable() }
+            let stamped = LiveKitData.stamped(parsed, sender: sender.uid, senderSid: sender.sid)
+            destinations = LiveKitData.destinations(of: stamped)
+            let user = LiveKitData.userPayload(of: stamped)
+            topic = user?.topic ?? ""
+            payload = user?.payload
+            packet = stamped
+        }
+    }
+
+    /// The message in a receiver's framing; empty when it has none there.
+    func framed(_ framing: DataFraming, reliable: Bool) -> [UInt8] {
+        switch framing {
+        case .envelope:
+            guard let payload else { return [] }
+            return DataEnvelope(topic: topic, destinations: destinations, sender: sender, payload: payload).serialized
+        case .liveKit:
+            if let packet { return LiveKitData.serialized(packet) }
+            guard let payload else { return [] }
+            return LiveKitData.serialized(LiveKitData.user(payload: payload, topic: topic, sender: sender, senderSid: senderSid, reliable: reliable))
         }
     }
 }

@@ -43,6 +43,7 @@ extension SFU {
         participant.pinned = pinned
         participant.revealed = pinned
         participant.speaksLayers = request.sdk.protocolVersion >= ProtocolVersion(major: 1, minor: 4)
+        participant.dataFraming = request.dataFraming ?? .envelope
         directory.insert(participant)
         context.tally.add(1, shard: context.shardIndex)
         directory.bind(peer, to: participant)

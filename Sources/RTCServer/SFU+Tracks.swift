@@ -37,16 +37,28 @@ extension SFU {
         guard participant.tracks.count < configuration.limits.maxTracksPerParticipant else {
             return fail(.limitExceeded, "at most \(configuration.limits.maxTracksPerParticipant) tracks per participant")
         }
-        let track = addTrack(to: participant, kind: request.kind, source: request.source, mid: request.mid, ssrc: request.ssrc)
+        let track = addTrack(to: participant, kind: request.kind, source: request.source, mid: request.mid, ssrc: request.ssrc,
+                             announced: request)
         participant.send(.trackPublished(track.info), requestID: requestID)
     }
 
     /// A new track, with the formats of its offer section when it comes from one (before anyone
     /// subscribes: a subscription starts from what the track is, one stream or layers).
     private func addTrack(to participant: Participant, kind: TrackKind, source: TrackSource, mid: String?, ssrc: UInt32?,
-                          offered: (section: MediaSectionDescription, layers: [String])? = nil) -> PublishedTrack {
+                          announced: PublishTrackRequest? = nil, offered: (section: MediaSectionDescription, layers: [String])? = nil) -> PublishedTrack {
         let track = PublishedTrack(info: TrackInfo(sid: makeID("TR"), kind: kind, source: source, ssrc: ssrc, mid: mid),
                                    owner: participant, keyframeIntervalMs: configuration.keyframeRequestInterval)
+        if let announced {
+            // What the request says of the coming offer, until the offer says it itself.
+            track.announcedTrackID = announced.trackID.map { String($0.prefix(256)) }
+            if kind == .video, let layers = announced.simulcastLayers, (2...3).contains(layers.count), layers.allSatisfy({ $0.utf8.count <= 16 }) {
+                track.info.simulcastLayers = layers
+            }
+            if let width = announced.width, let height = announced.height, (1...8192).contains(width), (1...8192).contains(height) {
+                track.info.width = width
+                track.info.height = height
+            }
+        }
         if let offered {
             track.adoptFormats(of: offered.section, simulcastLayers: offered.layers)
             track.info.simulcastLayers = offered.layers.isEmpty ? nil : offered.layers
@@ -89,8 +101,7 @@ extension SFU {
             let kind: TrackKind = section.kind == .video ? .video : .audio
             // Grants again, by what the offer really sends: a section announced as audio that
             // carries video, or a source the (possibly refreshed) token no longer grants.
-            if let track = participant.tracks.first(where: { $0.info.mid == section.mid })
-                ?? participant.tracks.first(where: { $0.info.mid == nil && $0.info.kind == kind && !claimed.contains(ObjectIdentifier($0)) }) {
+            if let track = announcedTrack(for: section, kind: kind, in: participant, claimed: claimed) {
                 claimed.insert(ObjectIdentifier(track))
                 guard track.info.kind == kind else {
                     return fail(.permissionDenied, "mid \(section.mid) was announced as \(track.info.kind.rawValue); the offer sends \(kind.rawValue)")
@@ -130,8 +141,7 @@ extension SFU {
         var changed = false
         for (section, layers) in sending {
             let kind: TrackKind = section.kind == .video ? .video : .audio
-            if let track = participant.tracks.first(where: { $0.info.mid == section.mid })
-                ?? participant.tracks.first(where: { $0.info.mid == nil && $0.info.kind == kind }) {
+            if let track = announcedTrack(for: section, kind: kind, in: participant, claimed: []) {
                 let before = track.info
                 track.info.mid = section.mid
                 track.adoptFormats(of: section, simulcastLayers: layers)
@@ -146,6 +156,16 @@ extension SFU {
         }
         if changed { participantChanged(participant) }
         participant.send(.answer(negotiator.publisherAnswer(to: offer, for: participant, session: session)), requestID: requestID)
+    }
+
+    /// The track a sending section of an offer publishes: the one with its mid; else the one
+    /// announced with its msid track id; else the first announced track of its kind with no section.
+    private func announcedTrack(for section: MediaSectionDescription, kind: TrackKind, in participant: Participant,
+                                claimed: Set<ObjectIdentifier>) -> PublishedTrack? {
+        func open(_ track: PublishedTrack) -> Bool { track.info.mid == nil && !claimed.contains(ObjectIdentifier(track)) }
+        return participant.tracks.first { $0.info.mid == section.mid }
+            ?? section.trackID.flatMap { id in participant.tracks.first { open($0) && $0.announcedTrackID == id } }
+            ?? participant.tracks.first { open($0) && $0.info.kind == kind }
     }
 
     // MARK: Subscribing

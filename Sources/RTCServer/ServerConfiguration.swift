@@ -80,6 +80,9 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var nodeSignalingURL: String?
     /// HS256 secret that tokens are signed with.
     public var secret: String
+    /// LiveKit API keys and their secrets: LiveKit's clients and tokens are accepted when there is
+    /// one (docs/livekit.md).
+    public var liveKitKeys: [String: String] = [:]
     /// The signaling protocol this server speaks.
     public var protocolVersion: ProtocolVersion
     /// Seconds between client pings, and of silence after which a participant is dropped.

@@ -43,16 +43,51 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
         return false
     }
 
-    init(sfu: ShardedSFU, logger: Logger, limits: ServerLimits, cluster: ClusterHandle? = nil) {
+    /// What the connection speaks: ours (JSON text) or LiveKit's (protobuf).
+    private let dialect: SignalingDialect
+
+    init(sfu: ShardedSFU, logger: Logger, limits: ServerLimits, cluster: ClusterHandle? = nil, dialect: SignalingDialect = NativeDialect()) {
         self.sfu = sfu
         self.cluster = cluster
+        self.dialect = dialect
         self.logger = logger
         self.limits = limits
         messages = TokenBucket(ratePerSecond: limits.messagesPerSecond, burst: limits.messageBurst)
         inboundBytes = TokenBucket(ratePerSecond: limits.inboundBytesPerSecond, burst: limits.inboundByteBurst)
     }
 
-    func handlerAdded(context: ChannelHandlerContext) { channel = context.channel }
+    func handlerAdded(context: ChannelHandlerContext) {
+        channel = context.channel
+        // LiveKit's join comes with the upgrade: it is the connection's first message.
+        for bytes in dialect.opening() { routeMessage(bytes, context: context) }
+    }
+
+    /// What the dialect made of a frame or a core message: messages on to the core, frames to the client.
+    private func apply(_ output: DialectOutput, context: ChannelHandlerContext?, channel: Channel) {
+        for payload in output.toClient {
+            write(WebSocketFrame(fin: true, opcode: output.binary ? .binary : .text, data: channel.allocator.buffer(bytes: payload)), on: channel)
+        }
+        if let context {
+            for bytes in output.toCore { routeMessage(bytes, context: context) }
+        } else if !output.toCore.isEmpty, let context = try? channel.pipeline.syncOperations.context(handler: self) {
+            for bytes in output.toCore { routeMessage(bytes, context: context) }
+        }
+        if let reason = output.close {
+            connectionLog.notice(logger, "websocket closed", ["reason": "\(reason)", "remote": "\(channel.remoteAddress.map { "\($0)" } ?? "?")"])
+            closeAfterWrites(channel, code: output.closeCode, reason: reason)
+        }
+    }
+
+    private func closeAfterWrites(_ channel: Channel, code: WebSocketErrorCode, reason: String) {
+        guard !closing else { return }
+        closing = true
+        var payload = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
+        payload.write(webSocketErrorCode: code)
+        payload.writeString(String(reason.utf8.prefix(120)) ?? "")
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)).whenComplete { _ in
+            channel.close(promise: nil)
+        }
+    }
 
     /// A client that does not read: stop reading from it until its socket takes writes again.
     func channelWritabilityChanged(context: ChannelHandlerContext) {
@@ -107,7 +142,7 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
             guard inboundBytes.take(Double(bytes.count), nowNs: nowNs) else {
                 return refuseFlood(context, reason: "over \(Int(limits.inboundBytesPerSecond)) bytes a second")
             }
-            routeMessage(bytes, context: context)
+            apply(dialect.inbound(bytes, binary: frame.opcode == .binary), context: context, channel: context.channel)
         case .ping:
             guard !closing else { return }
             // Pings spend the same budget as messages: a ping flood is a reply flood.
@@ -191,7 +226,7 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
                         for bytes in pending { link.send(bytes) }
                     }
                     for await bytes in link.messages {
-                        loop.execute { self.write(WebSocketFrame(fin: true, opcode: .text, data: channel.allocator.buffer(bytes: bytes)), on: channel) }
+                        loop.execute { self.relayed(bytes, channel: channel) }
                     }
                     // The room's node closed the link (it left us, or it is gone): so does the client's connection.
                     placer.released(room, from: placement)
@@ -218,12 +253,20 @@ final class WebSocketPeer: ChannelInboundHandler, SignalingPeer, @unchecked Send
         context.close(promise: nil)
     }
 
+    /// A message from the room's node: as it is for our clients, translated for LiveKit's.
+    private func relayed(_ bytes: [UInt8], channel: Channel) {
+        if dialect is NativeDialect {
+            return write(WebSocketFrame(fin: true, opcode: .text, data: channel.allocator.buffer(bytes: bytes)), on: channel)
+        }
+        guard let envelope = try? ServerEnvelope.decode(bytes) else { return }
+        apply(dialect.outbound(envelope), context: nil, channel: channel)
+    }
+
     // SignalingPeer: called on the SFU's loop.
     func send(_ envelope: ServerEnvelope) {
         guard let channel else { return }
-        let bytes = envelope.encoded()
         channel.eventLoop.execute {
-            self.write(WebSocketFrame(fin: true, opcode: .text, data: channel.allocator.buffer(bytes: bytes)), on: channel)
+            self.apply(self.dialect.outbound(envelope), context: nil, channel: channel)
         }
     }
 
@@ -430,6 +473,7 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
     private let metrics: @Sendable () -> EventLoopFuture<String>
     private let web: WebRoot?
     private let devTokens: DevTokenMinter?
+    private let liveKit: LiveKitFrontEnd?
     private var head: HTTPRequestHead?
     /// When the latest request arrived (monotonic ns), for the idle deadline.
     private(set) var lastRequestNs: UInt64?
@@ -440,9 +484,10 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
     private let maxQueuedBytes: Int
     private let logger: Logger
 
-    init(metrics: @escaping @Sendable () -> EventLoopFuture<String>, web: WebRoot?, devTokens: DevTokenMinter?,
+    init(metrics: @escaping @Sendable () -> EventLoopFuture<String>, web: WebRoot?, devTokens: DevTokenMinter?, liveKit: LiveKitFrontEnd? = nil,
          maxQueuedBytes: Int = ServerLimits().maxOutboundBytes, logger: Logger = Logger(label: "rtc.server")) {
         self.logger = logger
+        self.liveKit = liveKit
         self.metrics = metrics
         self.web = web
         self.devTokens = devTokens
@@ -465,6 +510,20 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
             self.head = nil
             let parts = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
             switch (head.method, parts.first ?? head.uri) {
+            case (.GET, "/rtc/v1"):
+                // LiveKit's single-PeerConnection mode: its SDKs fall back to /rtc on a 404.
+                respond(context, head, status: .notFound, type: "text/plain",
+                        body: "single PeerConnection signaling (/rtc/v1) is not supported here: use /rtc\n")
+            case (.GET, "/rtc/validate"), (.GET, "/rtc"):
+                // LiveKit's SDKs ask why a connect failed; a refused connect is answered so too.
+                guard let liveKit, liveKit.isEnabled || SignalPath(head) == .liveKit else {
+                    return respond(context, head, status: .badRequest, type: "text/plain", body: "a WebSocket upgrade is expected at /rtc\n")
+                }
+                switch liveKit.admit(head) {
+                case .success: respond(context, head, status: .ok, type: "text/plain", body: "success")
+                case .failure(let refusal):
+                    respond(context, head, status: HTTPResponseStatus(statusCode: refusal.status), type: "text/plain", body: refusal.reason)
+                }
             case (.GET, "/dev-token"):
                 guard let devTokens else {
                     return respond(context, head, status: .notFound, type: "text/plain", body: "tokens are minted here only in --dev mode\n")
@@ -540,6 +599,7 @@ let maxWebSocketFrame = 1 << 20
 func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedSFU, cluster: ClusterHandle?, logger: Logger, tls: NIOSSLContext?,
                    web: WebRoot?, devTokens: DevTokenMinter?, limits: ServerLimits,
                    metrics: @escaping @Sendable () -> EventLoopFuture<String>) async throws -> Channel {
+    let liveKit = LiveKitFrontEnd(configuration: sfu.configuration)
     let perIP = ConnectionsPerIP(limit: limits.maxConnectionsPerIP)
     return try await ServerBootstrap(group: group)
         .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -554,20 +614,32 @@ func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedS
                 return channel.close()
             }
             JoinDeadline.arm(channel, seconds: limits.joinDeadlineSeconds, sfu: sfu, logger: logger)
-            let endpoints = HTTPEndpoints(metrics: metrics, web: web, devTokens: devTokens, maxQueuedBytes: limits.maxOutboundBytes,
-                                          logger: logger)
+            let endpoints = HTTPEndpoints(metrics: metrics, web: web, devTokens: devTokens, liveKit: liveKit,
+                                          maxQueuedBytes: limits.maxOutboundBytes, logger: logger)
             let upgrader = NIOWebSocketServerUpgrader(
                 maxFrameSize: maxWebSocketFrame,
                 shouldUpgrade: { channel, head in
-                    channel.eventLoop.makeSucceededFuture(head.uri.hasPrefix("/rtc") ? HTTPHeaders() : nil)
+                    // `/rtc` only: ours, or LiveKit's with a token it admits. Anything else (a
+                    // refused LiveKit token, `/rtc/v1`, `/rtc/validate`) is plain HTTP's to answer.
+                    let upgrade = switch SignalPath(head) {
+                    case .ours: true
+                    case .liveKit: (try? liveKit.admit(head).get()) != nil
+                    default: false
+                    }
+                    return channel.eventLoop.makeSucceededFuture(upgrade ? HTTPHeaders() : nil)
                 },
-                upgradePipelineHandler: { channel, _ in
+                upgradePipelineHandler: { channel, head in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(StrictWebSocketFraming(logger: logger))
                         try channel.pipeline.syncOperations.addHandler(
                             NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 256,
                                                         maxAccumulatedFrameSize: maxWebSocketFrame))
-                        try channel.pipeline.syncOperations.addHandler(WebSocketPeer(sfu: sfu, logger: logger, limits: limits, cluster: cluster))
+                        let dialect: SignalingDialect = switch SignalPath(head) {
+                        case .liveKit: try liveKit.dialect(for: head, logger: logger)
+                        default: NativeDialect()
+                        }
+                        try channel.pipeline.syncOperations.addHandler(WebSocketPeer(sfu: sfu, logger: logger, limits: limits, cluster: cluster,
+                                                                                     dialect: dialect))
                     }
                 })
             let http: @Sendable () -> EventLoopFuture<Void> = {

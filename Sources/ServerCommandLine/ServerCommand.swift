@@ -54,6 +54,11 @@ public struct ServerCommand: AsyncParsableCommand {
             help: "The signaling URL other nodes relay joins to (default: ws://<first --announce-ip or --host>:<port>/rtc).")
     var nodeURL: String?
     @Option(help: "HS256 secret tokens are signed with.") var secret: String?
+    @Option(name: .customLong("api-key"), parsing: .singleValue,
+            help: "A LiveKit API key (repeatable, each with an --api-secret): LiveKit's clients with tokens it signs may join (docs/livekit.md).")
+    var apiKeys: [String] = []
+    @Option(name: .customLong("api-secret"), parsing: .singleValue, help: "The secret of the --api-key before it.")
+    var apiSecrets: [String] = []
     @Flag(help: "Development mode: make up a secret (unless --secret is given), print it with a sample token and the web page's URL, and hand out tokens at /dev-token.")
     var dev = false
     @Option(name: .customLong("web-root"), help: "Directory of the web client served at / (default: the repository's Web/).")
@@ -101,6 +106,13 @@ public struct ServerCommand: AsyncParsableCommand {
 
     public func validate() throws {
         guard secret != nil || dev else { throw ValidationError("give --secret, or --dev for a generated one") }
+        guard apiKeys.count == apiSecrets.count else {
+            throw ValidationError("--api-key and --api-secret come in pairs (\(apiKeys.count) keys, \(apiSecrets.count) secrets)")
+        }
+        for (key, secret) in zip(apiKeys, apiSecrets) where key.isEmpty || key.utf8.count > 256 || secret.utf8.count < 8 {
+            throw ValidationError("--api-key must be 1 to 256 bytes and its --api-secret at least 8")
+        }
+        guard Set(apiKeys).count == apiKeys.count else { throw ValidationError("--api-key given twice") }
         guard (0...65535).contains(port), (0...65535).contains(udpPort), (0...65535).contains(tcpPort ?? 0) else {
             throw ValidationError("ports must be 0...65535")
         }
@@ -187,6 +199,7 @@ public struct ServerCommand: AsyncParsableCommand {
                                                 publisherLimitFloorKbps: publisherLimitFloor == 0 ? nil : publisherLimitFloor,
                                                 screenShareSuffix: screenShareSuffix, tlsCertificatePath: tlsCertificate, tlsKeyPath: tlsKey)
         configuration.announceAddresses = announceIP
+        configuration.liveKitKeys = Dictionary(uniqueKeysWithValues: zip(apiKeys, apiSecrets))
         configuration.tcpMediaPort = tcpPort
         configuration.mediaThreads = threads
         configuration.signalingHost = signalingHost

@@ -84,12 +84,7 @@ public struct AccessToken: Codable, Sendable, Hashable {
 
     /// The signed JWT.
     public func signed(secret: String) -> String {
-        let header = Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8))
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        let claims = Base64URL.encode(Array((try? encoder.encode(self)) ?? Data()))
-        let input = header + "." + claims
-        return input + "." + Base64URL.encode(HMACSHA256.mac(key: Array(secret.utf8), data: Array(input.utf8)))
+        JWT.sign(self, secret: secret)
     }
 
     /// Verifies the signature and the time window, and returns the claims.
@@ -103,18 +98,9 @@ public struct AccessToken: Codable, Sendable, Hashable {
     /// message arrives, not on its media loop) and returns the claims; ``checkTime(now:leeway:)``
     /// is the rest of ``verify(_:secret:now:leeway:)``.
     public static func verifySignature(_ token: String, secret: String) throws(TokenError) -> AccessToken {
-        guard token.utf8.count <= 8192 else { throw TokenError(.malformed, "token longer than 8 KiB") }
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerBytes = Base64URL.decode(String(parts[0])),
-              let claimBytes = Base64URL.decode(String(parts[1])), let signature = Base64URL.decode(String(parts[2]))
-        else { throw TokenError(.malformed, "not a JWT (three base64url parts)") }
-        guard let header = try? JSONDecoder().decode([String: String].self, from: Data(headerBytes)), header["alg"] == "HS256"
-        else { throw TokenError(.malformed, "the JWT header must say alg HS256") }
-        let expected = HMACSHA256.mac(key: Array(secret.utf8), data: Array((parts[0] + "." + parts[1]).utf8))
-        guard signature.count == expected.count, zip(signature, expected).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else {
-            throw TokenError(.badSignature, "signature does not match this server's secret")
-        }
-        guard let claims = try? JSONDecoder().decode(AccessToken.self, from: Data(claimBytes)) else {
+        let jwt = try JWT(token)
+        try jwt.checkSignature(secret: secret)
+        guard let claims = try? JSONDecoder().decode(AccessToken.self, from: Data(jwt.claims)) else {
             throw TokenError(.malformed, "the JWT claims are not a valid access token")
         }
         return claims
@@ -144,9 +130,50 @@ public struct TokenError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(kind.rawValue): \(reason)" }
 }
 
-/// Base64url without padding (RFC 4648 §5), as JWTs use it.
-enum Base64URL {
-    static func encode(_ bytes: [UInt8]) -> String {
+/// An HS256 JSON Web Token taken apart (RFC 7519): its claims' JSON, not yet trusted, and what
+/// checking its signature needs. Our tokens and LiveKit's share it; each decodes its own claims.
+package struct JWT: Sendable {
+    /// The claims' JSON bytes.
+    package let claims: [UInt8]
+    private let signingInput: String
+    private let signature: [UInt8]
+
+    /// The form only: three base64url parts, a header saying HS256, at most 8 KiB.
+    package init(_ token: String) throws(TokenError) {
+        guard token.utf8.count <= 8192 else { throw TokenError(.malformed, "token longer than 8 KiB") }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let headerBytes = Base64URL.decode(String(parts[0])),
+              let claimBytes = Base64URL.decode(String(parts[1])), let signature = Base64URL.decode(String(parts[2]))
+        else { throw TokenError(.malformed, "not a JWT (three base64url parts)") }
+        guard let header = try? JSONDecoder().decode([String: String].self, from: Data(headerBytes)), header["alg"] == "HS256"
+        else { throw TokenError(.malformed, "the JWT header must say alg HS256") }
+        claims = claimBytes
+        signingInput = parts[0] + "." + parts[1]
+        self.signature = signature
+    }
+
+    /// Compares the signature with HMAC-SHA256 under `secret`, in constant time.
+    package func checkSignature(secret: String) throws(TokenError) {
+        let expected = HMACSHA256.mac(key: Array(secret.utf8), data: Array(signingInput.utf8))
+        guard signature.count == expected.count, zip(signature, expected).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else {
+            throw TokenError(.badSignature, "signature does not match this server's secret")
+        }
+    }
+
+    /// `claims` as an HS256 JWT signed with `secret` (keys sorted, so the same claims sign the same).
+    package static func sign(_ claims: some Encodable, secret: String) -> String {
+        let header = Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let body = Base64URL.encode(Array((try? encoder.encode(claims)) ?? Data()))
+        let input = header + "." + body
+        return input + "." + Base64URL.encode(HMACSHA256.mac(key: Array(secret.utf8), data: Array(input.utf8)))
+    }
+}
+
+/// Base64url without padding (RFC 4648 §5), as JWTs use it (ours and LiveKit's).
+package enum Base64URL {
+    package static func encode(_ bytes: [UInt8]) -> String {
         String(Data(bytes).base64EncodedString().compactMap { character -> Character? in
             switch character {
             case "+": "-"
@@ -157,7 +184,7 @@ enum Base64URL {
         })
     }
 
-    static func decode(_ text: String) -> [UInt8]? {
+    package static func decode(_ text: String) -> [UInt8]? {
         guard text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
         var base64 = String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
         while base64.count % 4 != 0 { base64 += "=" }
@@ -166,8 +193,8 @@ enum Base64URL {
 }
 
 /// HMAC-SHA256 from OpenSSL.
-enum HMACSHA256 {
-    static func mac(key: [UInt8], data: [UInt8]) -> [UInt8] {
+package enum HMACSHA256 {
+    package static func mac(key: [UInt8], data: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 32
         _ = HMAC(EVP_sha256(), key, Int32(key.count), data, data.count, &out, &length)

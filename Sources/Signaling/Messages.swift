@@ -38,9 +38,14 @@ public struct TrackInfo: Codable, Sendable, Hashable {
     /// The RFC 8851 stream ids of its simulcast layers (protocol 1.4); nil for a single stream.
     /// A subscriber still receives one stream: the layer the server picks for it.
     public var simulcastLayers: [String]?
+    /// The size its publisher announced (protocol 1.5), when it did.
+    public var width: Int?
+    public var height: Int?
 
     public init(sid: String, kind: TrackKind, source: TrackSource, muted: Bool = false, ssrc: UInt32? = nil, mid: String? = nil,
-                simulcastLayers: [String]? = nil) {
+                simulcastLayers: [String]? = nil, width: Int? = nil, height: Int? = nil) {
+        self.width = width
+        self.height = height
         self.sid = sid
         self.kind = kind
         self.source = source
@@ -89,6 +94,12 @@ public struct SDKInfo: Codable, Sendable, Hashable {
     }
 }
 
+/// The framing of messages on the `_reliable` and `_lossy` data channels: our envelope
+/// (`DataEnvelope`, docs/data.md) or LiveKit's `DataPacket` protobuf.
+public enum DataFraming: String, Codable, Sendable, Hashable {
+    case envelope, liveKit
+}
+
 public struct JoinRequest: Codable, Sendable, Hashable {
     public var token: String
     public var channel: String
@@ -106,10 +117,14 @@ public struct JoinRequest: Codable, Sendable, Hashable {
     /// example a screen share its owner wants to watch (protocol 1.2; see `SubscriptionUpdate.uids`).
     public var pinnedUIDs: [String]?
     public var sdk: SDKInfo
+    /// How the client frames messages on its `_reliable` and `_lossy` data channels (protocol
+    /// 1.5; absent: our envelope).
+    public var dataFraming: DataFraming?
 
     public init(token: String, channel: String, uid: String, role: ParticipantRole = .broadcaster, autoSubscribe: Bool = true,
                 autoSubscribeAudio: Bool? = nil, autoSubscribeVideo: Bool? = nil,
-                ignoreScreenShare: Bool? = nil, pinnedUIDs: [String]? = nil, sdk: SDKInfo = SDKInfo()) {
+                ignoreScreenShare: Bool? = nil, pinnedUIDs: [String]? = nil, sdk: SDKInfo = SDKInfo(), dataFraming: DataFraming? = nil) {
+        self.dataFraming = dataFraming
         self.token = token
         self.channel = channel
         self.uid = uid
@@ -180,12 +195,25 @@ public struct PublishTrackRequest: Codable, Sendable, Hashable {
     public var source: TrackSource
     public var mid: String?
     public var ssrc: UInt32?
+    /// The track id its section of a coming offer carries (`a=msid:<stream> <track id>`), which
+    /// binds the two when the request comes first (LiveKit's clients send their `cid`).
+    public var trackID: String?
+    /// The stream ids of the simulcast layers its offer will send, and the size of the largest,
+    /// when the request comes before the offer (protocol 1.5).
+    public var simulcastLayers: [String]?
+    public var width: Int?
+    public var height: Int?
 
-    public init(kind: TrackKind, source: TrackSource, mid: String? = nil, ssrc: UInt32? = nil) {
+    public init(kind: TrackKind, source: TrackSource, mid: String? = nil, ssrc: UInt32? = nil, trackID: String? = nil,
+                simulcastLayers: [String]? = nil, width: Int? = nil, height: Int? = nil) {
+        self.simulcastLayers = simulcastLayers
+        self.width = width
+        self.height = height
         self.kind = kind
         self.source = source
         self.mid = mid
         self.ssrc = ssrc
+        self.trackID = trackID
     }
 }
 
@@ -224,6 +252,8 @@ public struct SubscriptionUpdate: Codable, Sendable, Hashable {
 /// the full one or the small one.
 public enum VideoStreamType: String, Codable, Sendable, Hashable {
     case high, low
+    /// The middle layer of three (the full one of two): LiveKit's MEDIUM quality.
+    case medium
 }
 
 /// What a subscriber wants of a publisher's layered video (protocol 1.4): a stream type, or the

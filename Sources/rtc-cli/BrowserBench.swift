@@ -62,7 +62,8 @@ struct BrowserBench: AsyncParsableCommand {
         for index in 0..<runs {
             for swiftFirst in index % 2 == 0 ? [true, false] : [false, true] {
                 if swiftFirst {
-                    let result = try await watchWithEngine(url: url, uid: "swift\(index)", token: token("swift\(index)"))
+                    let result = try await Self.watchWithEngine(url: url, channel: channel, uid: "swift\(index)", token: token("swift\(index)"),
+                                                                seconds: seconds)
                     swift.append(result)
                     print("\(String(index + 1).padding(6))swift      \(milliseconds(result.first).padding(26))\(milliseconds(result.first).padding(27))\(result.frames)")
                 } else {
@@ -84,12 +85,14 @@ struct BrowserBench: AsyncParsableCommand {
               + "both to the first decoded frame of the share; frames counted from the same start")
     }
 
-    private func watchWithEngine(url: String, uid: String, token: String) async throws -> (first: Double, frames: Int) {
+    /// A Swift bot (an RTCEngine) watching `channel` for `seconds`: ms from its join() call to the
+    /// first decoded video frame, and the frames decoded within `seconds` of that call.
+    static func watchWithEngine(url: String, channel: String, uid: String, token: String, seconds: Int) async throws -> (first: Double, frames: Int) {
         let engine = RTCEngine(configuration: RTCEngineConfiguration(serverURL: url))
         let decoded = NIOLockedValueBox<[Int64]>([])
         engine.setRemoteVideoSink { _ in decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
         let start = MediaClock.monotonicUs()
-        try await engine.join(token: token, channel: "bench-share", uid: uid)
+        try await engine.join(token: token, channel: channel, uid: uid)
         try await Task.sleep(for: .seconds(seconds))
         await engine.leave()
         let times = decoded.withLockedValue { $0 }
@@ -128,4 +131,4 @@ struct BrowserBench: AsyncParsableCommand {
     }
 }
 
-private func milliseconds(_ value: Double) -> String { value.isNaN ? "-" : String(format1: value) }
+func milliseconds(_ value: Double) -> String { value.isNaN ? "-" : String(format1: value) }

@@ -62,7 +62,7 @@ struct EnvelopeTests {
     func wireForm() throws {
         let text = String(decoding: ClientEnvelope(.ping(timestamp: 5), requestID: 1).encoded(), as: UTF8.self)
         #expect(text == #"{"id":1,"payload":{"timestamp":5},"type":"ping","v":"\#(ProtocolVersion.current)"}"#)
-        #expect(ProtocolVersion.current == ProtocolVersion(major: 1, minor: 4))
+        #expect(ProtocolVersion.current == ProtocolVersion(major: 1, minor: 5))
         // Unknown fields anywhere are ignored; a newer minor version is accepted.
         let newer = #"{"v":"1.7","type":"ping","extra":true,"payload":{"timestamp":9,"future":[1,2]}}"#
         #expect(try ClientEnvelope.decode(Array(newer.utf8)).message == .ping(timestamp: 9))

@@ -1,0 +1,133 @@
+import Signaling
+
+/// Our model in LiveKit's terms and back: sources, kinds, participants, tracks, leave reasons,
+/// simulcast qualities. Pure functions, shared by the signal front end and its tests.
+public enum LiveKitMapping {
+    /// The protocol version this server speaks, as LiveKit numbers it (the SDKs send 16 to 18).
+    public static let protocolVersion: Int32 = 16
+    /// The LiveKit server release whose behaviour this front end follows.
+    public static let serverVersion = "1.9.0"
+
+    public static func source(_ source: Signaling.TrackSource) -> LKTrackSource {
+        switch source {
+        case .camera: .camera
+        case .microphone: .microphone
+        case .screen: .screenShare
+        case .screenAudio: .screenShareAudio
+        }
+    }
+
+    /// Our source for a LiveKit one; `unknown` by the kind (camera or microphone), and a screen
+    /// share participant's camera or microphone is its screen.
+    public static func source(_ source: LKTrackSource, kind: TrackKind, screenShare: Bool) -> Signaling.TrackSource {
+        switch source {
+        case .screenShare: return .screen
+        case .screenShareAudio: return .screenAudio
+        case .camera where !screenShare: return .camera
+        case .microphone where !screenShare: return .microphone
+        default: return kind == .video ? (screenShare ? .screen : .camera) : (screenShare ? .screenAudio : .microphone)
+        }
+    }
+
+    public static func kind(_ type: LKTrackType) -> TrackKind? {
+        switch type {
+        case .audio: .audio
+        case .video: .video
+        default: nil
+        }
+    }
+
+    /// A simulcast stream id as LiveKit's clients name layers: `q`, `h`, `f` (quarter, half, full).
+    public static func quality(rid: String) -> LKVideoQuality? {
+        switch rid {
+        case "q": .low
+        case "h": .medium
+        case "f": .high
+        default: nil
+        }
+    }
+
+    public static func rid(_ quality: LKVideoQuality) -> String? {
+        switch quality {
+        case .low: "q"
+        case .medium: "h"
+        case .high: "f"
+        default: nil
+        }
+    }
+
+    public static func reason(_ reason: LeaveReason) -> LKDisconnectReason {
+        switch reason {
+        case .clientRequest: .clientInitiated
+        case .ownerLeft: .participantRemoved
+        case .serverShutdown: .serverShutdown
+        case .duplicateIdentity: .duplicateIdentity
+        case .tokenExpired: .participantRemoved
+        case .timeout: .connectionTimeout
+        case .kicked: .participantRemoved
+        }
+    }
+
+    public static func mime(_ kind: TrackKind) -> String { kind == .video ? "video/VP8" : "audio/opus" }
+
+    /// A track as LiveKit's clients see it. `layers` are the sizes its publisher announced, when
+    /// this front end saw them; otherwise only the qualities its stream ids name.
+    public static func track(_ track: Signaling.TrackInfo, name: String? = nil, width: UInt32 = 0, height: UInt32 = 0,
+                             layers: [LKVideoLayer] = []) -> LKTrackInfo {
+        var info = LKTrackInfo()
+        info.sid = track.sid
+        info.type = track.kind == .video ? .video : .audio
+        info.name = name ?? track.source.rawValue
+        info.muted = track.muted
+        info.source = source(track.source)
+        info.mimeType = mime(track.kind)
+        info.mid = track.mid ?? ""
+        info.width = width > 0 ? width : UInt32(clamping: track.width ?? 0)
+        info.height = height > 0 ? height : UInt32(clamping: track.height ?? 0)
+        // Layers smallest first; each one up is twice the size, the top one the track's.
+        let rids = (track.simulcastLayers ?? []).filter { quality(rid: $0) != nil }
+            .sorted { quality(rid: $0)!.rawValue < quality(rid: $1)!.rawValue }
+        info.simulcast = rids.count > 1
+        if !layers.isEmpty {
+            info.layers = layers
+        } else if !rids.isEmpty {
+            info.layers = rids.enumerated().map { index, rid in
+                var layer = LKVideoLayer()
+                layer.quality = quality(rid: rid) ?? .high
+                layer.rid = rid
+                let scale = UInt32(1) << UInt32(rids.count - 1 - index)
+                layer.width = info.width / scale
+                layer.height = info.height / scale
+                return layer
+            }
+        }
+        var codec = LKSimulcastCodecInfo()
+        codec.mimeType = info.mimeType
+        codec.mid = info.mid
+        codec.layers = info.layers
+        info.codecs = [codec]
+        return info
+    }
+
+    /// A participant as LiveKit's clients see it: `name` is the uid, a screen share carries its
+    /// owner in the `screenShareOwner` attribute (its tracks are SCREEN_SHARE).
+    public static func participant(_ participant: Signaling.ParticipantInfo, state: LKParticipantInfo.State = .active,
+                                   tracks: [LKTrackInfo]? = nil) -> LKParticipantInfo {
+        var info = LKParticipantInfo()
+        info.sid = participant.sid
+        info.identity = participant.uid
+        info.name = participant.uid
+        info.state = state
+        info.version = UInt32(clamping: max(participant.version, 0))
+        info.tracks = tracks ?? participant.tracks.map { track($0) }
+        info.kind = .standard
+        info.isPublisher = !participant.tracks.isEmpty
+        var permission = LKParticipantPermission()
+        permission.canSubscribe = true
+        permission.canPublish = participant.role == .broadcaster
+        permission.canPublishData = true
+        info.permission = permission
+        if case .screenShare(let owner) = participant.kind { info.attributes = ["screenShareOwner": owner] }
+        return info
+    }
+}

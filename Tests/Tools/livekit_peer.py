@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+"""LiveKit's official Python SDK (`livekit`, its core Rust over libwebrtc) against our server.
+
+Subcommands:
+  y4m     write the still test pattern as a Y4M file (what `rtc-cli join --video FILE.y4m` publishes)
+  bot     one LiveKit participant: publishes the pattern and a tone if asked, watches every remote
+          track (first frame, frames, size, PSNR against the pattern, audio energy), sends and
+          prints data, answers RPCs; writes a JSON report
+  pair    two LiveKit participants in one process, the must-show of docs/livekit.md: video and
+          audio both ways, simulcast with the viewer choosing the layer, data reliable and lossy
+          with topics and destinations, an RPC, mute and unmute; writes a JSON report
+
+The pattern is a function of the frame's relative coordinates, so a scaled layer is compared with
+the pattern made at its own size. Everything is reported; the Swift tests judge
+(Tests/CLITests/LiveKitInteropTests.swift).
+"""
+import argparse
+import asyncio
+import json
+import math
+import sys
+import time
+
+import numpy as np
+from livekit import api, rtc
+
+
+def pattern_planes(width, height):
+    """The still test pattern as I420 planes: a horizontal luma ramp with a 8x6 checker on top,
+    and chroma ramps. Smooth enough for VP8 to code well, distinct enough that a wrong frame fails."""
+    x = np.arange(width, dtype=np.float64)[None, :] / width
+    y = np.arange(height, dtype=np.float64)[:, None] / height
+    checker = ((np.floor(x * 8) + np.floor(y * 6)) % 2)
+    luma = (40 + 150 * x + 50 * checker).astype(np.uint8)
+    cw, ch = (width + 1) // 2, (height + 1) // 2
+    cx = np.arange(cw, dtype=np.float64)[None, :] / cw
+    cy = np.arange(ch, dtype=np.float64)[:, None] / ch
+    u = np.broadcast_to((64 + 128 * cx), (ch, cw)).astype(np.uint8)
+    v = np.broadcast_to((64 + 128 * cy), (ch, cw)).astype(np.uint8)
+    return luma, u, v
+
+
+def pattern_i420(width, height):
+    luma, u, v = pattern_planes(width, height)
+    return luma.tobytes() + u.tobytes() + v.tobytes()
+
+
+def write_y4m(path, width, height, fps, seconds):
+    frame = pattern_i420(width, height)
+    with open(path, "wb") as f:
+        f.write(f"YUV4MPEG2 W{width} H{height} F{fps}:1 Ip A1:1 C420jpeg\n".encode())
+        for _ in range(int(fps * seconds)):
+            f.write(b"FRAME\n")
+            f.write(frame)
+
+
+def psnr(frame):
+    """PSNR (dB) of a received frame's luma against the pattern at the frame's size."""
+    i420 = frame.convert(rtc.VideoBufferType.I420)
+    w, h = i420.width, i420.height
+    received = np.frombuffer(bytes(i420.data), dtype=np.uint8)[: w * h].reshape(h, w).astype(np.float64)
+    expected, _, _ = pattern_planes(w, h)
+    mse = np.mean((received - expected.astype(np.float64)) ** 2)
+    return 99.0 if mse == 0 else 10 * math.log10(255 * 255 / mse)
+
+
+def token(args, identity, room=None, **grants):
+    """A LiveKit token from livekit-api (its own JWT code); the bot's --token-* flags spoil it on purpose."""
+    import datetime
+    video = api.VideoGrants(room_join=not getattr(args, "no_room_join", False),
+                            room=room or getattr(args, "token_room", None) or args.room, **grants)
+    made = api.AccessToken(args.api_key, getattr(args, "token_secret", None) or args.api_secret).with_identity(identity).with_grants(video)
+    ttl = getattr(args, "token_ttl", None)
+    if ttl is not None:
+        if ttl < 0:
+            # livekit-api stamps nbf as now: an expired token is made by hand from its claims.
+            import jwt
+            now = int(time.time())
+            claims = {"iss": args.api_key, "sub": identity, "nbf": now - 3600, "exp": now + int(ttl),
+                      "video": {"roomJoin": True, "room": args.room}}
+            return jwt.encode(claims, getattr(args, "token_secret", None) or args.api_secret, algorithm="HS256")
+        made = made.with_ttl(datetime.timedelta(seconds=ttl))
+    return made.to_jwt()
+
+
+def options(args):
+    return rtc.RoomOptions(auto_subscribe=True, single_peer_connection=None if args.default_options else False,
+                           connect_timeout=5.0)
+
+
+class Watcher:
+    """Counts what arrives at a room: per remote track its first frame, frames, size and PSNR
+    (video) or energy (audio), and the data packets."""
+
+    def __init__(self, room, started):
+        self.room = room
+        self.started = started
+        self.tracks = {}
+        self.data = []
+        self.muted = []
+        self.unmuted = []
+        self.tasks = []
+        room.on("track_subscribed", self.subscribed)
+        room.on("data_received", self.data_received)
+        room.on("track_muted", lambda participant, publication: self.muted.append([participant.identity, publication.sid]))
+        room.on("track_unmuted", lambda participant, publication: self.unmuted.append([participant.identity, publication.sid]))
+
+    def ms(self):
+        return round((time.monotonic() - self.started) * 1000, 1)
+
+    def subscribed(self, track, publication, participant):
+        key = f"{participant.identity}/{publication.source}/{publication.sid}"
+        entry = {"identity": participant.identity, "sid": publication.sid, "source": int(publication.source),
+                 "kind": "video" if track.kind == rtc.TrackKind.KIND_VIDEO else "audio", "subscribedMs": self.ms(),
+                 "firstFrameMs": None, "frames": 0, "sizes": {}, "psnr": [], "rms": [], "framesAt": []}
+        self.tracks[key] = entry
+        if track.kind == rtc.TrackKind.KIND_VIDEO:
+            self.tasks.append(asyncio.ensure_future(self.video(track, entry)))
+        else:
+            self.tasks.append(asyncio.ensure_future(self.audio(track, entry)))
+
+    async def video(self, track, entry):
+        async for event in rtc.VideoStream(track):
+            frame = event.frame
+            if entry["firstFrameMs"] is None:
+                entry["firstFrameMs"] = self.ms()
+            entry["frames"] += 1
+            entry["framesAt"].append(self.ms())
+            size = f"{frame.width}x{frame.height}"
+            entry["sizes"][size] = entry["sizes"].get(size, 0) + 1
+            entry["lastSize"] = size
+            if entry["frames"] % 15 == 0:
+                entry["psnr"].append([size, round(psnr(frame), 2), self.ms()])
+
+    async def audio(self, track, entry):
+        async for event in rtc.AudioStream(track, sample_rate=48000, num_channels=1):
+            samples = np.frombuffer(bytes(event.frame.data), dtype=np.int16).astype(np.float64)
+            if entry["firstFrameMs"] is None:
+                entry["firstFrameMs"] = self.ms()
+            entry["frames"] += 1
+            if entry["frames"] % 25 == 0 and len(samples):
+                entry["rms"].append(round(float(np.sqrt(np.mean(samples ** 2))), 1))
+
+    def data_received(self, packet):
+        entry = {"from": packet.participant.identity if packet.participant else None, "topic": packet.topic,
+                 "kind": "reliable" if packet.kind == rtc.DataPacketKind.KIND_RELIABLE else "lossy",
+                 "text": bytes(packet.data).decode(errors="replace"), "ms": self.ms()}
+        self.data.append(entry)
+        if getattr(self, "print_data", False):
+            print("data", json.dumps(entry), flush=True)
+
+    def report(self, window_ms=None):
+        for entry in self.tracks.values():
+            at = entry.pop("framesAt")
+            first = entry["firstFrameMs"]
+            entry["framesIn10s"] = sum(1 for t in at if first is not None and t - first <= 10_000)
+            if window_ms is not None:
+                entry["framesInWindow"] = sum(1 for t in at if t <= window_ms)
+        return {"tracks": list(self.tracks.values()), "data": self.data, "muted": self.muted, "unmuted": self.unmuted}
+
+    def close(self):
+        for task in self.tasks:
+            task.cancel()
+
+
+class Publisher:
+    """The pattern (I420 frames) and a 440 Hz tone, pushed in real time."""
+
+    def __init__(self, width, height, fps):
+        self.width, self.height, self.fps = width, height, fps
+        self.video = rtc.VideoSource(width, height)
+        self.audio = rtc.AudioSource(48000, 1)
+        self.frame = rtc.VideoFrame(width, height, rtc.VideoBufferType.I420, bytearray(pattern_i420(width, height)))
+        self.tasks = []
+
+    async def publish(self, participant, video=True, audio=True, simulcast=False, source=rtc.TrackSource.SOURCE_CAMERA,
+                      codec=rtc.VideoCodec.VP8):
+        publications = {}
+        if video:
+            track = rtc.LocalVideoTrack.create_video_track("pattern", self.video)
+            publications["video"] = await participant.publish_track(track, rtc.TrackPublishOptions(
+                source=source, simulcast=simulcast, video_codec=codec,
+                video_encoding=rtc.VideoEncoding(max_bitrate=2_000_000, max_framerate=self.fps)))
+            publications["videoTrack"] = track
+            self.tasks.append(asyncio.ensure_future(self.push_video()))
+        if audio:
+            track = rtc.LocalAudioTrack.create_audio_track("tone", self.audio)
+            publications["audio"] = await participant.publish_track(track, rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE))
+            publications["audioTrack"] = track
+            self.tasks.append(asyncio.ensure_future(self.push_audio()))
+        return publications
+
+    async def push_video(self):
+        next_at = time.monotonic()
+        while True:
+            self.video.capture_frame(self.frame)
+            next_at += 1 / self.fps
+            await asyncio.sleep(max(0, next_at - time.monotonic()))
+
+    async def push_audio(self):
+        n = 0
+        samples = 480  # 10 ms
+        while True:
+            t = (np.arange(samples) + n) / 48000
+            tone = (8000 * np.sin(2 * np.pi * 440 * t)).astype(np.int16)
+            await self.audio.capture_frame(rtc.AudioFrame(tone.tobytes(), 48000, 1, samples))
+            n += samples
+
+    def close(self):
+        for task in self.tasks:
+            task.cancel()
+
+
+async def until(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await asyncio.sleep(0.05)
+    return predicate()
+
+
+async def run_bot(args):
+    started = time.monotonic()
+    room = rtc.Room()
+    watcher = Watcher(room, started)
+    watcher.print_data = args.print_data
+    report = {"identity": args.identity}
+    rpc_calls = []
+    try:
+        await room.connect(args.url, token(args, args.identity), options(args))
+    except Exception as error:  # the report names the SDK's error
+        report["connectError"] = f"{type(error).__name__}: {error}"
+        print(json.dumps(report))
+        return
+
+    @room.local_participant.register_rpc_method("echo")
+    async def echo(data):
+        rpc_calls.append({"caller": data.caller_identity, "payload": data.payload})
+        return "echo:" + data.payload
+    report["connectedMs"] = round((time.monotonic() - started) * 1000, 1)
+    report["remote"] = sorted(p.identity for p in room.remote_participants.values())
+    report["attributes"] = {p.identity: dict(p.attributes) for p in room.remote_participants.values()}
+    publisher = None
+    if args.publish:
+        width, height = map(int, args.size.split("x"))
+        publisher = Publisher(width, height, args.fps)
+        source = rtc.TrackSource.SOURCE_SCREENSHARE if args.screen else rtc.TrackSource.SOURCE_CAMERA
+        codec = getattr(rtc.VideoCodec, args.codec.upper())
+        started_publish = time.monotonic()
+        try:
+            await publisher.publish(room.local_participant, audio=not args.no_audio, simulcast=args.simulcast, source=source, codec=codec)
+        except Exception as error:  # the report names the SDK's error and how long it took
+            report["publishError"] = f"{type(error).__name__}: {error}"
+            report["publishErrorAfterMs"] = round((time.monotonic() - started_publish) * 1000)
+    for item in args.send_data:
+        text, _, topic = item.partition("@")
+        await until(lambda: len(room.remote_participants) >= args.wait_remote, 10)
+        await room.local_participant.publish_data(text.encode(), reliable=True, topic=topic,
+                                                  destination_identities=args.data_to)
+    print("ready", flush=True)
+    # The watch ends `duration` seconds after the connect call.
+    await asyncio.sleep(max(0.0, args.duration - (time.monotonic() - started)))
+    report.update(watcher.report(window_ms=args.duration * 1000))
+    report["sources"] = {p.identity: sorted(int(t.source) for t in p.track_publications.values())
+                         for p in room.remote_participants.values()}
+    report["rpcServed"] = rpc_calls
+    watcher.close()
+    if publisher:
+        publisher.close()
+    await room.disconnect()
+    print(json.dumps(report))
+
+
+async def run_pair(args):  # noqa: C901 (one scenario, in order)
+    """alice publishes (simulcast video, audio), bob publishes too (one layer); each watches the
+    other. Then: bob picks alice's low layer, data both ways with topics and destinations, an RPC
+    each way, alice mutes and unmutes."""
+    started = time.monotonic()
+    alice, bob = rtc.Room(), rtc.Room()
+    watch_alice, watch_bob = Watcher(alice, started), Watcher(bob, started)
+    report = {"steps": []}
+
+    def step(name, **fields):
+        report["steps"].append({"step": name, "ms": round((time.monotonic() - started) * 1000, 1), **fields})
+
+    await alice.connect(args.url, token(args, "alice"), options(args))
+    await bob.connect(args.url, token(args, "bob"), options(args))
+
+    @bob.local_participant.register_rpc_method("echo")
+    async def bob_echo(data):
+        return f"bob:{data.caller_identity}:{data.payload}"
+
+    @alice.local_participant.register_rpc_method("echo")
+    async def alice_echo(data):
+        return f"alice:{data.caller_identity}:{data.payload}"
+    step("connected", aliceSeesBob=[p.identity for p in alice.remote_participants.values()])
+    width, height = map(int, args.size.split("x"))
+    alice_media, bob_media = Publisher(width, height, args.fps), Publisher(640, 360, args.fps)
+    alice_pub = await alice_media.publish(alice.local_participant, simulcast=True)
+    await bob_media.publish(bob.local_participant, simulcast=False)
+    step("published", aliceLayers=[])
+
+    def video_of(watcher, identity):
+        return next((t for t in watcher.tracks.values() if t["identity"] == identity and t["kind"] == "video"), None)
+
+    await until(lambda: (video_of(watch_bob, "alice") or {}).get("frames", 0) >= 30
+                and (video_of(watch_alice, "bob") or {}).get("frames", 0) >= 30, 20)
+    full = dict(video_of(watch_bob, "alice") or {})
+    step("full", size=full.get("lastSize"))
+    # Wait for the full layer to settle (libwebrtc ramps its layers up), then ask for the low one.
+    await until(lambda: (video_of(watch_bob, "alice") or {}).get("lastSize") == args.size, 15)
+    step("settled", size=(video_of(watch_bob, "alice") or {}).get("lastSize"))
+    publication = next(p for p in bob.remote_participants["alice"].track_publications.values() if p.kind == rtc.TrackKind.KIND_VIDEO)
+    step("simulcasted", simulcasted=publication.simulcasted)
+    publication.set_video_quality(rtc.VideoQuality.VIDEO_QUALITY_LOW)
+    low = f"{width // 4}x{height // 4}"
+    await until(lambda: (video_of(watch_bob, "alice") or {}).get("lastSize") == low, 15)
+    step("low", size=(video_of(watch_bob, "alice") or {}).get("lastSize"))
+    publication.set_video_quality(rtc.VideoQuality.VIDEO_QUALITY_HIGH)
+    await until(lambda: (video_of(watch_bob, "alice") or {}).get("lastSize") == args.size, 15)
+    step("high", size=(video_of(watch_bob, "alice") or {}).get("lastSize"))
+
+    # Data: reliable and lossy, with topics, to everyone and to one identity.
+    await alice.local_participant.publish_data(b"hello bob", reliable=True, topic="chat")
+    await alice.local_participant.publish_data(b"to bob only", reliable=True, topic="direct", destination_identities=["bob"])
+    await alice.local_participant.publish_data(b"to nobody here", reliable=True, topic="direct", destination_identities=["carol"])
+    for n in range(20):
+        await alice.local_participant.publish_data(f"lossy {n}".encode(), reliable=False, topic="telemetry")
+        await asyncio.sleep(0.01)
+    await bob.local_participant.publish_data(b"hello alice", reliable=True, topic="chat")
+    await until(lambda: len(watch_bob.data) >= 22 and len(watch_alice.data) >= 1, 10)
+    step("data")
+
+    # RPC both ways.
+    try:
+        answer = await alice.local_participant.perform_rpc(destination_identity="bob", method="echo", payload="ping", response_timeout=8.0)
+        step("rpc alice->bob", answer=answer)
+    except Exception as error:
+        step("rpc alice->bob", error=f"{type(error).__name__}: {error}")
+    try:
+        answer = await bob.local_participant.perform_rpc(destination_identity="alice", method="echo", payload="pong", response_timeout=8.0)
+        step("rpc bob->alice", answer=answer)
+    except Exception as error:
+        step("rpc bob->alice", error=f"{type(error).__name__}: {error}")
+
+    # Mute and unmute alice's microphone: bob sees both.
+    alice_pub["audioTrack"].mute()
+    await until(lambda: watch_bob.muted, 5)
+    alice_pub["audioTrack"].unmute()
+    await until(lambda: watch_bob.unmuted, 5)
+    step("mute")
+
+    # Media long enough to judge (at least 10 s of it).
+    await until(lambda: (video_of(watch_bob, "alice") or {}).get("frames", 0) >= 150, 15)
+    report["bob"] = watch_bob.report()
+    report["alice"] = watch_alice.report()
+    for watcher in (watch_alice, watch_bob):
+        watcher.close()
+    alice_media.close()
+    bob_media.close()
+    await alice.disconnect()
+    await bob.disconnect()
+    print(json.dumps(report))
+
+
+async def run_raw(args):
+    """The signal WebSocket by hand (aiohttp): a good token, then bytes that are no SignalRequest.
+    Reports the first response's kind, how the server closed, and whether it still answers."""
+    import aiohttp
+    report = {}
+    http = args.url.replace("ws://", "http://").replace("wss://", "https://")
+    headers = {"Authorization": "Bearer " + token(args, args.identity)}
+    async with aiohttp.ClientSession() as session:
+        async with session.ws_connect(args.url.rstrip("/") + "/rtc?protocol=16&sdk=python", headers=headers) as ws:
+            first = await ws.receive(timeout=5)
+            from livekit.protocol import rtc as proto
+            response = proto.SignalResponse()
+            response.ParseFromString(first.data)
+            report["first"] = response.WhichOneof("message")
+            await ws.send_bytes(bytes(args.garbage, "utf-8") * 3 + b"\xff\xff\xff\xff\x0f")
+            closed = None
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                message = await ws.receive(timeout=5)
+                if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.CLOSING):
+                    closed = {"code": ws.close_code, "reason": message.extra if isinstance(message.extra, str) else None}
+                    break
+                if message.type == aiohttp.WSMsgType.BINARY:
+                    response = proto.SignalResponse()
+                    response.ParseFromString(message.data)
+                    report.setdefault("then", []).append(response.WhichOneof("message"))
+            report["closed"] = closed
+        async with session.get(http.rstrip("/") + "/healthz") as health:
+            report["healthz"] = health.status
+        for path in ("/rtc/v1", "/rtc/validate"):
+            async with session.get(http.rstrip("/") + path, headers=headers) as answer:
+                report[path] = [answer.status, (await answer.text())[:200]]
+    print(json.dumps(report))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    y4m = sub.add_parser("y4m")
+    y4m.add_argument("path")
+    y4m.add_argument("--size", default="1280x720")
+    y4m.add_argument("--fps", type=int, default=15)
+    y4m.add_argument("--seconds", type=float, default=2)
+    for name in ("bot", "pair", "raw"):
+        p = sub.add_parser(name)
+        p.add_argument("--url", required=True)
+        p.add_argument("--api-key", required=True)
+        p.add_argument("--api-secret", required=True)
+        p.add_argument("--room", default="lk")
+        p.add_argument("--size", default="1280x720")
+        p.add_argument("--fps", type=int, default=15)
+        p.add_argument("--default-options", action="store_true", help="RoomOptions() as they come (tries /rtc/v1 first)")
+        if name == "raw":
+            p.add_argument("--identity", default="raw")
+            p.add_argument("--garbage", default="not a protobuf")
+        if name == "bot":
+            p.add_argument("--identity", required=True)
+            p.add_argument("--token-room", help="the room the token names (default --room)")
+            p.add_argument("--token-ttl", type=float, help="seconds the token lives (negative: expired)")
+            p.add_argument("--token-secret", help="sign with this secret instead of --api-secret")
+            p.add_argument("--no-room-join", action="store_true", help="a token without roomJoin")
+            p.add_argument("--publish", action="store_true")
+            p.add_argument("--screen", action="store_true")
+            p.add_argument("--simulcast", action="store_true")
+            p.add_argument("--codec", default="vp8", help="vp8, h264, vp9 or av1")
+            p.add_argument("--no-audio", action="store_true")
+            p.add_argument("--duration", type=float, default=8)
+            p.add_argument("--send-data", action="append", default=[], help="TEXT@TOPIC, reliable, once")
+            p.add_argument("--data-to", action="append", default=[])
+            p.add_argument("--wait-remote", type=int, default=0, help="remote participants to wait for before sending data")
+            p.add_argument("--print-data", action="store_true")
+    args = parser.parse_args()
+    if args.command == "y4m":
+        width, height = map(int, args.size.split("x"))
+        write_y4m(args.path, width, height, args.fps, args.seconds)
+    elif args.command == "bot":
+        asyncio.run(run_bot(args))
+    elif args.command == "raw":
+        asyncio.run(run_raw(args))
+    else:
+        asyncio.run(run_pair(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
