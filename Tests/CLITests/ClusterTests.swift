@@ -30,9 +30,9 @@ struct ClusterTests {
     }
 
     /// A node on free ports: the process and its signaling URL.
-    func startNode(_ id: String, redisPort: Int) async throws -> (ChildProcess, String) {
+    func startNode(_ id: String, redisPort: Int, _ extra: [String] = []) async throws -> (ChildProcess, String) {
         let node = try ChildProcess([cliPath, "server", "--port", "0", "--udp-port", "0", "--secret", Self.secret, "--media-threads", "1",
-                                     "--redis", "redis://127.0.0.1:\(redisPort)", "--node-id", id])
+                                     "--redis", "redis://127.0.0.1:\(redisPort)", "--node-id", id] + extra)
         guard await eventually(15, { node.output.contains { $0.hasPrefix("cluster node \(id) at ") } }) else {
             throw CLIFailure("node \(id) did not start: \(node.output) \(node.errorText)")
         }
@@ -54,10 +54,10 @@ struct ClusterTests {
         }
     }
 
-    func startTwoNodes() async throws -> TwoNodes {
+    func startTwoNodes(_ extra: [String] = []) async throws -> TwoNodes {
         let (redis, redisPort) = try await startRedis()
-        let (nodeA, urlA) = try await startNode("A", redisPort: redisPort)
-        let (nodeB, urlB) = try await startNode("B", redisPort: redisPort)
+        let (nodeA, urlA) = try await startNode("A", redisPort: redisPort, extra)
+        let (nodeB, urlB) = try await startNode("B", redisPort: redisPort, extra)
         return TwoNodes(redis: redis, redisPort: redisPort, nodeA: nodeA, urlA: urlA, nodeB: nodeB, urlB: urlB)
     }
 

@@ -87,12 +87,15 @@ struct LiveKitInteropTests {
             + "alice's video at bob \(aliceVideo?["sizes"] ?? "") PSNR \(alicePSNR.suffix(3)), bob's at alice PSNR \(bobPSNR.suffix(3))")
     }
 
-    @Test("RoomOptions() as they come: the SDK tries /rtc/v1, gets 404, falls back to /rtc, and publishes; another LiveKit participant watches it")
+    @Test("RoomOptions() as they come: the SDK tries /rtc/v1, gets 404, falls back to /rtc, and publishes (a token from rtc-cli token --api-key); another LiveKit participant watches it")
     func defaultOptions() async throws {
         let (server, url, _) = try await Self.server()
         defer { server.stop() }
-        let publisher = try Self.peer("bot", url, ["--room", "default", "--identity", "carol", "--publish", "--size", "640x360", "--default-options",
-                                                   "--duration", "12"])
+        // carol's token from `rtc-cli token --api-key` (ours), dan's from livekit-api.
+        let minted = try runTool([cliPath, "token", "--api-key", Self.apiKey, "--api-secret", Self.apiSecret, "--channel", "default", "--uid", "carol"])
+        let token = try #require(minted.out.split(separator: "\n").last.map(String.init), "\(minted)")
+        let publisher = try Self.peer("bot", url, ["--room", "default", "--identity", "carol", "--token", token, "--publish", "--size", "640x360",
+                                                   "--default-options", "--duration", "12"])
         try await Task.sleep(for: .seconds(2))
         let viewer = try Self.peer("bot", url, ["--room", "default", "--identity", "dan", "--default-options", "--duration", "8"])
         let watched = try await Self.report(viewer), published = try await Self.report(publisher)
@@ -159,6 +162,33 @@ struct LiveKitInteropTests {
         #expect(fields.count == 4 && fields[0] == "vp8" && width >= 160 && width <= 640 && abs(width * 9 - height * 16) <= 16 * 4
                 && (Int(fields[3]) ?? 0) >= 60, "ffprobe: \(probe.out) \(probe.err)")
         print("LiveKit publisher recorded by a Swift bot: \(probe.out.trimmingCharacters(in: .whitespacesAndNewlines))")
+    }
+
+    @Test("a cluster: a LiveKit participant reaching node B is relayed to the room's node A, where a LiveKit publisher and a Swift bot are; media and data both ways",
+          .enabled(if: ClusterTests.redisAvailable))
+    func cluster() async throws {
+        let nodes = try await ClusterTests().startTwoNodes(["--api-key", Self.apiKey, "--api-secret", Self.apiSecret])
+        defer { nodes.stop() }
+        let urlA = nodes.urlA.replacingOccurrences(of: "/rtc", with: ""), urlB = nodes.urlB.replacingOccurrences(of: "/rtc", with: "")
+        let publisher = try Self.peer("bot", urlA, ["--room", "cl", "--identity", "on-a", "--publish", "--size", "640x360", "--duration", "16",
+                                                    "--print-data"])
+        let swift = try ChildProcess([cliPath, "join", "--server", nodes.urlA, "--channel", "cl", "--uid", "swift-a", "--secret", ClusterTests.secret,
+                                      "--video", "pattern", "--quiet", "--print-data", "--duration", "16"])
+        defer { swift.stop() }
+        try await Task.sleep(for: .seconds(3))
+        let viewer = try Self.peer("bot", urlB, ["--room", "cl", "--identity", "on-b", "--send-data", "hello from b@chat", "--wait-remote", "2",
+                                                 "--duration", "10"])
+        let watched = try await Self.report(viewer)
+        #expect(watched["connectError"] == nil && (watched["remote"] as? [String]) == ["on-a", "swift-a"], "\(watched)")
+        for uid in ["on-a", "swift-a"] {
+            let video = Self.track(watched, identity: uid, kind: "video")
+            #expect((video?["frames"] as? Int ?? 0) >= 30, "\(uid) relayed to B: \(video ?? [:])")
+        }
+        let published = try await Self.report(publisher)
+        let got = published["data"] as? [[String: Any]] ?? []
+        #expect(got.contains { $0["from"] as? String == "on-b" && $0["text"] as? String == "hello from b" }, "\(got)")
+        _ = await swift.wait(20)
+        #expect(DataChannelInteropTests.received(swift).contains { $0.uid == "on-b" && $0.text == "hello from b" }, "\(swift.output.suffix(5))")
     }
 
     @Test("a LiveKit owner never receives its own screen share (a 2001_sub from rtc-cli), and others do")

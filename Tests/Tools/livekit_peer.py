@@ -228,7 +228,7 @@ async def run_bot(args):
     report = {"identity": args.identity}
     rpc_calls = []
     try:
-        await room.connect(args.url, token(args, args.identity), options(args))
+        await room.connect(args.url, args.token or token(args, args.identity), options(args))
     except Exception as error:  # the report names the SDK's error
         report["connectError"] = f"{type(error).__name__}: {error}"
         print(json.dumps(report))
@@ -421,6 +421,7 @@ def main():
             p.add_argument("--garbage", default="not a protobuf")
         if name == "bot":
             p.add_argument("--identity", required=True)
+            p.add_argument("--token", help="a token made elsewhere (rtc-cli token --api-key ...)")
             p.add_argument("--token-room", help="the room the token names (default --room)")
             p.add_argument("--token-ttl", type=float, help="seconds the token lives (negative: expired)")
             p.add_argument("--token-secret", help="sign with this secret instead of --api-secret")
