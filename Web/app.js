@@ -3,6 +3,7 @@
 // watch: join and show what arrives; publish: also publish camera + microphone; share: join as
 // <uid> (receiving nothing: the server takes a share only while its host is in the channel), then
 // as <uid>_sub, and publish the screen (getDisplayMedia, else a 1280x720 canvas).
+//   [&data=1] (a chat box over the data channels) [&sendData=TEXT&dataTopic=T&dataPeers=N]
 // window.rtcTest is the state a test driver polls (Tests/Tools/browser_peer.py).
 import {RTCClient, RTCError, screenShareUID, requireCaptureContext, DEFAULT_SCREEN_SHARE_SUFFIX} from "./rtc.js";
 
@@ -20,6 +21,7 @@ const test = window.rtcTest = {
   mode, channel, uid, joined: false, error: null, errorCode: null, left: null, status: "starting",
   participants: [], published: [], videos: [], audios: [], ended: [], outbound: [], captureMethod: null, captureError: null,
   startedAt: Date.now(), joinStartMs: null, joinedMs: null, events: [], reconnecting: 0, rejoins: 0,
+  data: [], dataSent: [], dataError: null,
 };
 const $ = (selector) => document.querySelector(selector);
 
@@ -357,6 +359,7 @@ async function start() {
   test.participants = [...client.participants.keys()];
   status("joined");
   note("joined");
+  if (params.get("data") === "1" || params.has("sendData")) setUpChat(client).catch((error) => { test.dataError = String(error.reason || error); });
 
   if (mode === "publish") {
     const width = number("width", 640), height = number("height", 360), fps = number("fps", 15);
@@ -387,6 +390,46 @@ async function start() {
     }
     status("publishing");
     setUpShareButton(url, clientOptions);
+  }
+}
+
+/**
+ * The chat box: data messages (topic `dataTopic`, default chat) over the SDK's data channels, each
+ * line its sender as the server wrote it. `sendData` sends one message once `dataPeers` others are in.
+ */
+async function setUpChat(client) {
+  const topic = params.get("dataTopic") || "chat";
+  const log = $("#chat-log");
+  const show = (who, text) => {
+    const item = document.createElement("li");
+    item.textContent = `${who}: ${text}`;
+    log.append(item);
+  };
+  client.addEventListener("data", (e) => {
+    const {uid: from, topic: got, text, reliable} = e.detail;
+    test.data.push({from, topic: got, text, reliable, ms: Math.round(performance.now())});
+    show(`${from}${got && got !== topic ? " [" + got + "]" : ""}`, text === null ? `(${e.detail.payload.length} bytes)` : text);
+  });
+  $("#chat").hidden = false;
+  await client.openData();
+  note("data open");
+  $("#chat-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const input = $("#chat-text");
+    if (!input.value) return;
+    try {
+      await client.publishData(input.value, {topic});
+      show(`${uid} (me)`, input.value);
+      input.value = "";
+    } catch (error) { showError(error); }
+  });
+  const text = params.get("sendData");
+  if (text) {
+    const peers = number("dataPeers", 0);
+    while (client.participants.size < peers) await new Promise((resolve) => setTimeout(resolve, 100));
+    await client.publishData(text, {topic});
+    test.dataSent.push(text);
+    show(`${uid} (me)`, text);
   }
 }
 

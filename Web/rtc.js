@@ -6,12 +6,16 @@
 //   await client.join({channel: "demo", uid: "2001", token});        // resolves with the `joined` payload
 //   await client.publishCamera({audio: true, video: {width: 640, height: 360}});
 //   const share = await RTCClient.shareScreen({channel: "demo", hostUid: "1001", token: subToken});
+//   client.addEventListener("data", (e) => show(e.detail));          // {uid, topic, text, payload, reliable, stream}
+//   await client.publishData("hello", {topic: "chat"});              // to everyone; {destinations: ["2001"]} to some
 //
 // Two RTCPeerConnections, one per transport of the protocol: the publisher (this side offers, the
 // server answers) and the subscriber (the server offers, this side answers). The server is
 // ICE-lite and puts its one candidate in its SDP; the protocol has no trickle messages, so offers
 // and answers are sent as soon as they are made (the server learns this side's address from its
 // STUN checks).
+
+import {encodeEnvelope, decodeEnvelope, RELIABLE_LABEL, LOSSY_LABEL} from "./data-envelope.js";
 
 export const PROTOCOL_VERSION = "1.3";
 /** The version as `join`'s `sdk.protocolVersion` carries it (an object, unlike the envelope's `v`). */
@@ -87,9 +91,13 @@ function sourceOf(participant) {
  * A client of one channel over one signaling connection. Events (all `CustomEvent`s, payload in `detail`):
  * - `joined` (JoinResponse), `participants` ({participants: [ParticipantInfo] that changed, all: Map uid→info}),
  *   `participantLeft` ({uid, reason}), `track` (a RemoteTrack, see `remoteTracks`), `trackEnded` (RemoteTrack),
- *   `trackPublished` (TrackInfo), `error` (RTCError), `leave` ({reason}), `connectionState` ({transport, state}).
+ *   `trackPublished` (TrackInfo), `error` (RTCError), `leave` ({reason}), `connectionState` ({transport, state}),
+ *   `data` ({uid, topic, text, payload, reliable, stream}: a data message; `text` is null for binary payloads).
  */
 export class RTCClient extends EventTarget {
+  /** The largest data message the server relays by default (`--max-data-message-bytes`). */
+  static maxDataMessageBytes = 65536;
+
   /**
    * `bundlePolicy`: both transports' (max-bundle: one ICE/DTLS transport each, as the server
    * expects). `preferCodecs`: publish with VP8 (+rtx) and Opus only (`setCodecPreferences`).
@@ -101,6 +109,8 @@ export class RTCClient extends EventTarget {
     this.preferCodecs = preferCodecs;
     // What the app published ({track, source, stream, maxBitrateKbps}), kept across rejoins.
     this._published = [];
+    // Whether the app opened the data channels (opened again after a rejoin).
+    this._dataWanted = false;
     this._reset();
   }
 
@@ -113,6 +123,8 @@ export class RTCClient extends EventTarget {
     this.localTracks = [];          // {sid, kind, source, mid, track, sender, transceiver, muted}
     this.publisher = null;
     this.subscriber = null;
+    this._dataChannels = null;      // {reliable, lossy} on the publisher transport, once opened
+    this._dataReady = null;
     this.screenShareSuffix = DEFAULT_SCREEN_SHARE_SUFFIX;
     this._nextID = 1;
     this._pending = new Map();      // request id -> {resolve, reject, type}
@@ -341,6 +353,9 @@ export class RTCClient extends EventTarget {
           // Gone again before the publish: that loss starts the next rejoin, which publishes them.
           this.log("publishing again failed", error);
         }
+      }
+      if (this._dataWanted && this.joined) {
+        try { await this.openData(); } catch (error) { this.log("opening the data channels again failed", error); }
       }
       if (this.joined) this._emit("rejoined", {url, reason});
       return;
@@ -610,6 +625,80 @@ export class RTCClient extends EventTarget {
     const result = this._publisherQueue.then(run, run);
     this._publisherQueue = result.catch(() => {});
     return result;
+  }
+
+  // MARK: data (docs/data.md): the SDK's envelopes on `_reliable` and `_lossy`
+
+  /**
+   * Opens the `_reliable` (ordered, retransmitted) and `_lossy` (unordered, never retransmitted)
+   * data channels on the publisher transport, negotiating it (a data-only offer when nothing is
+   * published). `publishData` calls it; call it early to receive before sending. Kept across rejoins.
+   */
+  openData() {
+    this._dataWanted = true;
+    if (this._dataReady) return this._dataReady;
+    const run = async () => {
+      if (!this.joined) throw new RTCError(1004, "join first");
+      const pc = this._publisherPC();
+      const reliable = pc.createDataChannel(RELIABLE_LABEL, {ordered: true});
+      const lossy = pc.createDataChannel(LOSSY_LABEL, {ordered: false, maxRetransmits: 0});
+      for (const channel of [reliable, lossy]) this._hookDataChannel(channel);
+      // Channels the server opens (it relays on the receiver's channel of the sender's label).
+      pc.ondatachannel = (event) => this._hookDataChannel(event.channel);
+      this._dataChannels = {reliable, lossy};
+      await this._negotiatePublisher([]);
+      await Promise.all([reliable, lossy].map((channel) => RTCClient._opened(channel)));
+      return this._dataChannels;
+    };
+    const ready = this._enqueuePublisher(run);
+    this._dataReady = ready;
+    ready.catch(() => { if (this._dataReady === ready) this._dataReady = null; });
+    return ready;
+  }
+
+  /**
+   * Sends `payload` (a string, as UTF-8, or a Uint8Array) to everyone in the channel, or to the
+   * uids in `destinations`, under `topic`: reliable (ordered, retransmitted) or not. The server
+   * writes the sender; receivers get a `data` event.
+   */
+  async publishData(payload, {reliable = true, topic = "", destinations = [], stream = 0} = {}) {
+    const channels = await this.openData();
+    const bytes = encodeEnvelope({topic, destinations, stream, payload});
+    if (bytes.length > RTCClient.maxDataMessageBytes) {
+      throw new RTCError(0, `a data message of ${bytes.length} bytes (at most ${RTCClient.maxDataMessageBytes})`);
+    }
+    const channel = reliable ? channels.reliable : channels.lossy;
+    if (channel.readyState !== "open") throw new RTCError(0, `the ${channel.label} data channel is ${channel.readyState}`);
+    channel.send(bytes);
+  }
+
+  _hookDataChannel(channel) {
+    if (channel.label !== RELIABLE_LABEL && channel.label !== LOSSY_LABEL) return;
+    channel.binaryType = "arraybuffer";
+    channel.onmessage = (event) => {
+      let envelope;
+      try {
+        envelope = decodeEnvelope(typeof event.data === "string" ? new TextEncoder().encode(event.data) : new Uint8Array(event.data));
+      } catch (error) {
+        this.log("a data message that is not an envelope", error);
+        return;
+      }
+      let text = null;
+      try { text = new TextDecoder("utf-8", {fatal: true}).decode(envelope.payload); } catch (_) { /* binary */ }
+      this._emit("data", {uid: envelope.sender, topic: envelope.topic, text, payload: envelope.payload,
+                          reliable: channel.label === RELIABLE_LABEL, stream: envelope.stream});
+    };
+  }
+
+  static _opened(channel, timeoutMs = 10000) {
+    if (channel.readyState === "open") return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new RTCError(0, `the ${channel.label} data channel did not open within ${timeoutMs / 1000} s`)),
+                               timeoutMs);
+      channel.addEventListener("open", () => { clearTimeout(timer); resolve(); }, {once: true});
+      channel.addEventListener("close", () => { clearTimeout(timer); reject(new RTCError(0, `the ${channel.label} data channel closed`)); },
+                               {once: true});
+    });
   }
 
   /** One publisher offer/answer: announces `added` (with the mids the offer gave them) first. */

@@ -33,28 +33,9 @@ struct BrowserBench: AsyncParsableCommand {
         let webRoot = self.webRoot ?? Self.repository.appendingPathComponent("Web").path
         guard FileManager.default.fileExists(atPath: driver) else { throw CLIError("no browser driver at \(driver) (--driver)") }
         guard WebRoot.existing(webRoot) != nil else { throw CLIError("no web client at \(webRoot) (--web-root)") }
-        var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: ServerCommand.randomSecret())
-        configuration.webRoot = webRoot
-        let app = try await RTCServerApp.start(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton,
-                                               logger: Logger(label: "rtc.bench") { _ in SwiftLogNoOpLogHandler() })
-        let port = app.signalingAddress?.port ?? 0
-        let url = "ws://127.0.0.1:\(port)/rtc", channel = "bench-share"
-        func token(_ uid: String) -> String {
-            AccessToken(uid: uid, channel: channel, now: Int64(Date().timeIntervalSince1970), ttl: 3600).signed(secret: configuration.secret)
-        }
-        // The share's owner (the server takes a share only while its host is in the channel).
-        let owner = try await presentOwner(url: url, token: token("1001"), uid: "1001", channel: channel)
-        defer { Task { await owner.leave() } }
-        let share = try ProcessRunner.spawn([ProcessRunner.selfPath, "join", "--server", url, "--channel", channel, "--uid", "1001_sub",
-                                             "--token", token("1001_sub"), "--source", "pattern", "--quiet",
-                                             "--duration", "\(runs * 2 * (seconds + 15) + 30)"])
-        defer { kill(share, SIGTERM); var status: Int32 = 0; waitpid(share, &status, 0) }
-        let deadline = Date().addingTimeInterval(15)
-        while try await app.sfu.participants(in: channel).get().flatMap(\.tracks).isEmpty {
-            guard Date() < deadline else { throw CLIError("the share did not publish within 15 s") }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        try await Task.sleep(for: .seconds(1))
+        let room = try await WatchedShare.start(channel: "bench-share", lasting: runs * 2 * (seconds + 15) + 30) { $0.webRoot = webRoot }
+        let (url, port, channel) = (room.url, room.port, room.channel)
+        let token = room.token
         print("one 1280x720 _sub screen share (pattern, 15 fps), watched \(runs) times each by a Swift bot and by headless Chromium; "
               + "\(seconds) s per watch, interleaved, loopback")
         print("run   viewer     first frame (from join)   first frame (from start)   frames in \(seconds) s")
@@ -75,7 +56,7 @@ struct BrowserBench: AsyncParsableCommand {
                 try await Task.sleep(for: .milliseconds(600))  // past the server's keyframe-request throttle
             }
         }
-        await app.shutdown()
+        await room.stop()
         let swiftFirst = median(swift.map(\.first)), chromiumFirst = median(chromium.map(\.first))
         let swiftFrames = median(swift.map(\.frames)), chromiumFrames = median(chromium.map(\.frames))
         print("median      swift: first frame \(milliseconds(swiftFirst)) ms, \(swiftFrames) frames   chromium: first frame \(milliseconds(chromiumFirst)) ms "
@@ -132,3 +113,54 @@ struct BrowserBench: AsyncParsableCommand {
 }
 
 func milliseconds(_ value: Double) -> String { value.isNaN ? "-" : String(format1: value) }
+
+/// The room the viewer benches watch: a server in this process, host `1001` (the server takes a
+/// share only while its host is in the channel) and its `1001_sub` screen share (a `rtc-cli join`
+/// process, pattern at 1280x720), publishing before `start` returns.
+struct WatchedShare {
+    let app: RTCServerApp
+    let url: String
+    let port: Int
+    let channel: String
+    let secret: String
+    let owner: RTCEngine
+    let share: pid_t
+
+    static func start(channel: String, lasting seconds: Int, configure: (inout ServerConfiguration) -> Void = { _ in }) async throws -> WatchedShare {
+        var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: ServerCommand.randomSecret())
+        configure(&configuration)
+        let app = try await RTCServerApp.start(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton,
+                                               logger: Logger(label: "rtc.bench") { _ in SwiftLogNoOpLogHandler() })
+        let port = app.signalingAddress?.port ?? 0
+        let url = "ws://127.0.0.1:\(port)/rtc", secret = configuration.secret
+        let owner = try await presentOwner(url: url, token: token("1001", channel: channel, secret: secret), uid: "1001", channel: channel)
+        let share = try ProcessRunner.spawn([ProcessRunner.selfPath, "join", "--server", url, "--channel", channel, "--uid", "1001_sub",
+                                             "--token", token("1001_sub", channel: channel, secret: secret), "--source", "pattern", "--quiet",
+                                             "--duration", "\(seconds)"])
+        let room = WatchedShare(app: app, url: url, port: port, channel: channel, secret: secret, owner: owner, share: share)
+        let deadline = Date().addingTimeInterval(15)
+        while try await app.sfu.participants(in: channel).get().flatMap(\.tracks).isEmpty {
+            guard Date() < deadline else {
+                await room.stop()
+                throw CLIError("the share did not publish within 15 s")
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        try await Task.sleep(for: .seconds(1))
+        return room
+    }
+
+    func token(_ uid: String) -> String { Self.token(uid, channel: channel, secret: secret) }
+
+    static func token(_ uid: String, channel: String, secret: String) -> String {
+        AccessToken(uid: uid, channel: channel, now: Int64(Date().timeIntervalSince1970), ttl: 3600).signed(secret: secret)
+    }
+
+    func stop() async {
+        kill(share, SIGTERM)
+        var status: Int32 = 0
+        waitpid(share, &status, 0)
+        await owner.leave()
+        await app.shutdown()
+    }
+}

@@ -28,27 +28,9 @@ struct LiveKitBench: AsyncParsableCommand {
         let driver = self.driver ?? BrowserBench.repository.appendingPathComponent("Tests/Tools/livekit_peer.py").path
         guard FileManager.default.fileExists(atPath: driver) else { throw CLIError("no LiveKit driver at \(driver) (--driver)") }
         let apiKey = "bench", apiSecret = ServerCommand.randomSecret()
-        var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: ServerCommand.randomSecret())
-        configuration.liveKitKeys = [apiKey: apiSecret]
-        let app = try await RTCServerApp.start(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton,
-                                               logger: Logger(label: "rtc.bench") { _ in SwiftLogNoOpLogHandler() })
-        let port = app.signalingAddress?.port ?? 0
-        let url = "ws://127.0.0.1:\(port)/rtc", channel = "bench-livekit"
-        func token(_ uid: String) -> String {
-            AccessToken(uid: uid, channel: channel, now: Int64(Date().timeIntervalSince1970), ttl: 3600).signed(secret: configuration.secret)
-        }
-        let owner = try await presentOwner(url: url, token: token("1001"), uid: "1001", channel: channel)
-        defer { Task { await owner.leave() } }
-        let share = try ProcessRunner.spawn([ProcessRunner.selfPath, "join", "--server", url, "--channel", channel, "--uid", "1001_sub",
-                                             "--token", token("1001_sub"), "--source", "pattern", "--quiet",
-                                             "--duration", "\(runs * 2 * (seconds + 15) + 30)"])
-        defer { kill(share, SIGTERM); var status: Int32 = 0; waitpid(share, &status, 0) }
-        let deadline = Date().addingTimeInterval(15)
-        while try await app.sfu.participants(in: channel).get().flatMap(\.tracks).isEmpty {
-            guard Date() < deadline else { throw CLIError("the share did not publish within 15 s") }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        try await Task.sleep(for: .seconds(1))
+        let room = try await WatchedShare.start(channel: "bench-livekit", lasting: runs * 2 * (seconds + 15) + 30) { $0.liveKitKeys = [apiKey: apiSecret] }
+        let (url, port, channel) = (room.url, room.port, room.channel)
+        let token = room.token
         print("one 1280x720 _sub screen share (pattern, 15 fps), watched \(runs) times each by a Swift bot and by LiveKit's Python SDK "
               + "(livekit 1.2, libwebrtc); \(seconds) s per watch, interleaved, loopback")
         print("run   viewer     first frame (from join)   frames in \(seconds) s")
@@ -69,7 +51,7 @@ struct LiveKitBench: AsyncParsableCommand {
                 try await Task.sleep(for: .milliseconds(600))  // past the server's keyframe-request throttle
             }
         }
-        await app.shutdown()
+        await room.stop()
         let swiftFirst = median(swift.map(\.first)), liveKitFirst = median(liveKit.map(\.first))
         let swiftFrames = median(swift.map(\.frames)), liveKitFrames = median(liveKit.map(\.frames))
         print("median      swift: first frame \(milliseconds(swiftFirst)) ms, \(swiftFrames) frames   livekit: first frame \(milliseconds(liveKitFirst)) ms, "

@@ -191,6 +191,41 @@ struct LiveKitInteropTests {
         #expect(DataChannelInteropTests.received(swift).contains { $0.uid == "on-b" && $0.text == "hello from b" }, "\(swift.output.suffix(5))")
     }
 
+    @Test("data between a LiveKit participant, a Swift bot and the web client in headless Chromium (its chat box): each gets the other two's messages with the sender and topic")
+    func dataWithWebClient() async throws {
+        let (server, url, port) = try await Self.server()
+        defer { server.stop() }
+        let swift = try ChildProcess([cliPath, "join", "--server", url + "/rtc", "--channel", "lkdata", "--uid", "swift", "--token",
+                                      testToken(uid: "swift", channel: "lkdata"), "--video", "none", "--audio", "none", "--quiet", "--print-data",
+                                      "--send-data", "from swift@1", "--data-topic", "chat", "--duration", "30"])
+        defer { swift.stop() }
+        let liveKit = try Self.peer("bot", url, ["--room", "lkdata", "--identity", "lk", "--send-data", "from livekit@chat", "--wait-remote", "2",
+                                                 "--data-delay", "3", "--duration", "20"])
+        try await Task.sleep(for: .seconds(2))
+        let page = "http://127.0.0.1:\(port)/?channel=lkdata&uid=web&mode=watch&token=\(testToken(uid: "web", channel: "lkdata"))"
+            + "&data=1&sendData=from%20web&dataPeers=2"
+        let browser = try ChildProcess(["python3", DataChannelInteropTests.browserTool("browser_peer.py"), page, "--expect-data", "2",
+                                        "--seconds", "40"])
+        _ = await browser.wait(60)
+        let state = try DataChannelInteropTests.report(browser)
+        let atWeb = state["data"] as? [[String: Any]] ?? []
+        #expect(state["ok"] as? Bool == true, "\(state["reason"] ?? "") \(state["dataError"] ?? "") \(atWeb.prefix(5))")
+        #expect(atWeb.contains { $0["from"] as? String == "lk" && $0["text"] as? String == "from livekit" && $0["topic"] as? String == "chat" },
+                "\(atWeb.prefix(6))")
+        #expect(atWeb.contains { $0["from"] as? String == "swift" && $0["text"] as? String == "from swift" && $0["topic"] as? String == "chat" })
+        let atLiveKit = try await Self.report(liveKit)["data"] as? [[String: Any]] ?? []
+        for (from, text) in [("web", "from web"), ("swift", "from swift")] {
+            #expect(atLiveKit.contains { $0["from"] as? String == from && $0["text"] as? String == text && $0["topic"] as? String == "chat" },
+                    "\(from) at the LiveKit participant: \(atLiveKit.prefix(6))")
+        }
+        swift.stop()
+        _ = await swift.wait(10)
+        let atSwift = DataChannelInteropTests.received(swift)
+        for (from, text) in [("web", "from web"), ("lk", "from livekit")] {
+            #expect(atSwift.contains { $0.uid == from && $0.text == text && $0.topic == "chat" }, "\(from) at the Swift bot: \(atSwift.prefix(6))")
+        }
+    }
+
     @Test("a LiveKit owner never receives its own screen share (a 2001_sub from rtc-cli), and others do")
     func ownerSkipsOwnShare() async throws {
         let (server, url, _) = try await Self.server()

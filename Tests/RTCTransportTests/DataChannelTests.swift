@@ -307,6 +307,65 @@ struct DataEnvelopeTests {
         #expect(throws: error) { try DataEnvelope(parsing: bytes) }
     }
 
+    /// Tests/Fixtures/data-envelopes.json: the table the web client's codec (Web/data-envelope.js)
+    /// is checked against too, so the two implementations of the rule cannot drift apart.
+    static var shared: [String: Any] {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/data-envelopes.json")
+        return (try? JSONSerialization.jsonObject(with: Data(contentsOf: url))) as? [String: Any] ?? [:]
+    }
+
+    static func bytes(_ hex: String) -> [UInt8] {
+        var out: [UInt8] = []
+        var index = hex.startIndex
+        while index < hex.endIndex, let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex) {
+            out.append(UInt8(hex[index..<next], radix: 16) ?? 0)
+            index = next
+        }
+        return out
+    }
+
+    @Test("the shared table (Swift and JS): each valid vector serializes to its bytes and parses back; each invalid one fails with its kind")
+    func sharedTable() throws {
+        let table = Self.shared
+        let valid = table["valid"] as? [[String: Any]] ?? [], invalid = table["invalid"] as? [[String: Any]] ?? []
+        #expect(valid.count >= 4 && invalid.count >= 6, "the table did not load")
+        for vector in valid {
+            let envelope = DataEnvelope(topic: vector["topic"] as? String ?? "", destinations: vector["destinations"] as? [String] ?? [],
+                                        sender: vector["sender"] as? String ?? "", streamID: UInt8(vector["stream"] as? Int ?? 0),
+                                        payload: Self.bytes(vector["payloadHex"] as? String ?? ""))
+            let hex = vector["hex"] as? String ?? ""
+            #expect(envelope.serialized == Self.bytes(hex), "\(hex)")
+            #expect(try DataEnvelope(parsing: Self.bytes(hex)) == envelope, "\(hex)")
+        }
+        for vector in invalid {
+            let hex = vector["hex"] as? String ?? "", kind = vector["kind"] as? String ?? ""
+            do {
+                _ = try DataEnvelope(parsing: Self.bytes(hex))
+                Issue.record("\(hex) was accepted")
+            } catch {
+                let name = "\(error)".prefix { $0 != "(" }
+                let got = switch error {
+                case .truncated: "truncated"
+                case .unknownVersion: "unknownVersion"
+                case .topicTooLong: "topicTooLong"
+                case .tooManyDestinations: "tooManyDestinations"
+                case .emptyUID: "emptyUID"
+                case .notUTF8: "notUTF8"
+                }
+                #expect(got == kind, "\(hex): \(name)")
+            }
+        }
+    }
+
+    @Test("the web client's codec (node, Web/data-envelope.js) passes the same table")
+    func sharedTableInJavaScript() throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Tools/envelope_vectors.mjs").path
+        let run = try runTool(["node", script], timeout: 30)
+        #expect(run.status == 0 && run.out.contains("\"ok\":true"), "\(run.out) \(run.err)")
+    }
+
     @Test("every prefix of a valid envelope parses or fails cleanly")
     func prefixes() {
         let bytes = DataEnvelope(topic: "topic", destinations: ["a", "bb"], sender: "s", streamID: 1, payload: [9, 9]).serialized

@@ -255,7 +255,8 @@ async def run_bot(args):
             report["publishErrorAfterMs"] = round((time.monotonic() - started_publish) * 1000)
     for item in args.send_data:
         text, _, topic = item.partition("@")
-        await until(lambda: len(room.remote_participants) >= args.wait_remote, 10)
+        await until(lambda: len(room.remote_participants) >= args.wait_remote, 20)
+        await asyncio.sleep(args.data_delay)
         await room.local_participant.publish_data(text.encode(), reliable=True, topic=topic,
                                                   destination_identities=args.data_to)
     print("ready", flush=True)
@@ -435,6 +436,7 @@ def main():
             p.add_argument("--send-data", action="append", default=[], help="TEXT@TOPIC, reliable, once")
             p.add_argument("--data-to", action="append", default=[])
             p.add_argument("--wait-remote", type=int, default=0, help="remote participants to wait for before sending data")
+            p.add_argument("--data-delay", type=float, default=0, help="seconds to wait after them (their data channels opening)")
             p.add_argument("--print-data", action="store_true")
     args = parser.parse_args()
     if args.command == "y4m":

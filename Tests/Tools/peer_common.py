@@ -41,6 +41,13 @@ def page_goal(state, args):
     videos = [v for v in state.get("videos", []) if (v.get("frames") or 0) >= args.min_frames]
     if len(videos) < args.expect_videos:
         return False, False, "%d of %d videos with %d frames" % (len(videos), args.expect_videos, args.min_frames)
+    expect_data = getattr(args, "expect_data", None)
+    if expect_data is not None:
+        if state.get("dataError"):
+            return True, False, "data: " + state["dataError"]
+        senders = {entry.get("from") for entry in state.get("data") or []}
+        if len(senders) < expect_data:
+            return False, False, "data from %d of %d senders" % (len(senders), expect_data)
     if args.expect_sent is not None:
         sent = max([o.get("framesSent") or 0 for o in state.get("outbound", []) if o.get("kind") == "video"] or [0])
         if sent < args.expect_sent:
@@ -89,6 +96,7 @@ def add_page_options(parser):
     parser.add_argument("--hold", type=float, default=0,
                         help="after the goal is met, stay this many seconds more (a publisher others watch); ok if it still holds")
     parser.add_argument("--expect-error", default=None, help="the goal is a page error containing this text")
+    parser.add_argument("--expect-data", type=int, default=None, help="senders the page must receive data messages from (its &data=1 chat)")
 
 
 # The raw data peer: plain JS, no SDK, a data-only offer with one RTCDataChannel. It says "hello"
