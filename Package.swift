@@ -184,7 +184,8 @@ let package = Package(
         .testTarget(
             name: "RTCServerTests",
             dependencies: [
-                "RTCServer", "RedisWire", "RTCFuzzHarness", "RTCConventions", "RTCTransport", "Signaling", "TestKit", "CMemory", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCServer", "RedisWire", "RTCFuzzHarness", "RTCConventions", "RTCTransport", "Signaling", "LiveKitProtocol", "TestKit", "CMemory",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), "RTCTestSupport",
             ]),
         .testTarget(
