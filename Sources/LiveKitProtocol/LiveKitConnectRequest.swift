@@ -1,3 +1,5 @@
+import Signaling
+
 /// What a LiveKit client says when it opens the signal WebSocket (`GET /rtc?access_token=…`): the
 /// token (in the query, or as `Authorization: Bearer`), what to subscribe to, and whether it
 /// resumes a session it had (`reconnect=1&sid=PA_…`).
@@ -68,30 +70,7 @@ public struct LiveKitConnectRequest: Sendable, Hashable {
         if reconnect, participantSid == nil { throw Problem("reconnect=1 needs the session's sid") }
     }
 
-    /// The `name=value` pairs of a URI's query, percent-decoded (`+` is a space).
-    static func query(of uri: String) -> [(name: String, value: String)] {
-        guard let mark = uri.firstIndex(of: "?") else { return [] }
-        return uri[uri.index(after: mark)...].split(separator: "&").map { pair in
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            return (percentDecoded(parts[0]), parts.count > 1 ? percentDecoded(parts[1]) : "")
-        }
-    }
-
-    static func percentDecoded(_ text: Substring) -> String {
-        var bytes: [UInt8] = []
-        var iterator = Array(text.utf8).makeIterator()
-        while let byte = iterator.next() {
-            switch byte {
-            case UInt8(ascii: "+"): bytes.append(UInt8(ascii: " "))
-            case UInt8(ascii: "%"):
-                guard let high = iterator.next(), let low = iterator.next(), let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
-                else { return String(decoding: bytes, as: UTF8.self) }
-                bytes.append(value)
-            default: bytes.append(byte)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
+    static func query(of uri: String) -> [(name: String, value: String)] { URLQuery.pairs(of: uri) }
 }
 
 extension String {

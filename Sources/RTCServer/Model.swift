@@ -45,6 +45,8 @@ final class Participant: @unchecked Sendable {
     var revealed: Set<String> = []
     var version = 1
     var lastSeen: Int64
+    /// When it joined (clock s).
+    let joinedAt: Int64
     /// Set while the signaling connection is gone and the participant may still `resume`.
     var disconnectedAt: Int64?
 
@@ -56,6 +58,20 @@ final class Participant: @unchecked Sendable {
     var dataMaxMessageSize = 65_536
     /// How its `_reliable` and `_lossy` channels frame messages (its join says).
     var dataFraming = DataFraming.envelope
+    /// Lives as long as its publisher transport (a WHIP session): no ping timeout; it leaves when
+    /// that transport fails or is closed.
+    var mediaBound = false
+    /// Since when (clock s) its publisher transport has been down, and whether for good (failed, closed).
+    var publisherDownSince: Int64?
+    var publisherFailed = false
+
+    /// A media-bound participant's media is gone: its publisher transport failed, or has been
+    /// down (or never came up after the join) for longer than `within` seconds.
+    func publisherLost(now: Int64, within: Int64) -> Bool {
+        if publisherFailed { return true }
+        if let since = publisherDownSince { return now - since > within }
+        return publisher == nil && now - joinedAt > within
+    }
     /// The publisher session's ICE credentials now, ours and the client's (an ICE restart changes both).
     var publisherICE: (local: ICECredentials, remoteUfrag: String)?
     /// The mid the publisher transport's BUNDLE group was tagged with in the last offer.
@@ -113,6 +129,7 @@ final class Participant: @unchecked Sendable {
         self.autoSubscribe = autoSubscribe
         self.ignoreScreenShare = ignoreScreenShare
         lastSeen = now
+        joinedAt = now
         kind = Participant.kind(of: uid, screenShare: screenShare)
     }
 

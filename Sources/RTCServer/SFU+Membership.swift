@@ -44,6 +44,7 @@ extension SFU {
         participant.revealed = pinned
         participant.speaksLayers = request.sdk.protocolVersion >= ProtocolVersion(major: 1, minor: 4)
         participant.dataFraming = request.dataFraming ?? .envelope
+        participant.mediaBound = request.mediaBound ?? false
         directory.insert(participant)
         context.tally.add(1, shard: context.shardIndex)
         directory.bind(peer, to: participant)
@@ -164,6 +165,15 @@ extension SFU {
             if !participant.tokenWarned, now >= participant.tokenExpiresAt - Int64(configuration.tokenWarning) {
                 participant.tokenWarned = true
                 participant.send(.tokenWillExpire(expiresAt: participant.tokenExpiresAt))
+            }
+            if participant.mediaBound {
+                // Its media is its liveness: gone once the publisher transport is lost (or never came).
+                if participant.publisherLost(now: now, within: Int64(configuration.pingTimeout)) {
+                    let peer = participant.peer
+                    remove(participant, reason: .timeout)
+                    peer?.close()
+                }
+                continue
             }
             if now - participant.lastSeen > Int64(configuration.pingTimeout), let peer = participant.peer {
                 directory.unbind(peer)

@@ -131,6 +131,16 @@ extension SFU {
                 guard let self, let participant else { return }
                 self.producer.receivedRTCP(packet, from: participant, nowUs: self.context.nowUs)
             }
+            // A media-bound participant (WHIP) lives as long as this transport (SFU.tick).
+            session.onStateChange = { [weak self, weak participant] state in
+                guard let self, let participant else { return }
+                switch state {
+                case .connected: participant.publisherDownSince = nil
+                case .disconnected: participant.publisherDownSince = participant.publisherDownSince ?? self.clock()
+                case .failed, .closed: participant.publisherFailed = true
+                case .new, .connecting: break
+                }
+            }
             participant.publisher = session
         }
         guard let session = participant.publisher else { return }

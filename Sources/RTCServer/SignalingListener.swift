@@ -474,7 +474,11 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
     private let web: WebRoot?
     private let devTokens: DevTokenMinter?
     private let liveKit: LiveKitFrontEnd?
+    private let whip: WHIPEndpoint?
     private var head: HTTPRequestHead?
+    /// A WHIP request's body (at most `WHIPEndpoint.maxBodyBytes`; past it, only that it was larger).
+    private var body: [UInt8] = []
+    private var bodyTooLarge = false
     /// When the latest request arrived (monotonic ns), for the idle deadline.
     private(set) var lastRequestNs: UInt64?
     /// Response bytes written but not yet taken by the socket, and the most allowed: a client that
@@ -485,9 +489,10 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
     private let logger: Logger
 
     init(metrics: @escaping @Sendable () -> EventLoopFuture<String>, web: WebRoot?, devTokens: DevTokenMinter?, liveKit: LiveKitFrontEnd? = nil,
-         maxQueuedBytes: Int = ServerLimits().maxOutboundBytes, logger: Logger = Logger(label: "rtc.server")) {
+         whip: WHIPEndpoint? = nil, maxQueuedBytes: Int = ServerLimits().maxOutboundBytes, logger: Logger = Logger(label: "rtc.server")) {
         self.logger = logger
         self.liveKit = liveKit
+        self.whip = whip
         self.metrics = metrics
         self.web = web
         self.devTokens = devTokens
@@ -503,11 +508,33 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
         switch unwrapInboundIn(data) {
         case .head(let head):
             self.head = head
+            body = []
+            bodyTooLarge = false
             lastRequestNs = NIODeadline.now().uptimeNanoseconds
-        case .body: break
+        case .body(var chunk):
+            // Only WHIP reads bodies; others are dropped as they come.
+            guard let head, WHIPEndpoint.handles(head.uri), !bodyTooLarge else { return }
+            if body.count + chunk.readableBytes > WHIPEndpoint.maxBodyBytes {
+                bodyTooLarge = true
+                body = []
+            } else {
+                body += chunk.readBytes(length: chunk.readableBytes) ?? []
+            }
         case .end:
             guard let head else { return }
             self.head = nil
+            if let whip, WHIPEndpoint.handles(head.uri) {
+                let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                whip.handle(method: head.method, uri: head.uri, headers: head.headers, body: body, bodyTooLarge: bodyTooLarge, loop: context.eventLoop)
+                    .whenComplete { result in
+                        let (handler, context) = loopBound.value
+                        let reply = (try? result.get()) ?? .text(.internalServerError, "the WHIP request failed")
+                        handler.respond(context, head, status: reply.status, type: reply.contentType,
+                                        body: context.channel.allocator.buffer(string: reply.body), headers: reply.headers)
+                    }
+                body = []
+                return
+            }
             let parts = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
             switch (head.method, parts.first ?? head.uri) {
             case (.GET, "/rtc/v1"):
@@ -566,7 +593,7 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
     }
 
     private func respond(_ context: ChannelHandlerContext, _ request: HTTPRequestHead, status: HTTPResponseStatus, type: String,
-                         body: ByteBuffer, headOnly: Bool = false) {
+                         body: ByteBuffer, headOnly: Bool = false, headers extra: [(String, String)] = []) {
         let size = body.readableBytes + 256  // the head, roughly
         guard queuedBytes + size <= maxQueuedBytes else {
             connectionLog.notice(logger, "http connection closed",
@@ -579,6 +606,7 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
         headers.add(name: "Content-Type", value: type)
         headers.add(name: "Content-Length", value: String(body.readableBytes))
         headers.add(name: "Cache-Control", value: "no-cache")
+        for (name, value) in extra { headers.add(name: name, value: value) }
         if !request.isKeepAlive { headers.add(name: "Connection", value: "close") }
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: status, headers: headers))), promise: nil)
         if !headOnly { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
@@ -600,6 +628,7 @@ func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedS
                    web: WebRoot?, devTokens: DevTokenMinter?, limits: ServerLimits,
                    metrics: @escaping @Sendable () -> EventLoopFuture<String>) async throws -> Channel {
     let liveKit = LiveKitFrontEnd(configuration: sfu.configuration)
+    let whip = WHIPEndpoint(sfu: sfu)
     let perIP = ConnectionsPerIP(limit: limits.maxConnectionsPerIP)
     return try await ServerBootstrap(group: group)
         .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -614,7 +643,7 @@ func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedS
                 return channel.close()
             }
             JoinDeadline.arm(channel, seconds: limits.joinDeadlineSeconds, sfu: sfu, logger: logger)
-            let endpoints = HTTPEndpoints(metrics: metrics, web: web, devTokens: devTokens, liveKit: liveKit,
+            let endpoints = HTTPEndpoints(metrics: metrics, web: web, devTokens: devTokens, liveKit: liveKit, whip: whip,
                                           maxQueuedBytes: limits.maxOutboundBytes, logger: logger)
             let upgrader = NIOWebSocketServerUpgrader(
                 maxFrameSize: maxWebSocketFrame,

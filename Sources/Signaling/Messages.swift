@@ -120,11 +120,16 @@ public struct JoinRequest: Codable, Sendable, Hashable {
     /// How the client frames messages on its `_reliable` and `_lossy` data channels (protocol
     /// 1.5; absent: our envelope).
     public var dataFraming: DataFraming?
+    /// The participant lives as long as its media, not its signaling (protocol 1.5): no pings are
+    /// expected, and it leaves when its publisher transport is lost. WHIP sessions join so.
+    public var mediaBound: Bool?
 
     public init(token: String, channel: String, uid: String, role: ParticipantRole = .broadcaster, autoSubscribe: Bool = true,
                 autoSubscribeAudio: Bool? = nil, autoSubscribeVideo: Bool? = nil,
-                ignoreScreenShare: Bool? = nil, pinnedUIDs: [String]? = nil, sdk: SDKInfo = SDKInfo(), dataFraming: DataFraming? = nil) {
+                ignoreScreenShare: Bool? = nil, pinnedUIDs: [String]? = nil, sdk: SDKInfo = SDKInfo(), dataFraming: DataFraming? = nil,
+                mediaBound: Bool? = nil) {
         self.dataFraming = dataFraming
+        self.mediaBound = mediaBound
         self.token = token
         self.channel = channel
         self.uid = uid

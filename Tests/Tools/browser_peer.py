@@ -148,6 +148,68 @@ def brief(error):
 LAST = {}
 
 
+# A WHIP publisher in plain JS (no SDK): the fake camera on a sendonly transceiver, one offer with
+# its candidates POSTed with fetch (RFC 9725), the answer applied; DELETE when asked. Reports into
+# window.whipPeer.
+WHIP_PEER = r"""
+const [endpoint, token] = arguments;
+const s = window.whipPeer = {status: null, location: null, error: null, connected: false, framesSent: 0, deleted: null};
+(async () => {
+  const stream = await navigator.mediaDevices.getUserMedia({video: {width: 640, height: 360}, audio: true});
+  const pc = window.whipPC = new RTCPeerConnection({bundlePolicy: "max-bundle"});
+  for (const track of stream.getTracks()) pc.addTransceiver(track, {direction: "sendonly", streams: [stream]});
+  pc.onconnectionstatechange = () => { if (pc.connectionState === "connected") s.connected = true; };
+  await pc.setLocalDescription(await pc.createOffer());
+  await new Promise((resolve) => {
+    if (pc.iceGatheringState === "complete") return resolve();
+    pc.addEventListener("icegatheringstatechange", () => pc.iceGatheringState === "complete" && resolve());
+    setTimeout(resolve, 2000);
+  });
+  const reply = await fetch(endpoint, {method: "POST", body: pc.localDescription.sdp,
+                                       headers: {"Content-Type": "application/sdp", "Authorization": "Bearer " + token}});
+  s.status = reply.status;
+  s.location = reply.headers.get("Location");
+  s.etag = reply.headers.get("ETag");
+  const body = await reply.text();
+  if (reply.status !== 201) { s.error = "POST answered " + reply.status + ": " + body; return; }
+  await pc.setRemoteDescription({type: "answer", sdp: body});
+  s.leave = async () => { const r = await fetch(new URL(s.location, endpoint), {method: "DELETE"}); s.deleted = r.status; };
+  setInterval(async () => {
+    for (const report of (await pc.getStats()).values()) {
+      if (report.type === "outbound-rtp" && report.kind === "video") s.framesSent = report.framesSent || 0;
+    }
+  }, 500);
+})().catch((error) => { s.error = String(error && error.message || error); });
+"""
+
+
+def run_whip(driver, args):
+    """Publishes over WHIP for args.seconds, then DELETEs the session."""
+    started = time.monotonic()
+    parts = urlsplit(args.raw_whip)
+    driver.get(args.url or "%s://%s/healthz" % (parts.scheme, parts.netloc))
+    driver.execute_script(WHIP_PEER, args.raw_whip, args.token)
+    state = None
+    while time.monotonic() < started + args.seconds:
+        state = driver.execute_script("return window.whipPeer ? JSON.parse(JSON.stringify(window.whipPeer)) : null")
+        LAST["state"] = state
+        if state is None or state.get("error"):
+            break
+        time.sleep(0.25)
+    if state and not state.get("error"):
+        driver.execute_script("window.whipPeer.leave()")
+        time.sleep(0.5)
+        state = driver.execute_script("return JSON.parse(JSON.stringify(window.whipPeer))")
+    result = {"mode": "whip"}
+    result.update(state or {"error": "the WHIP peer did not start"})
+    result["ok"] = bool(state and state.get("status") == 201 and state.get("connected") and (state.get("framesSent") or 0) > 0
+                        and state.get("deleted") == 200)
+    if not result["ok"]:
+        result["reason"] = result.get("error") or "status %s, connected %s, %s frames, DELETE %s" % (
+            result.get("status"), result.get("connected"), result.get("framesSent"), result.get("deleted"))
+    return result
+
+
 class Terminated(Exception):
     """SIGTERM (a test's timeout), raised so the driver and Chromium still quit."""
 
@@ -218,11 +280,15 @@ def main():
     parser.add_argument("--raw-simulcast", action="store_true",
                         help="raw mode: send the camera at 1280x720 as three simulcast encodings (rids q, h, f)")
     parser.add_argument("--keep-sdp", action="store_true", help="raw mode: include the server's answer SDP in the JSON")
+    parser.add_argument("--raw-whip", metavar="ENDPOINT", help="publish the fake camera over WHIP (plain JS, fetch) to this URL with --token")
     add_raw_data_options(parser)
     parser.add_argument("--chromium", default=CHROMIUM)
     parser.add_argument("--chromedriver", default=CHROMEDRIVER)
     args = parser.parse_args()
-    if args.raw_publish or args.raw_data:
+    if args.raw_whip:
+        if not args.token:
+            parser.error("--raw-whip needs --token")
+    elif args.raw_publish or args.raw_data:
         missing = [name for name in ("channel", "uid", "token") if not getattr(args, name)]
         if missing:
             parser.error("--raw-publish and --raw-data need " + ", ".join("--" + name for name in missing))
@@ -254,7 +320,9 @@ def main():
             return 2
         driver.set_script_timeout(30)
         try:
-            if args.raw_publish:
+            if args.raw_whip:
+                result = run_whip(driver, args)
+            elif args.raw_publish:
                 result = run_raw(driver, args)
             elif args.raw_data:
                 result = run_raw_data(driver.get, driver.execute_script, args, LAST)

@@ -2,7 +2,7 @@
 """LiveKit's official Python SDK (`livekit`, its core Rust over libwebrtc) against our server.
 
 Subcommands:
-  y4m     write the still test pattern as a Y4M file (what `rtc-cli join --video FILE.y4m` publishes)
+  y4m     write the still test pattern (Tests/Tools/pattern.py) as a Y4M file (what `rtc-cli join --video FILE.y4m` publishes)
   bot     one LiveKit participant: publishes the pattern and a tone if asked, watches every remote
           track (first frame, frames, size, PSNR against the pattern, audio energy), sends and
           prints data, answers RPCs; writes a JSON report
@@ -17,51 +17,20 @@ the pattern made at its own size. Everything is reported; the Swift tests judge
 import argparse
 import asyncio
 import json
-import math
 import sys
 import time
 
 import numpy as np
 from livekit import api, rtc
 
-
-def pattern_planes(width, height):
-    """The still test pattern as I420 planes: a horizontal luma ramp with a 8x6 checker on top,
-    and chroma ramps. Smooth enough for VP8 to code well, distinct enough that a wrong frame fails."""
-    x = np.arange(width, dtype=np.float64)[None, :] / width
-    y = np.arange(height, dtype=np.float64)[:, None] / height
-    checker = ((np.floor(x * 8) + np.floor(y * 6)) % 2)
-    luma = (40 + 150 * x + 50 * checker).astype(np.uint8)
-    cw, ch = (width + 1) // 2, (height + 1) // 2
-    cx = np.arange(cw, dtype=np.float64)[None, :] / cw
-    cy = np.arange(ch, dtype=np.float64)[:, None] / ch
-    u = np.broadcast_to((64 + 128 * cx), (ch, cw)).astype(np.uint8)
-    v = np.broadcast_to((64 + 128 * cy), (ch, cw)).astype(np.uint8)
-    return luma, u, v
-
-
-def pattern_i420(width, height):
-    luma, u, v = pattern_planes(width, height)
-    return luma.tobytes() + u.tobytes() + v.tobytes()
-
-
-def write_y4m(path, width, height, fps, seconds):
-    frame = pattern_i420(width, height)
-    with open(path, "wb") as f:
-        f.write(f"YUV4MPEG2 W{width} H{height} F{fps}:1 Ip A1:1 C420jpeg\n".encode())
-        for _ in range(int(fps * seconds)):
-            f.write(b"FRAME\n")
-            f.write(frame)
+from pattern import pattern_i420, psnr_luma, write_y4m
 
 
 def psnr(frame):
     """PSNR (dB) of a received frame's luma against the pattern at the frame's size."""
     i420 = frame.convert(rtc.VideoBufferType.I420)
     w, h = i420.width, i420.height
-    received = np.frombuffer(bytes(i420.data), dtype=np.uint8)[: w * h].reshape(h, w).astype(np.float64)
-    expected, _, _ = pattern_planes(w, h)
-    mse = np.mean((received - expected.astype(np.float64)) ** 2)
-    return 99.0 if mse == 0 else 10 * math.log10(255 * 255 / mse)
+    return psnr_luma(np.frombuffer(bytes(i420.data), dtype=np.uint8)[: w * h].reshape(h, w), w, h)
 
 
 def token(args, identity, room=None, **grants):

@@ -1,0 +1,258 @@
+import Foundation
+import LiveKitProtocol
+import NIOCore
+import NIOHTTP1
+import RTCConventions
+import RTCTransport
+import Signaling
+
+/// An HTTP answer: status, headers, body.
+struct HTTPReply: Sendable {
+    var status: HTTPResponseStatus
+    var contentType = "text/plain"
+    var headers: [(String, String)] = []
+    var body: String
+
+    static func text(_ status: HTTPResponseStatus, _ body: String, headers: [(String, String)] = []) -> HTTPReply {
+        HTTPReply(status: status, headers: headers, body: body.hasSuffix("\n") ? body : body + "\n")
+    }
+}
+
+/// WHIP (RFC 9725): `POST /whip/<room>` with an SDP offer and a bearer token (ours, or a LiveKit
+/// token) makes a publishing participant of the token's uid and answers `201 Created` with the SDP
+/// answer, its `Location`, an `ETag` and the ICE servers as `Link` headers; `PATCH` takes trickled
+/// candidates (`application/trickle-ice-sdpfrag`), `DELETE` ends it, `OPTIONS` and CORS let a page
+/// use it. The session is an ordinary participant of the core (``WHIPSession``): others see its
+/// tracks, a `<host>_sub` uid is a screen share under the usual rules.
+final class WHIPEndpoint: Sendable {
+    private let sfu: ShardedSFU
+    private let sessions = WHIPSessions()
+    private let secret: String
+    private let liveKitKeys: [String: String]
+    private let maxTokenLifetime: Int64
+    private let screenShare: ScreenShareUID
+
+    /// The largest offer taken (a WHIP offer is a few KiB).
+    static let maxBodyBytes = 64 * 1024
+
+    init(sfu: ShardedSFU) {
+        self.sfu = sfu
+        let configuration = sfu.configuration
+        secret = configuration.secret
+        liveKitKeys = configuration.liveKitKeys
+        maxTokenLifetime = configuration.limits.maxTokenLifetimeSeconds
+        screenShare = ScreenShareUID(suffix: configuration.screenShareSuffix)
+    }
+
+    /// Whether a request target is WHIP's.
+    static func handles(_ uri: String) -> Bool {
+        let segments = URLQuery.segments(of: uri)
+        return segments.first == "whip" && (2...3).contains(segments.count)
+    }
+
+    /// CORS on every WHIP answer, so a page of another origin can publish.
+    static let cors: [(String, String)] = [
+        ("Access-Control-Allow-Origin", "*"),
+        ("Access-Control-Expose-Headers", "Location, ETag, Link, Accept-Patch"),
+    ]
+
+    func handle(method: HTTPMethod, uri: String, headers: HTTPHeaders, body: [UInt8], bodyTooLarge: Bool, loop: EventLoop) -> EventLoopFuture<HTTPReply> {
+        let segments = URLQuery.segments(of: uri)
+        let room = segments.count > 1 ? segments[1] : ""
+        let resource = segments.count > 2 ? segments[2] : nil
+        let reply: EventLoopFuture<HTTPReply>
+        switch (method, resource) {
+        case (.OPTIONS, _):
+            reply = loop.makeSucceededFuture(HTTPReply(status: .noContent, headers: [
+                ("Access-Control-Allow-Methods", "POST, PATCH, DELETE, OPTIONS"),
+                ("Access-Control-Allow-Headers", "Authorization, Content-Type, If-Match"),
+                ("Access-Control-Max-Age", "86400"), ("Accept-Post", "application/sdp"),
+            ], body: ""))
+        case (.POST, nil):
+            reply = bodyTooLarge ? loop.makeSucceededFuture(.text(.payloadTooLarge, "an offer of at most \(Self.maxBodyBytes) bytes"))
+                : post(room: room, query: URLQuery.values(of: uri), headers: headers, body: body, loop: loop)
+        case (.PATCH, let id?):
+            reply = loop.makeSucceededFuture(patch(room: room, id: id, headers: headers, body: body))
+        case (.DELETE, let id?):
+            reply = loop.makeSucceededFuture(delete(room: room, id: id))
+        case (.POST, _?):
+            reply = loop.makeSucceededFuture(.text(.methodNotAllowed, "a WHIP session takes PATCH and DELETE; POST a new offer to /whip/\(room)",
+                                                   headers: [("Allow", "PATCH, DELETE, OPTIONS")]))
+        case (_, nil):
+            reply = loop.makeSucceededFuture(.text(.methodNotAllowed, "POST an SDP offer here", headers: [("Allow", "POST, OPTIONS")]))
+        case (_, _?):
+            reply = loop.makeSucceededFuture(.text(.methodNotAllowed, "a WHIP session takes PATCH and DELETE",
+                                                   headers: [("Allow", "PATCH, DELETE, OPTIONS")]))
+        }
+        return reply.map { reply in
+            var reply = reply
+            reply.headers += Self.cors
+            return reply
+        }
+    }
+
+    // MARK: POST: a new session
+
+    private func post(room: String, query: [String: String], headers: HTTPHeaders, body: [UInt8], loop: EventLoop) -> EventLoopFuture<HTTPReply> {
+        func refuse(_ status: HTTPResponseStatus, _ reason: String, _ extra: [(String, String)] = []) -> EventLoopFuture<HTTPReply> {
+            loop.makeSucceededFuture(.text(status, reason, headers: extra))
+        }
+        guard let type = headers.first(name: "Content-Type"), type.lowercased().hasPrefix("application/sdp") else {
+            return refuse(.unsupportedMediaType, "the offer must be Content-Type: application/sdp", [("Accept-Post", "application/sdp")])
+        }
+        guard !room.isEmpty, room.utf8.count <= 128 else { return refuse(.notFound, "no room in the URL: POST to /whip/<room>") }
+        let token: (ours: String, uid: String)
+        switch resolveToken(headers.first(name: "Authorization"), room: room) {
+        case .success(let resolved): token = resolved
+        case .failure(let refusal): return refuse(.unauthorized, refusal.reason, [("WWW-Authenticate", "Bearer")])
+        }
+        let offer: SessionDescription
+        do { offer = try SessionDescription(parsing: String(decoding: body, as: UTF8.self)) } catch {
+            return refuse(.badRequest, "the body is not an SDP offer: \(error)")
+        }
+        let sending = offer.media.filter { ["audio", "video"].contains($0.mediaLine.kind) && ["sendonly", "sendrecv"].contains($0.direction) }
+        guard !sending.isEmpty else { return refuse(.badRequest, "the offer sends no audio or video (WHIP publishes)") }
+        let screen = query["source"] == "screen" || screenShare.host(of: token.uid) != nil
+        let session = WHIPSession(id: Self.newID(), room: room, uid: token.uid, iceUfrag: offer.media.first?.iceUfrag ?? offer.sessionAttribute("ice-ufrag"),
+                                  sfu: sfu, registry: sessions)
+        guard sessions.insert(session) else {
+            return refuse(.conflict, "\(token.uid) already publishes in \(room) over WHIP: DELETE that session first")
+        }
+        let join = JoinRequest(token: token.ours, channel: room, uid: token.uid, role: .broadcaster, autoSubscribe: false,
+                               sdk: SDKInfo(name: "whip", version: "rfc9725"), mediaBound: true)
+        return session.request(.join(join), on: loop).flatMap { joined -> EventLoopFuture<(ServerEnvelope, [ICEServer])> in
+            guard case .joined(let response) = joined.message else { return loop.makeFailedFuture(Self.error(in: joined)) }
+            // Each sending section announced with its source, then the offer.
+            let announced = sending.map { section -> EventLoopFuture<ServerEnvelope> in
+                let kind: TrackKind = section.mediaLine.kind == "video" ? .video : .audio
+                let source: TrackSource = kind == .video ? (screen ? .screen : .camera) : (screen ? .screenAudio : .microphone)
+                return session.request(.publishTrack(PublishTrackRequest(kind: kind, source: source, mid: section.mid)), on: loop)
+            }
+            let answer = session.request(.offer(SessionDescriptionMessage(transport: .publisher, sdp: String(decoding: body, as: UTF8.self))), on: loop)
+            return EventLoopFuture.whenAllSucceed(announced, on: loop).flatMap { replies in
+                if let refused = replies.first(where: { if case .error = $0.message { true } else { false } }) {
+                    return loop.makeFailedFuture(Self.error(in: refused))
+                }
+                return answer.map { ($0, response.iceServers) }
+            }
+        }.flatMapThrowing { reply -> HTTPReply in
+            let (answer, iceServers) = reply
+            guard case .answer(let description) = answer.message else { throw Self.error(in: answer) }
+            return HTTPReply(status: .created, contentType: "application/sdp",
+                             headers: [("Location", "/whip/\(Self.escaped(room))/\(session.id)"), ("ETag", session.etag),
+                                       ("Accept-Patch", "application/trickle-ice-sdpfrag")] + iceServers.flatMap(Self.links),
+                             body: description.sdp)
+        }.flatMapErrorThrowing { error in
+            // Refused: nothing of the session stays.
+            session.post(.leave(reason: .clientRequest))
+            session.close()
+            let refusal = error as? SignalingError ?? SignalingError(.internalError, "\(error)")
+            return .text(Self.status(for: refusal.code), refusal.reason)
+        }
+    }
+
+    private struct Refusal: Error { let reason: String }
+
+    /// The bearer token as one of ours for the room (a LiveKit token is checked with its API key's
+    /// secret and re-signed with ours, as the LiveKit front end does) and the uid it names.
+    private func resolveToken(_ authorization: String?, room: String) -> Result<(ours: String, uid: String), Refusal> {
+        guard let authorization, authorization.lowercased().hasPrefix("bearer ") else {
+            return .failure(Refusal(reason: "no Authorization: Bearer <token>"))
+        }
+        let token = String(authorization.dropFirst("bearer ".count)).trimmingCharacters(in: .whitespaces)
+        let ours: Result<AccessToken, TokenError>
+        do { ours = .success(try AccessToken.verifySignature(token, secret: secret)) } catch { ours = .failure(error) }
+        switch ours {
+        case .success(let claims): return .success((token, claims.uid))
+        case .failure(let error) where liveKitKeys.isEmpty: return .failure(Refusal(reason: "invalid token: \(error.reason)"))
+        case .failure:
+            do {
+                let claims = try LiveKitClaims.verifySignature(token, keys: liveKitKeys)
+                guard claims.room == room else { return .failure(Refusal(reason: "invalid token: it is for room \(claims.room ?? "(none)")")) }
+                guard claims.video?.roomJoin == true else { return .failure(Refusal(reason: "the token does not grant roomJoin")) }
+                return .success((claims.accessToken(room: room).signed(secret: secret), claims.identity))
+            } catch {
+                return .failure(Refusal(reason: "invalid token: \(error.reason)"))
+            }
+        }
+    }
+
+    // MARK: PATCH, DELETE
+
+    private func patch(room: String, id: String, headers: HTTPHeaders, body: [UInt8]) -> HTTPReply {
+        guard let session = sessions.session(id: id, room: room) else { return .text(.notFound, "no WHIP session \(id) in \(room)") }
+        guard let type = headers.first(name: "Content-Type"), type.lowercased().hasPrefix("application/trickle-ice-sdpfrag") else {
+            return .text(.unsupportedMediaType, "a PATCH takes Content-Type: application/trickle-ice-sdpfrag",
+                         headers: [("Accept-Patch", "application/trickle-ice-sdpfrag")])
+        }
+        if let match = headers.first(name: "If-Match"), match != "*", match != session.etag {
+            return .text(.preconditionFailed, "the session's ETag is \(session.etag)")
+        }
+        let fragment = String(decoding: body, as: UTF8.self)
+        let ufrag = fragment.split(whereSeparator: \.isNewline).first { $0.hasPrefix("a=ice-ufrag:") }.map { String($0.dropFirst("a=ice-ufrag:".count)) }
+        if let ufrag, let current = session.iceUfrag, ufrag != current {
+            return .text(.methodNotAllowed, "ICE restarts are not supported here: DELETE the session and POST a new offer",
+                         headers: [("Allow", "PATCH, DELETE, OPTIONS")])
+        }
+        // The server is ICE-lite: it learns the client's addresses from the client's checks, so
+        // trickled candidates need nothing more.
+        return HTTPReply(status: .noContent, headers: [("ETag", session.etag)], body: "")
+    }
+
+    private func delete(room: String, id: String) -> HTTPReply {
+        guard let session = sessions.session(id: id, room: room) else { return .text(.notFound, "no WHIP session \(id) in \(room)") }
+        session.post(.leave(reason: .clientRequest))
+        session.close()
+        return .text(.ok, "ended")
+    }
+
+    // MARK: Helpers
+
+    static func newID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<16).map { _ in String(UInt8.random(in: 0...255, using: &generator), radix: 16).leftPadded(to: 2) }.joined()
+    }
+
+    static func escaped(_ room: String) -> String {
+        room.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/?#"))) ?? room
+    }
+
+    /// RFC 9725 §4.6: one `Link` header per ICE server URL.
+    static func links(_ server: ICEServer) -> [(String, String)] {
+        server.urls.map { url in
+            var value = "<\(url)>; rel=\"ice-server\""
+            if let username = server.username, let credential = server.credential {
+                value += "; username=\"\(username)\"; credential=\"\(credential)\"; credential-type=\"password\""
+            }
+            return ("Link", value)
+        }
+    }
+
+    static func error(in envelope: ServerEnvelope) -> SignalingError {
+        if case .error(let error) = envelope.message { return error }
+        return SignalingError(.internalError, "unexpected reply \(envelope.message)")
+    }
+
+    /// Our error codes as the HTTP statuses RFC 9725 clients act on.
+    static func status(for code: SignalingError.Code) -> HTTPResponseStatus {
+        switch code {
+        case .tokenMissing, .tokenInvalid, .tokenExpired, .tokenNotYetValid, .tokenWrongChannel, .tokenWrongUID: .unauthorized
+        case .permissionDenied: .forbidden
+        case .screenShareOwnerAbsent, .uidInUse: .conflict
+        case .limitExceeded: .tooManyRequests
+        case .negotiationFailed, .invalidUID, .malformedMessage: .badRequest
+        case .shuttingDown: .serviceUnavailable
+        default: .internalServerError
+        }
+    }
+}
+
+private extension String {
+    func leftPadded(to width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
+}
+
+private extension SessionDescription {
+    func sessionAttribute(_ name: String) -> String? {
+        sessionLines.compactMap { line in line.attribute.flatMap { $0.name == name ? $0.value : nil } }.first
+    }
+}

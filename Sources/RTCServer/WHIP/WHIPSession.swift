@@ -1,0 +1,109 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import Signaling
+
+/// One WHIP resource (RFC 9725): a participant of the SFU core with no WebSocket of its own. It
+/// speaks our protocol's messages to the core like any client (join, publishTrack, offer, leave)
+/// and lives as long as its media (`JoinRequest.mediaBound`) or until its DELETE.
+final class WHIPSession: SignalingPeer, @unchecked Sendable {
+    let id: String
+    let room: String
+    let uid: String
+    /// The entity tag of the session's current ICE state (RFC 9725 §4.3.1: `If-Match` on PATCH).
+    let etag: String
+    /// The offer's ICE username fragment: a PATCH with another one is an ICE restart.
+    let iceUfrag: String?
+
+    private let sfu: ShardedSFU
+    private let registry: WHIPSessions
+    private struct State {
+        var nextID: UInt32 = 1
+        var pending: [UInt32: EventLoopPromise<ServerEnvelope>] = [:]
+        var ended = false
+    }
+    private let state = NIOLockedValueBox(State())
+
+    init(id: String, room: String, uid: String, iceUfrag: String?, sfu: ShardedSFU, registry: WHIPSessions) {
+        self.id = id
+        self.room = room
+        self.uid = uid
+        self.iceUfrag = iceUfrag
+        etag = "\"\(id.prefix(8))-1\""
+        self.sfu = sfu
+        self.registry = registry
+    }
+
+    var isEnded: Bool { state.withLockedValue { $0.ended } }
+
+    /// Sends `message` to the core; the future is its reply (or the error about it).
+    func request(_ message: ClientMessage, on loop: EventLoop) -> EventLoopFuture<ServerEnvelope> {
+        let promise = loop.makePromise(of: ServerEnvelope.self)
+        let id: UInt32? = state.withLockedValue { state in
+            guard !state.ended else { return nil }
+            defer { state.nextID &+= 1 }
+            state.pending[state.nextID] = promise
+            return state.nextID
+        }
+        guard let id else {
+            promise.fail(SignalingError(.notJoined, "the session has ended"))
+            return promise.futureResult
+        }
+        sfu.received(ClientEnvelope(message, requestID: id).encoded(), from: self)
+        return promise.futureResult
+    }
+
+    /// A message for which no reply is awaited (the leave).
+    func post(_ message: ClientMessage) {
+        guard !isEnded else { return }
+        sfu.received(ClientEnvelope(message).encoded(), from: self)
+    }
+
+    // SignalingPeer: called on the SFU's loop.
+    func send(_ envelope: ServerEnvelope) {
+        if let id = envelope.requestID, let promise = state.withLockedValue({ $0.pending.removeValue(forKey: id) }) {
+            promise.succeed(envelope)
+            return
+        }
+        if case .leave = envelope.message { close() }
+    }
+
+    /// The core ended the participant (its media was lost, its token expired, a newer join of the
+    /// same uid): the resource is gone.
+    func close() {
+        let pending = state.withLockedValue { state -> [EventLoopPromise<ServerEnvelope>] in
+            state.ended = true
+            defer { state.pending.removeAll() }
+            return Array(state.pending.values)
+        }
+        for promise in pending { promise.fail(SignalingError(.notJoined, "the session has ended")) }
+        registry.remove(self)
+    }
+}
+
+/// The live WHIP resources, by id and by room and uid (one session per uid in a room).
+final class WHIPSessions: Sendable {
+    private let sessions = NIOLockedValueBox<[String: WHIPSession]>([:])
+
+    func session(id: String, room: String) -> WHIPSession? {
+        sessions.withLockedValue { $0[id] }.flatMap { $0.room == room ? $0 : nil }
+    }
+
+    func live(room: String, uid: String) -> WHIPSession? {
+        sessions.withLockedValue { sessions in sessions.values.first { $0.room == room && $0.uid == uid && !$0.isEnded } }
+    }
+
+    /// Adds `session` unless its uid already has a live one in the room.
+    func insert(_ session: WHIPSession) -> Bool {
+        sessions.withLockedValue { sessions in
+            guard !sessions.values.contains(where: { $0.room == session.room && $0.uid == session.uid && !$0.isEnded }) else { return false }
+            sessions[session.id] = session
+            return true
+        }
+    }
+
+    func remove(_ session: WHIPSession) {
+        sessions.withLockedValue { sessions in if sessions[session.id] === session { sessions[session.id] = nil } }
+    }
+
+    var count: Int { sessions.withLockedValue { $0.count } }
+}

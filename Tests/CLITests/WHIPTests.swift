@@ -1,0 +1,150 @@
+import Foundation
+import RTCTestSupport
+import Testing
+
+/// WHIP (RFC 9725) against `rtc-server`, with clients we did not write: aiortc with aiohttp
+/// (`Tests/Tools/whip_client.py`) and plain JS in headless Chromium (`browser_peer.py --raw-whip`),
+/// watched and recorded by Swift bots (docs/whip.md).
+@Suite("WHIP: publishing over plain HTTP", .serialized)
+struct WHIPTests {
+    static let tools = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Tools")
+    static func tool(_ name: String) -> String { tools.appendingPathComponent(name).path }
+
+    /// The server, its WHIP endpoint base (http://127.0.0.1:PORT) and its signaling URL.
+    static func server() async throws -> (ChildProcess, String, String) {
+        let (server, url, port) = try await DataChannelInteropTests.server()
+        return (server, "http://127.0.0.1:\(port)", url)
+    }
+
+    /// The pattern as a clip (aiortc's player plays it once: as long as the publish).
+    static func pattern(_ dir: String, size: String = "640x360", seconds: Int = 2) throws -> String {
+        let path = dir + "/pattern.y4m"
+        let made = try runTool(["python3", tool("pattern.py"), "y4m", path, "--size", size, "--fps", "15", "--seconds", "\(seconds)"])
+        #expect(made.status == 0, "\(made.err)")
+        return path
+    }
+
+    /// Frames a `--frame-log` file lists, by uid.
+    static func framesByUID(_ path: String) -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for line in ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            if parts.count >= 2 { counts[String(parts[1]), default: 0] += 1 }
+        }
+        return counts
+    }
+
+    @Test("an aiortc WHIP publisher (its own HTTP client) publishes a clip that a Swift bot records: frames, PSNR against the clip; PATCH and DELETE")
+    func aiortcPublishes() async throws {
+        let (server, base, url) = try await Self.server()
+        defer { server.stop() }
+        let dir = temporaryDirectory("whip-aiortc")
+        let clip = try Self.pattern(dir, seconds: 10)
+        let recorder = try ChildProcess([cliPath, "join", "--server", url, "--channel", "whip", "--uid", "recorder", "--token",
+                                         testToken(uid: "recorder", channel: "whip"), "--video", "none", "--audio", "none", "--quiet",
+                                         "--record", dir + "/rec", "--duration", "16"])
+        defer { recorder.stop() }
+        try await Task.sleep(for: .seconds(1.5))
+        let publisher = try ChildProcess(["python3", Self.tool("whip_client.py"), "publish", "--url", base + "/whip/whip", "--token",
+                                          testToken(uid: "obs", channel: "whip"), "--clip", clip, "--seconds", "8"])
+        _ = await publisher.wait(40)
+        let report = try DataChannelInteropTests.report(publisher)
+        #expect(report["status"] as? Int == 201 && report["contentType"] as? String == "application/sdp", "\(report)")
+        #expect((report["location"] as? String ?? "").hasPrefix("/whip/whip/") && report["etag"] != nil, "\(report)")
+        #expect(report["ok"] as? Bool == true && report["patchStatus"] as? Int == 204, "\(report)")
+        #expect(report["deleteAgainStatus"] as? Int == 404, "a deleted session is gone: \(report)")
+        _ = await recorder.wait(30)
+        let ivfs = (FileManager.default.enumerator(atPath: dir + "/rec")?.allObjects as? [String] ?? []).filter { $0.hasSuffix(".ivf") && $0.contains("obs") }
+        let ivf = try #require(ivfs.first.map { dir + "/rec/" + $0 }, "no IVF of obs in \(dir)/rec: \(recorder.output.suffix(5))")
+        let measured = try runTool(["python3", Self.tool("pattern.py"), "psnr", ivf, "--last", "20"])
+        let json = try #require(JSONSerialization.jsonObject(with: Data(measured.out.utf8)) as? [String: Any], "\(measured.err)")
+        let psnr = json["psnr"] as? [Double] ?? []
+        #expect((json["frames"] as? Int ?? 0) >= 60 && psnr.count >= 10 && psnr.allSatisfy { $0 >= 30 }, "\(json)")
+        print("WHIP from aiortc: 201 in \(report["answerMs"] ?? "?") ms, connected at \(report["connectedMs"] ?? "?") ms; recorded \(json["frames"] ?? 0) frames "
+            + "\(json["width"] ?? 0)x\(json["height"] ?? 0), PSNR \(psnr.suffix(3))")
+    }
+
+    @Test("plain JS in headless Chromium publishes over WHIP (fetch + RTCPeerConnection, no SDK) and a Swift bot decodes it; DELETE ends it")
+    func chromiumPublishes() async throws {
+        let (server, base, url) = try await Self.server()
+        defer { server.stop() }
+        let dir = temporaryDirectory("whip-chromium")
+        let viewer = try ChildProcess([cliPath, "join", "--server", url, "--channel", "whipweb", "--uid", "viewer", "--token",
+                                       testToken(uid: "viewer", channel: "whipweb"), "--video", "none", "--audio", "none", "--quiet",
+                                       "--frame-log", dir + "/frames.log", "--duration", "30"])
+        defer { viewer.stop() }
+        let browser = try ChildProcess(["python3", DataChannelInteropTests.browserTool("browser_peer.py"), "--raw-whip", base + "/whip/whipweb",
+                                        "--token", testToken(uid: "page", channel: "whipweb"), "--seconds", "8"])
+        _ = await browser.wait(60)
+        let report = try DataChannelInteropTests.report(browser)
+        #expect(report["ok"] as? Bool == true, "\(report)")
+        #expect((Self.framesByUID(dir + "/frames.log")["page"] ?? 0) >= 30, "the Swift viewer decoded the page: \(Self.framesByUID(dir + "/frames.log"))")
+    }
+
+    @Test("a LiveKit token (rtc-cli token --api-key) publishes over WHIP too; one for another room is refused with 401")
+    func liveKitToken() async throws {
+        let (server, _, port) = try await DataChannelInteropTests.server(["--api-key", "whipkey", "--api-secret", "whip-secret-0123456789"])
+        defer { server.stop() }
+        let base = "http://127.0.0.1:\(port)"
+        let dir = temporaryDirectory("whip-livekit")
+        let clip = try Self.pattern(dir)
+        func token(_ room: String) throws -> String {
+            let minted = try runTool([cliPath, "token", "--api-key", "whipkey", "--api-secret", "whip-secret-0123456789", "--channel", room, "--uid", "lk-obs"])
+            return String(minted.out.split(separator: "\n").last ?? "")
+        }
+        let good = try ChildProcess(["python3", Self.tool("whip_client.py"), "publish", "--url", base + "/whip/lkroom", "--token", try token("lkroom"),
+                                     "--clip", clip, "--seconds", "1"])
+        _ = await good.wait(40)
+        let report = try DataChannelInteropTests.report(good)
+        #expect(report["status"] as? Int == 201 && report["ok"] as? Bool == true, "\(report)")
+        let wrong = try ChildProcess(["python3", Self.tool("whip_client.py"), "publish", "--url", base + "/whip/lkroom", "--token", try token("elsewhere"),
+                                      "--clip", clip, "--seconds", "1"])
+        _ = await wrong.wait(40)
+        let refused = try DataChannelInteropTests.report(wrong)
+        #expect(refused["status"] as? Int == 401 && (refused["error"] as? String ?? "").contains("elsewhere"), "\(refused)")
+    }
+
+    @Test("a WHIP screen share 1001_sub never reaches its owner 1001; another viewer gets it")
+    func shareSkipsOwner() async throws {
+        let (server, base, url) = try await Self.server()
+        defer { server.stop() }
+        let dir = temporaryDirectory("whip-share")
+        let clip = try Self.pattern(dir, size: "1280x720", seconds: 4)
+        func bot(_ uid: String) throws -> ChildProcess {
+            try ChildProcess([cliPath, "join", "--server", url, "--channel", "whipshare", "--uid", uid, "--token", testToken(uid: uid, channel: "whipshare"),
+                              "--video", "none", "--audio", "none", "--quiet", "--frame-log", "\(dir)/\(uid).log", "--duration", "20"])
+        }
+        let owner = try bot("1001"), other = try bot("2001")
+        defer { owner.stop(); other.stop() }
+        try await Task.sleep(for: .seconds(1.5))
+        let share = try ChildProcess(["python3", Self.tool("whip_client.py"), "publish", "--url", base + "/whip/whipshare", "--token",
+                                      testToken(uid: "1001_sub", channel: "whipshare"), "--clip", clip, "--seconds", "6"])
+        _ = await share.wait(40)
+        let report = try DataChannelInteropTests.report(share)
+        #expect(report["status"] as? Int == 201, "\(report)")
+        let atOther = Self.framesByUID("\(dir)/2001.log")["1001_sub"] ?? 0, atOwner = Self.framesByUID("\(dir)/1001.log")["1001_sub"] ?? 0
+        #expect(atOther >= 30 && atOwner == 0, "2001 decoded \(atOther) frames of the share, its owner \(atOwner)")
+    }
+
+    @Test("bad requests get RFC 9725's statuses with a reason, never a crash: no or a bad token 401, a wrong type 415, no media or no SDP 400, too large 413, POST on a session 405, a second session for the uid 409, a stale ETag 412, an unknown session 404; CORS preflight 204")
+    func badRequests() async throws {
+        let (server, base, _) = try await Self.server()
+        defer { server.stop() }
+        let dir = temporaryDirectory("whip-bad")
+        let clip = try Self.pattern(dir)
+        let probe = try ChildProcess(["python3", Self.tool("whip_client.py"), "probe", "--url", base + "/whip/bad", "--token",
+                                      testToken(uid: "prober", channel: "bad"), "--clip", clip])
+        _ = await probe.wait(40)
+        let report = try DataChannelInteropTests.report(probe)
+        let expected: [(String, Int)] = [("noToken", 401), ("badToken", 401), ("wrongType", 415), ("noMedia", 400), ("notSDP", 400),
+                                         ("tooLarge", 413), ("live", 201), ("postOnSession", 405), ("secondSession", 409), ("staleETag", 412),
+                                         ("delete", 200), ("deleteUnknown", 404)]
+        for (name, status) in expected {
+            let answer = report[name] as? [Any] ?? []
+            #expect(answer.first as? Int == status, "\(name): \(answer)")
+            if status >= 400 { #expect(!(answer.last as? String ?? "").isEmpty, "\(name) says why") }
+        }
+        #expect((report["preflight"] as? [Any])?.first as? Int == 204 && (report["preflight"] as? [Any])?[1] as? String == "*", "\(report)")
+        #expect(report["healthz"] as? Int == 200)
+    }
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""A WHIP client (RFC 9725) of our own making from aiortc and aiohttp: not the project's code.
+
+  publish  POST an offer for a Y4M clip (aiortc's MediaPlayer, its own VP8 encoder) to
+           http://HOST:PORT/whip/ROOM with a bearer token, set the answer, send for --seconds,
+           then DELETE the session; prints one JSON line: status, Location, ETag, Link headers,
+           milliseconds to the answer and to ICE connected, the DELETE's status
+  probe    bad requests against the endpoint, one JSON line with each status (and the CORS
+           preflight): no token, a wrong content type, an SDP without media, a POST on a live
+           session, a PATCH with a stale ETag, a DELETE of an unknown session, a body too large
+
+Usage: whip_client.py publish --url http://127.0.0.1:7880/whip/ROOM --token T --clip FILE.y4m [--seconds 8]
+       whip_client.py probe --url http://127.0.0.1:7880/whip/ROOM --token T --clip FILE.y4m
+"""
+import argparse
+import asyncio
+import json
+import time
+
+import aiohttp
+from yarl import URL
+from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc.contrib.media import MediaPlayer
+
+
+async def offer_for(clip):
+    """A sendonly video offer for `clip` (candidates gathered: WHIP sends one offer)."""
+    pc = RTCPeerConnection()
+    player = MediaPlayer(clip, loop=True)
+    pc.addTransceiver(player.video, direction="sendonly")
+    await pc.setLocalDescription(await pc.createOffer())
+    return pc, player
+
+
+async def publish(args):
+    started = time.monotonic()
+    ms = lambda: round((time.monotonic() - started) * 1000, 1)
+    report = {"ok": False}
+    pc, player = await offer_for(args.clip)
+    connected = asyncio.Event()
+
+    @pc.on("connectionstatechange")
+    def on_state():
+        if pc.connectionState == "connected":
+            report["connectedMs"] = ms()
+            connected.set()
+
+    async with aiohttp.ClientSession() as http:
+        async with http.post(args.url, data=pc.localDescription.sdp,
+                             headers={"Content-Type": "application/sdp", "Authorization": "Bearer " + args.token}) as reply:
+            report["status"] = reply.status
+            report["location"] = reply.headers.get("Location")
+            report["etag"] = reply.headers.get("ETag")
+            report["links"] = reply.headers.getall("Link", [])
+            report["contentType"] = reply.headers.get("Content-Type")
+            body = await reply.text()
+            report["answerMs"] = ms()
+        if report["status"] != 201:
+            report["error"] = body.strip()
+            print(json.dumps(report))
+            await pc.close()
+            return
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=body, type="answer"))
+        try:
+            await asyncio.wait_for(connected.wait(), 10)
+        except asyncio.TimeoutError:
+            report["error"] = "ICE/DTLS did not connect within 10 s"
+        resource = str(reply.url.join(URL(report["location"])))
+        # A trickled candidate (an ICE-lite server needs none, but takes them).
+        async with http.patch(resource, data="a=ice-ufrag:" + (pc.localDescription.sdp.split("a=ice-ufrag:")[1].split("\r\n")[0])
+                              + "\r\na=ice-pwd:x\r\nm=video 9 UDP/TLS/RTP/SAVPF 0\r\na=mid:0\r\na=candidate:1 1 udp 1 127.0.0.1 9 typ host\r\n",
+                              headers={"Content-Type": "application/trickle-ice-sdpfrag", "If-Match": report["etag"] or "*"}) as patched:
+            report["patchStatus"] = patched.status
+        await asyncio.sleep(args.seconds)
+        async with http.delete(resource) as deleted:
+            report["deleteStatus"] = deleted.status
+        async with http.delete(resource) as again:
+            report["deleteAgainStatus"] = again.status
+    report["ok"] = report.get("connectedMs") is not None and report.get("deleteStatus") == 200
+    player.video.stop()
+    await pc.close()
+    print(json.dumps(report))
+
+
+async def probe(args):
+    report = {}
+    sdp_headers = {"Content-Type": "application/sdp", "Authorization": "Bearer " + args.token}
+    pc, player = await offer_for(args.clip)
+    offer = pc.localDescription.sdp
+    async with aiohttp.ClientSession() as http:
+        async def status(name, method, url, **kwargs):
+            async with http.request(method, url, **kwargs) as reply:
+                report[name] = [reply.status, (await reply.text()).strip()[:160]]
+                return reply
+        await status("noToken", "POST", args.url, data=offer, headers={"Content-Type": "application/sdp"})
+        await status("badToken", "POST", args.url, data=offer, headers={"Content-Type": "application/sdp", "Authorization": "Bearer nope"})
+        await status("wrongType", "POST", args.url, data=offer, headers={"Content-Type": "text/plain", "Authorization": "Bearer " + args.token})
+        no_media = offer.split("m=")[0]
+        await status("noMedia", "POST", args.url, data=no_media, headers=sdp_headers)
+        await status("notSDP", "POST", args.url, data="hello", headers=sdp_headers)
+        await status("tooLarge", "POST", args.url, data="v=0\r\n" + "a=x:" + "y" * 70000 + "\r\n", headers=sdp_headers)
+        reply = await status("live", "POST", args.url, data=offer, headers=sdp_headers)
+        location = reply.headers.get("Location")
+        if location:
+            resource = str(reply.url.join(URL(location)))
+            await status("postOnSession", "POST", resource, data=offer, headers=sdp_headers)
+            pc2, player2 = await offer_for(args.clip)
+            await status("secondSession", "POST", args.url, data=pc2.localDescription.sdp, headers=sdp_headers)
+            player2.video.stop()
+            await pc2.close()
+            await status("staleETag", "PATCH", resource, data="a=candidate:1 1 udp 1 127.0.0.1 9 typ host\r\n",
+                         headers={"Content-Type": "application/trickle-ice-sdpfrag", "If-Match": "\"stale\""})
+            await status("delete", "DELETE", resource)
+            await status("deleteUnknown", "DELETE", resource)
+        async with http.options(args.url, headers={"Origin": "http://elsewhere.example", "Access-Control-Request-Method": "POST"}) as preflight:
+            report["preflight"] = [preflight.status, preflight.headers.get("Access-Control-Allow-Origin"),
+                                   preflight.headers.get("Access-Control-Allow-Methods")]
+        async with http.get(args.url.rsplit("/whip/", 1)[0] + "/healthz") as health:
+            report["healthz"] = health.status
+    player.video.stop()
+    await pc.close()
+    print(json.dumps(report))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=("publish", "probe"))
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--token", required=True)
+    parser.add_argument("--clip", required=True)
+    parser.add_argument("--seconds", type=float, default=8)
+    args = parser.parse_args()
+    asyncio.run(publish(args) if args.command == "publish" else probe(args))
+
+
+if __name__ == "__main__":
+    main()
