@@ -2,6 +2,10 @@ import Foundation
 import RTCTestSupport
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// WHIP (RFC 9725) against `rtc-server`, with clients we did not write: aiortc with aiohttp
 /// (`Tests/Tools/whip_client.py`) and plain JS in headless Chromium (`browser_peer.py --raw-whip`),
 /// watched and recorded by Swift bots (docs/whip.md).
@@ -102,6 +106,32 @@ struct WHIPTests {
         _ = await wrong.wait(40)
         let refused = try DataChannelInteropTests.report(wrong)
         #expect(refused["status"] as? Int == 401 && (refused["error"] as? String ?? "").contains("elsewhere"), "\(refused)")
+    }
+
+    @Test("a WHIP publisher that vanishes without its DELETE (SIGKILL) leaves once its transport is lost, and its uid can publish again")
+    func vanishedPublisher() async throws {
+        let (server, base, _) = try await Self.server()
+        defer { server.stop() }
+        let port = Int(base.split(separator: ":").last ?? "") ?? 0
+        let dir = temporaryDirectory("whip-vanish")
+        let clip = try Self.pattern(dir)
+        let token = testToken(uid: "gone", channel: "vanish")
+        let publisher = try ChildProcess(["python3", Self.tool("whip_client.py"), "publish", "--url", base + "/whip/vanish", "--token", token,
+                                          "--clip", clip, "--seconds", "60"])
+        func participants() -> Double? {
+            let metrics = try? runTool(["python3", "-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())",
+                                        "http://127.0.0.1:\(port)/metrics"], timeout: 10)
+            return metrics?.out.split(separator: "\n").first { $0.hasPrefix("rtc_participants ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
+        }
+        #expect(await eventually(15) { participants() == 1 }, "the WHIP publisher joined")
+        kill(publisher.pid, SIGKILL)
+        let killed = Date()
+        #expect(await eventually(60) { participants() == 0 }, "still there \(Date().timeIntervalSince(killed)) s after the kill")
+        print("WHIP publisher killed without DELETE: gone after \(Int(Date().timeIntervalSince(killed))) s")
+        let again = try ChildProcess(["python3", Self.tool("whip_client.py"), "publish", "--url", base + "/whip/vanish", "--token", token,
+                                      "--clip", clip, "--seconds", "1"])
+        _ = await again.wait(30)
+        #expect(try DataChannelInteropTests.report(again)["status"] as? Int == 201)
     }
 
     @Test("a WHIP screen share 1001_sub never reaches its owner 1001; another viewer gets it")
