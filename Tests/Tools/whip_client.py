@@ -9,7 +9,7 @@
            preflight): no token, a wrong content type, an SDP without media, a POST on a live
            session, a PATCH with a stale ETag, a DELETE of an unknown session, a body too large
 
-Usage: whip_client.py publish --url http://127.0.0.1:7880/whip/ROOM --token T --clip FILE.y4m [--seconds 8]
+Usage: whip_client.py publish --url http://127.0.0.1:7880/whip/ROOM --token T --clip FILE.y4m|pattern [--seconds 8]
        whip_client.py probe --url http://127.0.0.1:7880/whip/ROOM --token T --clip FILE.y4m
 """
 import argparse
@@ -23,10 +23,19 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.contrib.media import MediaPlayer
 
 
-async def offer_for(clip):
+class PatternSource:
+    """aiortc_publisher.py's moving 640x360 pattern, as a player (`--clip pattern`): the same clip
+    that publisher sends over our signaling, for side-by-side figures."""
+
+    def __init__(self, seconds):
+        from aiortc_publisher import PatternTrack
+        self.video = PatternTrack(15, seconds)
+
+
+async def offer_for(clip, seconds=10):
     """A sendonly video offer for `clip` (candidates gathered: WHIP sends one offer)."""
     pc = RTCPeerConnection()
-    player = MediaPlayer(clip, loop=True)
+    player = PatternSource(seconds) if clip == "pattern" else MediaPlayer(clip, loop=True)
     pc.addTransceiver(player.video, direction="sendonly")
     await pc.setLocalDescription(await pc.createOffer())
     return pc, player
@@ -35,8 +44,9 @@ async def offer_for(clip):
 async def publish(args):
     started = time.monotonic()
     ms = lambda: round((time.monotonic() - started) * 1000, 1)
-    report = {"ok": False}
-    pc, player = await offer_for(args.clip)
+    # startMono: CLOCK_MONOTONIC (what `rtc-cli join --frame-log` writes) before the offer is made.
+    report = {"ok": False, "startMono": started}
+    pc, player = await offer_for(args.clip, args.seconds)
     connected = asyncio.Event()
 
     @pc.on("connectionstatechange")
