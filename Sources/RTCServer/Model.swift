@@ -61,16 +61,26 @@ final class Participant: @unchecked Sendable {
     /// Lives as long as its publisher transport (a WHIP session): no ping timeout; it leaves when
     /// that transport fails or is closed.
     var mediaBound = false
-    /// Since when (clock s) its publisher transport has been down, and whether for good (failed, closed).
-    var publisherDownSince: Int64?
-    var publisherFailed = false
+    /// Since when (clock s) its media transport has been down, and whether for good (failed, closed).
+    var mediaDownSince: Int64?
+    var mediaFailed = false
 
-    /// A media-bound participant's media is gone: its publisher transport failed, or has been
-    /// down (or never came up after the join) for longer than `within` seconds.
-    func publisherLost(now: Int64, within: Int64) -> Bool {
-        if publisherFailed { return true }
-        if let since = publisherDownSince { return now - since > within }
-        return publisher == nil && now - joinedAt > within
+    /// A media-bound participant's media is gone: its transport (publisher, or subscriber for a
+    /// viewer) failed, or has been down (or never came up after the join) for longer than `within` s.
+    func mediaLost(now: Int64, within: Int64) -> Bool {
+        if mediaFailed { return true }
+        if let since = mediaDownSince { return now - since > within }
+        return publisher == nil && subscriber == nil && now - joinedAt > within
+    }
+
+    /// A transport's state, for ``mediaLost(now:within:)``.
+    func mediaTransport(_ state: MediaTransportState, now: Int64) {
+        switch state {
+        case .connected: mediaDownSince = nil
+        case .disconnected: mediaDownSince = mediaDownSince ?? now
+        case .failed, .closed: mediaFailed = true
+        case .new, .connecting: break
+        }
     }
     /// The publisher session's ICE credentials now, ours and the client's (an ICE restart changes both).
     var publisherICE: (local: ICECredentials, remoteUfrag: String)?

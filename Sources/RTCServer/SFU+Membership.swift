@@ -168,7 +168,7 @@ extension SFU {
             }
             if participant.mediaBound {
                 // Its media is its liveness: gone once the publisher transport is lost (or never came).
-                if participant.publisherLost(now: now, within: Int64(configuration.pingTimeout)) {
+                if participant.mediaLost(now: now, within: Int64(configuration.pingTimeout)) {
                     let peer = participant.peer
                     remove(participant, reason: .timeout)
                     peer?.close()

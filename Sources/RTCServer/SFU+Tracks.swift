@@ -134,12 +134,7 @@ extension SFU {
             // A media-bound participant (WHIP) lives as long as this transport (SFU.tick).
             session.onStateChange = { [weak self, weak participant] state in
                 guard let self, let participant else { return }
-                switch state {
-                case .connected: participant.publisherDownSince = nil
-                case .disconnected: participant.publisherDownSince = participant.publisherDownSince ?? self.clock()
-                case .failed, .closed: participant.publisherFailed = true
-                case .new, .connecting: break
-                }
+                participant.mediaTransport(state, now: self.clock())
             }
             participant.publisher = session
         }
@@ -299,7 +294,10 @@ extension SFU {
                 self.consumer.receivedRTCP(packet, from: participant, nowUs: self.context.nowUs)
             }
             session.onStateChange = { [weak self, weak participant] state in
-                guard let self, let participant, state == .connected else { return }
+                guard let self, let participant else { return }
+                // A media-bound viewer (WHEP) lives as long as this transport (SFU.tick).
+                if participant.publisher == nil { participant.mediaTransport(state, now: self.clock()) }
+                guard state == .connected else { return }
                 let nowUs = self.context.nowUs
                 for subscription in participant.subscriptions { self.consumer.requestKeyframe(for: subscription, nowUs: nowUs) }
             }

@@ -169,6 +169,37 @@ struct WHIPTests {
             + "\(String(format: "%.2f", median(whip) / median(signaling)))")
     }
 
+    @Test("plain JS in headless Chromium publishes by WHIP and another page watches it by WHEP (fetch + RTCPeerConnection, no SDK), the room's and the uid's URL")
+    func chromiumWHIPToWHEP() async throws {
+        let (server, base, _) = try await Self.server()
+        defer { server.stop() }
+        let publisher = try ChildProcess(["python3", DataChannelInteropTests.browserTool("browser_peer.py"), "--raw-whip", base + "/whip/whep",
+                                          "--token", testToken(uid: "camera", channel: "whep"), "--seconds", "30"])
+        defer { publisher.stop() }
+        try await Task.sleep(for: .seconds(4))
+        for (name, path) in [("room", "/whep/whep"), ("uid", "/whep/whep/camera")] {
+            let viewer = try ChildProcess(["python3", DataChannelInteropTests.browserTool("browser_peer.py"), "--raw-whep", base + path,
+                                           "--token", testToken(uid: "viewer-\(name)", channel: "whep"), "--min-frames", "30", "--seconds", "20"])
+            _ = await viewer.wait(40)
+            let report = try DataChannelInteropTests.report(viewer)
+            #expect(report["ok"] as? Bool == true && (report["width"] as? Int ?? 0) > 0, "WHEP at \(path): \(report)")
+            print("WHEP at \(path): \(report["framesDecoded"] ?? 0) frames \(report["width"] ?? 0)x\(report["height"] ?? 0), DELETE \(report["deleted"] ?? "")")
+        }
+        _ = await publisher.wait(40)
+        #expect(try DataChannelInteropTests.report(publisher)["ok"] as? Bool == true)
+    }
+
+    @Test("WHEP with nothing to watch answers 404 with the reason")
+    func whepNothing() async throws {
+        let (server, base, _) = try await Self.server()
+        defer { server.stop() }
+        let viewer = try ChildProcess(["python3", DataChannelInteropTests.browserTool("browser_peer.py"), "--raw-whep", base + "/whep/empty",
+                                       "--token", testToken(uid: "viewer", channel: "empty"), "--seconds", "15"])
+        _ = await viewer.wait(30)
+        let report = try DataChannelInteropTests.report(viewer)
+        #expect(report["status"] as? Int == 404 && (report["error"] as? String ?? "").contains("nothing to watch"), "\(report)")
+    }
+
     @Test("a WHIP screen share 1001_sub never reaches its owner 1001; another viewer gets it")
     func shareSkipsOwner() async throws {
         let (server, base, url) = try await Self.server()

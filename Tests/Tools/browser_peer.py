@@ -183,6 +183,69 @@ const s = window.whipPeer = {status: null, location: null, error: null, connecte
 """
 
 
+# A WHEP viewer in plain JS: recvonly video and audio, one offer POSTed with fetch, the answer
+# applied; frames decoded counted from getStats. Reports into window.whepPeer.
+WHEP_PEER = r"""
+const [endpoint, token] = arguments;
+const s = window.whepPeer = {status: null, location: null, error: null, connected: false, framesDecoded: 0, width: 0, height: 0,
+                             deleted: null};
+(async () => {
+  const pc = window.whepPC = new RTCPeerConnection({bundlePolicy: "max-bundle"});
+  pc.addTransceiver("video", {direction: "recvonly"});
+  pc.addTransceiver("audio", {direction: "recvonly"});
+  pc.onconnectionstatechange = () => { if (pc.connectionState === "connected") s.connected = true; };
+  await pc.setLocalDescription(await pc.createOffer());
+  await new Promise((resolve) => {
+    if (pc.iceGatheringState === "complete") return resolve();
+    pc.addEventListener("icegatheringstatechange", () => pc.iceGatheringState === "complete" && resolve());
+    setTimeout(resolve, 2000);
+  });
+  const reply = await fetch(endpoint, {method: "POST", body: pc.localDescription.sdp,
+                                       headers: {"Content-Type": "application/sdp", "Authorization": "Bearer " + token}});
+  s.status = reply.status;
+  s.location = reply.headers.get("Location");
+  const body = await reply.text();
+  if (reply.status !== 201) { s.error = "POST answered " + reply.status + ": " + body; return; }
+  await pc.setRemoteDescription({type: "answer", sdp: body});
+  s.leave = async () => { const r = await fetch(new URL(s.location, endpoint), {method: "DELETE"}); s.deleted = r.status; };
+  setInterval(async () => {
+    for (const report of (await pc.getStats()).values()) {
+      if (report.type === "inbound-rtp" && report.kind === "video") {
+        s.framesDecoded = report.framesDecoded || 0; s.width = report.frameWidth || 0; s.height = report.frameHeight || 0;
+      }
+    }
+  }, 500);
+})().catch((error) => { s.error = String(error && error.message || error); });
+"""
+
+
+def run_whep(driver, args):
+    """Watches over WHEP until args.min_frames frames are decoded or args.seconds pass, then DELETEs."""
+    started = time.monotonic()
+    parts = urlsplit(args.raw_whep)
+    driver.get("%s://%s/healthz" % (parts.scheme, parts.netloc))
+    driver.execute_script(WHEP_PEER, args.raw_whep, args.token)
+    state = None
+    while time.monotonic() < started + args.seconds:
+        state = driver.execute_script("return window.whepPeer ? JSON.parse(JSON.stringify(window.whepPeer)) : null")
+        LAST["state"] = state
+        if state is None or state.get("error") or (state.get("framesDecoded") or 0) >= args.min_frames:
+            break
+        time.sleep(0.25)
+    if state and state.get("status") == 201:
+        driver.execute_script("window.whepPeer.leave()")
+        time.sleep(0.5)
+        state = driver.execute_script("return JSON.parse(JSON.stringify(window.whepPeer))")
+    result = {"mode": "whep"}
+    result.update(state or {"error": "the WHEP peer did not start"})
+    result["ok"] = bool(state and state.get("status") == 201 and (state.get("framesDecoded") or 0) >= args.min_frames
+                        and state.get("deleted") == 200)
+    if not result["ok"]:
+        result["reason"] = result.get("error") or "status %s, connected %s, %s frames, DELETE %s" % (
+            result.get("status"), result.get("connected"), result.get("framesDecoded"), result.get("deleted"))
+    return result
+
+
 def run_whip(driver, args):
     """Publishes over WHIP for args.seconds, then DELETEs the session."""
     started = time.monotonic()
@@ -281,13 +344,14 @@ def main():
                         help="raw mode: send the camera at 1280x720 as three simulcast encodings (rids q, h, f)")
     parser.add_argument("--keep-sdp", action="store_true", help="raw mode: include the server's answer SDP in the JSON")
     parser.add_argument("--raw-whip", metavar="ENDPOINT", help="publish the fake camera over WHIP (plain JS, fetch) to this URL with --token")
+    parser.add_argument("--raw-whep", metavar="ENDPOINT", help="watch over WHEP (plain JS, fetch) from this URL with --token (--min-frames)")
     add_raw_data_options(parser)
     parser.add_argument("--chromium", default=CHROMIUM)
     parser.add_argument("--chromedriver", default=CHROMEDRIVER)
     args = parser.parse_args()
-    if args.raw_whip:
+    if args.raw_whip or args.raw_whep:
         if not args.token:
-            parser.error("--raw-whip needs --token")
+            parser.error("--raw-whip and --raw-whep need --token")
     elif args.raw_publish or args.raw_data:
         missing = [name for name in ("channel", "uid", "token") if not getattr(args, name)]
         if missing:
@@ -322,6 +386,8 @@ def main():
         try:
             if args.raw_whip:
                 result = run_whip(driver, args)
+            elif args.raw_whep:
+                result = run_whep(driver, args)
             elif args.raw_publish:
                 result = run_raw(driver, args)
             elif args.raw_data:

@@ -47,7 +47,7 @@ final class WHIPEndpoint: Sendable {
     /// Whether a request target is WHIP's.
     static func handles(_ uri: String) -> Bool {
         let segments = URLQuery.segments(of: uri)
-        return segments.first == "whip" && (2...3).contains(segments.count)
+        return (segments.first == "whip" || segments.first == "whep") && (2...3).contains(segments.count)
     }
 
     /// CORS on every WHIP answer, so a page of another origin can publish.
@@ -61,6 +61,16 @@ final class WHIPEndpoint: Sendable {
         let room = segments.count > 1 ? segments[1] : ""
         let resource = segments.count > 2 ? segments[2] : nil
         let reply: EventLoopFuture<HTTPReply>
+        // WHEP: POST /whep/<room>[/<uid>] watches the room (or that uid); the session's URL takes DELETE and PATCH.
+        if segments.first == "whep", method == .POST {
+            reply = bodyTooLarge ? loop.makeSucceededFuture(.text(.payloadTooLarge, "an offer of at most \(Self.maxBodyBytes) bytes"))
+                : watch(room: room, uid: resource, headers: headers, body: body, loop: loop)
+            return reply.map { reply in
+                var reply = reply
+                reply.headers += Self.cors
+                return reply
+            }
+        }
         switch (method, resource) {
         case (.OPTIONS, _):
             reply = loop.makeSucceededFuture(HTTPReply(status: .noContent, headers: [
@@ -148,6 +158,59 @@ final class WHIPEndpoint: Sendable {
             session.close()
             let refusal = error as? SignalingError ?? SignalingError(.internalError, "\(error)")
             return .text(Self.status(for: refusal.code), refusal.reason)
+        }
+    }
+
+    // MARK: WHEP: a viewer
+
+    private func watch(room: String, uid: String?, headers: HTTPHeaders, body: [UInt8], loop: EventLoop) -> EventLoopFuture<HTTPReply> {
+        func refuse(_ status: HTTPResponseStatus, _ reason: String, _ extra: [(String, String)] = []) -> EventLoopFuture<HTTPReply> {
+            loop.makeSucceededFuture(.text(status, reason, headers: extra))
+        }
+        guard let type = headers.first(name: "Content-Type"), type.lowercased().hasPrefix("application/sdp") else {
+            return refuse(.unsupportedMediaType, "the offer must be Content-Type: application/sdp", [("Accept-Post", "application/sdp")])
+        }
+        guard !room.isEmpty, room.utf8.count <= 128 else { return refuse(.notFound, "no room in the URL: POST to /whep/<room>[/<uid>]") }
+        let token: (ours: String, uid: String)
+        switch resolveToken(headers.first(name: "Authorization"), room: room) {
+        case .success(let resolved): token = resolved
+        case .failure(let refusal): return refuse(.unauthorized, refusal.reason, [("WWW-Authenticate", "Bearer")])
+        }
+        let offer: SessionDescription
+        do { offer = try SessionDescription(parsing: String(decoding: body, as: UTF8.self)) } catch {
+            return refuse(.badRequest, "the body is not an SDP offer: \(error)")
+        }
+        guard offer.media.contains(where: { ["audio", "video"].contains($0.mediaLine.kind) && ["recvonly", "sendrecv"].contains($0.direction) }) else {
+            return refuse(.badRequest, "the offer receives no audio or video (WHEP watches)")
+        }
+        let session = WHIPSession(id: Self.newID(), room: room, uid: token.uid, iceUfrag: offer.media.first?.iceUfrag, sfu: sfu, registry: sessions)
+        guard sessions.insert(session) else { return refuse(.conflict, "\(token.uid) already has a WHIP or WHEP session in \(room): DELETE it first") }
+        let join = JoinRequest(token: token.ours, channel: room, uid: token.uid, role: .audience, autoSubscribe: uid == nil,
+                               sdk: SDKInfo(name: "whep", version: "draft"), mediaBound: true)
+        return session.request(.join(join), on: loop).flatMap { joined -> EventLoopFuture<(ServerEnvelope, [ICEServer])> in
+            guard case .joined(let response) = joined.message else { return loop.makeFailedFuture(Self.error(in: joined)) }
+            // One uid's media: pinned (its tracks now and later, even a screen share the filter hides).
+            if let uid { session.post(.updateSubscription(SubscriptionUpdate(trackSids: [], subscribe: true, uids: [uid]))) }
+            return session.subscriberOffer(on: loop, within: 5).map { ($0, response.iceServers) }
+        }.flatMapThrowing { reply -> HTTPReply in
+            let (coreOffer, iceServers) = reply
+            guard case .offer(let description) = coreOffer.message else { throw Self.error(in: coreOffer) }
+            let negotiation: WHEPNegotiation
+            do {
+                negotiation = try WHEPNegotiation(viewerOffer: offer, coreOffer: try SessionDescription(parsing: description.sdp))
+            } catch let failure as WHEPNegotiation.Failure {
+                throw SignalingError(.negotiationFailed, failure.reason)
+            }
+            session.post(.answer(SessionDescriptionMessage(transport: .subscriber, sdp: negotiation.coreAnswer)))
+            return HTTPReply(status: .created, contentType: "application/sdp",
+                             headers: [("Location", "/whep/\(Self.escaped(room))/\(session.id)"), ("ETag", session.etag)]
+                                 + iceServers.flatMap(Self.links),
+                             body: negotiation.viewerAnswer)
+        }.flatMapErrorThrowing { error in
+            session.post(.leave(reason: .clientRequest))
+            session.close()
+            let refusal = error as? SignalingError ?? SignalingError(.internalError, "\(error)")
+            return .text(refusal.code == .trackNotFound ? .notFound : Self.status(for: refusal.code), refusal.reason)
         }
     }
 

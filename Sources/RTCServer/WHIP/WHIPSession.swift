@@ -20,6 +20,9 @@ final class WHIPSession: SignalingPeer, @unchecked Sendable {
         var nextID: UInt32 = 1
         var pending: [UInt32: EventLoopPromise<ServerEnvelope>] = [:]
         var ended = false
+        /// WHEP: the core's first subscriber offer, or who waits for it.
+        var offer: ServerEnvelope?
+        var offerWaiter: EventLoopPromise<ServerEnvelope>?
     }
     private let state = NIOLockedValueBox(State())
 
@@ -64,7 +67,31 @@ final class WHIPSession: SignalingPeer, @unchecked Sendable {
             promise.succeed(envelope)
             return
         }
+        if case .offer(let offer) = envelope.message, offer.transport == .subscriber {
+            let waiter = state.withLockedValue { state -> EventLoopPromise<ServerEnvelope>? in
+                guard state.offer == nil else { return nil }
+                state.offer = envelope
+                defer { state.offerWaiter = nil }
+                return state.offerWaiter
+            }
+            waiter?.succeed(envelope)
+            return
+        }
         if case .leave = envelope.message { close() }
+    }
+
+    /// WHEP: the core's first subscriber offer (once the session subscribes to something).
+    func subscriberOffer(on loop: EventLoop, within seconds: Int64) -> EventLoopFuture<ServerEnvelope> {
+        let promise = loop.makePromise(of: ServerEnvelope.self)
+        let ready = state.withLockedValue { state -> ServerEnvelope? in
+            if state.offer == nil { state.offerWaiter = promise }
+            return state.offer
+        }
+        if let ready { promise.succeed(ready) }
+        loop.scheduleTask(in: .seconds(seconds)) {
+            promise.fail(SignalingError(.trackNotFound, "nothing to watch in \(self.room) within \(seconds) s"))
+        }
+        return promise.futureResult
     }
 
     /// The core ended the participant (its media was lost, its token expired, a newer join of the
