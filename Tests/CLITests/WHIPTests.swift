@@ -222,7 +222,7 @@ struct WHIPTests {
         #expect(atOther >= 30 && atOwner == 0, "2001 decoded \(atOther) frames of the share, its owner \(atOwner)")
     }
 
-    @Test("bad requests get RFC 9725's statuses with a reason, never a crash: no or a bad token 401, a wrong type 415, no media or no SDP 400, too large 413, POST on a session 405, a second session for the uid 409, a stale ETag 412, an unknown session 404; CORS preflight 204")
+    @Test("bad requests get RFC 9725's statuses with a reason, never a crash: no or a bad token 401, a wrong type 415, no media or no SDP 400, too large 413, POST on a session 405, a second session for the uid 409, a stale ETag 412, an unknown session 404; an ICE restart over PATCH 200; CORS preflight 204")
     func badRequests() async throws {
         let (server, base, _) = try await Self.server()
         defer { server.stop() }
@@ -240,7 +240,15 @@ struct WHIPTests {
             #expect(answer.first as? Int == status, "\(name): \(answer)")
             if status >= 400 { #expect(!(answer.last as? String ?? "").isEmpty, "\(name) says why") }
         }
+        // An ICE restart over PATCH: 200, the server's new credentials and candidates, a new ETag (the old one is then stale: 412 above).
+        let restart = report["restart"] as? [Any] ?? []
+        #expect(restart.first as? Int == 200 && (restart[safe: 1] as? String ?? "").hasPrefix("application/trickle-ice-sdpfrag")
+                && restart[safe: 2] as? Bool == true && restart[safe: 3] as? Bool == true && restart[safe: 4] as? Bool == true, "\(restart)")
         #expect((report["preflight"] as? [Any])?.first as? Int == 204 && (report["preflight"] as? [Any])?[1] as? String == "*", "\(report)")
         #expect(report["healthz"] as? Int == 200)
     }
+}
+
+private extension Array {
+    subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
 }

@@ -111,6 +111,17 @@ async def probe(args):
         await status("tooLarge", "POST", args.url, data="v=0\r\n" + "a=x:" + "y" * 70000 + "\r\n", headers=sdp_headers)
         reply = await status("live", "POST", args.url, data=offer, headers=sdp_headers)
         location = reply.headers.get("Location")
+        etag = reply.headers.get("ETag")
+        answer_ufrag = report["live"][1].split("a=ice-ufrag:")[1].split()[0] if "a=ice-ufrag:" in report["live"][1] else None
+        if location:
+            resource = str(reply.url.join(URL(location)))
+            # An ICE restart: new credentials in the fragment, the server's new ones back, a new ETag.
+            async with http.patch(resource, data="a=ice-ufrag:rst1\r\na=ice-pwd:restartpasswordrestartpass\r\nm=video 9 UDP/TLS/RTP/SAVPF 0\r\na=mid:0\r\n",
+                                  headers={"Content-Type": "application/trickle-ice-sdpfrag", "If-Match": etag}) as restart:
+                text = await restart.text()
+                new_ufrag = text.split("a=ice-ufrag:")[1].split()[0] if "a=ice-ufrag:" in text else None
+                report["restart"] = [restart.status, restart.headers.get("Content-Type"), new_ufrag is not None and new_ufrag != answer_ufrag,
+                                     restart.headers.get("ETag") not in (None, etag), "a=candidate:" in text]
         if location:
             resource = str(reply.url.join(URL(location)))
             await status("postOnSession", "POST", resource, data=offer, headers=sdp_headers)

@@ -82,7 +82,7 @@ final class WHIPEndpoint: Sendable {
             reply = bodyTooLarge ? loop.makeSucceededFuture(.text(.payloadTooLarge, "an offer of at most \(Self.maxBodyBytes) bytes"))
                 : post(room: room, query: URLQuery.values(of: uri), headers: headers, body: body, loop: loop)
         case (.PATCH, let id?):
-            reply = loop.makeSucceededFuture(patch(room: room, id: id, headers: headers, body: body))
+            reply = patch(room: room, id: id, headers: headers, body: body, loop: loop)
         case (.DELETE, let id?):
             reply = loop.makeSucceededFuture(delete(room: room, id: id))
         case (.POST, _?):
@@ -124,7 +124,7 @@ final class WHIPEndpoint: Sendable {
         guard !sending.isEmpty else { return refuse(.badRequest, "the offer sends no audio or video (WHIP publishes)") }
         let screen = query["source"] == "screen" || screenShare.host(of: token.uid) != nil
         let session = WHIPSession(id: Self.newID(), room: room, uid: token.uid, iceUfrag: offer.media.first?.iceUfrag ?? offer.sessionAttribute("ice-ufrag"),
-                                  sfu: sfu, registry: sessions)
+                                  offer: String(decoding: body, as: UTF8.self), sfu: sfu, registry: sessions)
         guard sessions.insert(session) else {
             return refuse(.conflict, "\(token.uid) already publishes in \(room) over WHIP: DELETE that session first")
         }
@@ -242,24 +242,51 @@ final class WHIPEndpoint: Sendable {
 
     // MARK: PATCH, DELETE
 
-    private func patch(room: String, id: String, headers: HTTPHeaders, body: [UInt8]) -> HTTPReply {
-        guard let session = sessions.session(id: id, room: room) else { return .text(.notFound, "no WHIP session \(id) in \(room)") }
+    /// Trickled candidates (`204`; an ICE-lite server needs none), or an ICE restart (new
+    /// credentials in the fragment): a new offer to the core with them, `200` with the server's
+    /// new credentials and candidates, and a new ETag (RFC 9725 §4.3).
+    private func patch(room: String, id: String, headers: HTTPHeaders, body: [UInt8], loop: EventLoop) -> EventLoopFuture<HTTPReply> {
+        guard let session = sessions.session(id: id, room: room) else { return loop.makeSucceededFuture(.text(.notFound, "no session \(id) in \(room)")) }
         guard let type = headers.first(name: "Content-Type"), type.lowercased().hasPrefix("application/trickle-ice-sdpfrag") else {
-            return .text(.unsupportedMediaType, "a PATCH takes Content-Type: application/trickle-ice-sdpfrag",
-                         headers: [("Accept-Patch", "application/trickle-ice-sdpfrag")])
+            return loop.makeSucceededFuture(.text(.unsupportedMediaType, "a PATCH takes Content-Type: application/trickle-ice-sdpfrag",
+                                                  headers: [("Accept-Patch", "application/trickle-ice-sdpfrag")]))
         }
         if let match = headers.first(name: "If-Match"), match != "*", match != session.etag {
-            return .text(.preconditionFailed, "the session's ETag is \(session.etag)")
+            return loop.makeSucceededFuture(.text(.preconditionFailed, "the session's ETag is \(session.etag)"))
         }
-        let fragment = String(decoding: body, as: UTF8.self)
-        let ufrag = fragment.split(whereSeparator: \.isNewline).first { $0.hasPrefix("a=ice-ufrag:") }.map { String($0.dropFirst("a=ice-ufrag:".count)) }
-        if let ufrag, let current = session.iceUfrag, ufrag != current {
-            return .text(.methodNotAllowed, "ICE restarts are not supported here: DELETE the session and POST a new offer",
-                         headers: [("Allow", "PATCH, DELETE, OPTIONS")])
+        let fragment = String(decoding: body, as: UTF8.self).split(whereSeparator: \.isNewline).map { String($0) }
+        func value(_ name: String) -> String? { fragment.first { $0.hasPrefix("a=\(name):") }.map { String($0.dropFirst(name.count + 3)) } }
+        guard let ufrag = value("ice-ufrag"), let current = session.iceUfrag, ufrag != current else {
+            return loop.makeSucceededFuture(HTTPReply(status: .noContent, headers: [("ETag", session.etag)], body: ""))
         }
-        // The server is ICE-lite: it learns the client's addresses from the client's checks, so
-        // trickled candidates need nothing more.
-        return HTTPReply(status: .noContent, headers: [("ETag", session.etag)], body: "")
+        guard let pwd = value("ice-pwd"), let offer = session.offer else {
+            return loop.makeSucceededFuture(.text(session.offer == nil ? .methodNotAllowed : .badRequest,
+                                                  session.offer == nil ? "a WHEP session does not restart ICE: DELETE it and POST again"
+                                                      : "an ICE restart needs a=ice-ufrag and a=ice-pwd"))
+        }
+        // The kept offer with the new credentials: the core restarts the publisher transport's ICE.
+        let restarted = offer.split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
+            if line.hasPrefix("a=ice-ufrag:") { return "a=ice-ufrag:" + ufrag + (line.hasSuffix("\r") ? "\r" : "") }
+            if line.hasPrefix("a=ice-pwd:") { return "a=ice-pwd:" + pwd + (line.hasSuffix("\r") ? "\r" : "") }
+            return String(line)
+        }.joined(separator: "\n")
+        return session.request(.offer(SessionDescriptionMessage(transport: .publisher, sdp: restarted)), on: loop).flatMapThrowing { answer in
+            guard case .answer(let description) = answer.message else { throw Self.error(in: answer) }
+            session.restarted(ufrag: ufrag, offer: restarted)
+            let lines = description.sdp.split(whereSeparator: \.isNewline)
+            var reply = lines.filter { $0.hasPrefix("a=ice-lite") }.map(String.init)
+            if let first = lines.firstIndex(where: { $0.hasPrefix("m=") }) {
+                let section = lines[first...]
+                reply += section.filter { $0.hasPrefix("a=ice-ufrag:") || $0.hasPrefix("a=ice-pwd:") }.prefix(2).map(String.init)
+                reply += section.filter { $0.hasPrefix("m=") || $0.hasPrefix("a=mid:") }.prefix(2).map(String.init)
+                reply += section.filter { $0.hasPrefix("a=candidate:") || $0.hasPrefix("a=end-of-candidates") }.map(String.init)
+            }
+            return HTTPReply(status: .ok, contentType: "application/trickle-ice-sdpfrag", headers: [("ETag", session.etag)],
+                             body: reply.joined(separator: "\r\n") + "\r\n")
+        }.flatMapErrorThrowing { error in
+            let refusal = error as? SignalingError ?? SignalingError(.internalError, "\(error)")
+            return .text(Self.status(for: refusal.code), refusal.reason)
+        }
     }
 
     private func delete(room: String, id: String) -> HTTPReply {

@@ -10,9 +10,11 @@ final class WHIPSession: SignalingPeer, @unchecked Sendable {
     let room: String
     let uid: String
     /// The entity tag of the session's current ICE state (RFC 9725 §4.3.1: `If-Match` on PATCH).
-    let etag: String
-    /// The offer's ICE username fragment: a PATCH with another one is an ICE restart.
-    let iceUfrag: String?
+    var etag: String { state.withLockedValue { "\"\(id.prefix(8))-\($0.iceGeneration)\"" } }
+    /// The client's current ICE username fragment: a PATCH with another one is an ICE restart.
+    var iceUfrag: String? { state.withLockedValue { $0.iceUfrag } }
+    /// The publisher's offer (WHIP; nil for a WHEP viewer), for an ICE restart's new offer.
+    var offer: String? { state.withLockedValue { $0.offerSDP } }
 
     private let sfu: ShardedSFU
     private let registry: WHIPSessions
@@ -23,17 +25,31 @@ final class WHIPSession: SignalingPeer, @unchecked Sendable {
         /// WHEP: the core's first subscriber offer, or who waits for it.
         var offer: ServerEnvelope?
         var offerWaiter: EventLoopPromise<ServerEnvelope>?
+        var iceGeneration = 1
+        var iceUfrag: String?
+        var offerSDP: String?
     }
     private let state = NIOLockedValueBox(State())
 
-    init(id: String, room: String, uid: String, iceUfrag: String?, sfu: ShardedSFU, registry: WHIPSessions) {
+    init(id: String, room: String, uid: String, iceUfrag: String?, offer: String? = nil, sfu: ShardedSFU, registry: WHIPSessions) {
         self.id = id
         self.room = room
         self.uid = uid
-        self.iceUfrag = iceUfrag
-        etag = "\"\(id.prefix(8))-1\""
         self.sfu = sfu
         self.registry = registry
+        state.withLockedValue { state in
+            state.iceUfrag = iceUfrag
+            state.offerSDP = offer
+        }
+    }
+
+    /// After an ICE restart: the client's new credentials in the kept offer, a new ETag.
+    func restarted(ufrag: String, offer: String) {
+        state.withLockedValue { state in
+            state.iceUfrag = ufrag
+            state.offerSDP = offer
+            state.iceGeneration += 1
+        }
     }
 
     var isEnded: Bool { state.withLockedValue { $0.ended } }
