@@ -58,6 +58,12 @@ final class Participant: @unchecked Sendable {
     var dataMaxMessageSize = 65_536
     /// How its `_reliable` and `_lossy` channels frame messages (its join says).
     var dataFraming = DataFraming.envelope
+    /// Reliable messages relayed to it that its SCTP send buffer could not take yet, in order.
+    var dataBacklog: [(bytes: [UInt8], binary: Bool, stream: UInt16)] = []
+    var dataBacklogBytes = 0
+    var dataRetryScheduled = false
+    /// Past this much waiting, a reliable message to a receiver that does not drain is dropped (counted).
+    static let maxDataBacklogBytes = 8 << 20
     /// Lives as long as its publisher transport (a WHIP session): no ping timeout; it leaves when
     /// that transport fails or is closed.
     var mediaBound = false

@@ -83,10 +83,63 @@ extension SFU {
             }
             do {
                 let stream = try endpoint.channel(labelled: parameters.label)?.stream ?? endpoint.open(parameters)
-                try endpoint.send(bytes, binary: toSDK || binary, on: stream)
-                context.counters.dataMessagesOut += 1
+                relay(bytes, binary: toSDK || binary, on: stream, reliable: parameters.reliability == .reliable, to: receiver, endpoint: endpoint)
             } catch {
                 context.counters.dataMessagesDropped += 1
+            }
+        }
+    }
+
+    /// Sends on a receiver's channel. A reliable message its SCTP send buffer cannot take now
+    /// waits (in order, at most ``Participant/maxDataBacklogBytes``) and is sent as the buffer
+    /// drains; a lossy one is dropped, as the channel allows.
+    private func relay(_ bytes: [UInt8], binary: Bool, on stream: UInt16, reliable: Bool, to receiver: Participant, endpoint: DataChannelEndpoint) {
+        if receiver.dataBacklog.isEmpty {
+            do {
+                try endpoint.send(bytes, binary: binary, on: stream)
+                context.counters.dataMessagesOut += 1
+                return
+            } catch where !error.isTooLarge && reliable {
+                // Full: waits below.
+            } catch {
+                context.counters.dataMessagesDropped += 1
+                return
+            }
+        } else if !reliable {
+            context.counters.dataMessagesDropped += 1
+            return
+        }
+        guard receiver.dataBacklogBytes + bytes.count <= Participant.maxDataBacklogBytes else {
+            context.counters.dataMessagesDropped += 1
+            return
+        }
+        receiver.dataBacklog.append((bytes, binary, stream))
+        receiver.dataBacklogBytes += bytes.count
+        scheduleDataRetry(receiver, endpoint: endpoint)
+    }
+
+    private func scheduleDataRetry(_ receiver: Participant, endpoint: DataChannelEndpoint) {
+        guard !receiver.dataRetryScheduled else { return }
+        receiver.dataRetryScheduled = true
+        loop.scheduleTask(in: .milliseconds(5)) { [weak self, weak receiver] in
+            guard let self, let receiver else { return }
+            receiver.dataRetryScheduled = false
+            guard self.directory.contains(receiver), receiver.publisher?.dataChannels === endpoint else {
+                receiver.dataBacklog.removeAll()
+                receiver.dataBacklogBytes = 0
+                return
+            }
+            while let next = receiver.dataBacklog.first {
+                do {
+                    try endpoint.send(next.bytes, binary: next.binary, on: next.stream)
+                    self.context.counters.dataMessagesOut += 1
+                } catch let error as DataChannelEndpoint.Error where error.isTooLarge {
+                    self.context.counters.dataMessagesDropped += 1
+                } catch {
+                    return self.scheduleDataRetry(receiver, endpoint: endpoint)
+                }
+                receiver.dataBacklog.removeFirst()
+                receiver.dataBacklogBytes -= next.bytes.count
             }
         }
     }

@@ -178,4 +178,14 @@ struct DataChannelInteropTests {
         let dropped = metrics.out.split(separator: "\n").first { $0.hasPrefix("rtc_data_messages_dropped_total ") }
         #expect((dropped?.split(separator: " ").last.flatMap { Double($0) } ?? 0) >= 5, "\(dropped ?? "no counter")")
     }
+
+    @Test("rtc-cli bench data: every reliable message of a burst arrives (the engine and the relay wait for SCTP's buffer instead of dropping), with the latency and throughput figures next to aiortc's")
+    func benchData() throws {
+        let run = try runTool([cliPath, "bench", "data", "--messages", "100", "--throughput-messages", "300"], timeout: 240)
+        #expect(run.status == 0, "\(run.out.suffix(600)) \(run.err.suffix(600))")
+        print(run.out.split(separator: "\n").suffix(5).joined(separator: "\n"))
+        #expect(run.out.contains("(100 of 100 arrived)"), "\(run.out)")
+        #expect(run.out.contains("(300 of 300 arrived; the relay dropped 0"), "\(run.out)")
+        #expect(run.out.contains("aiortc → aiortc:") && !run.out.contains("aiortc → aiortc: nan"), "\(run.out)")
+    }
 }

@@ -36,6 +36,14 @@ class DataPeer(Publisher):
                 text = message if isinstance(message, str) else message.decode("utf-8", "replace")
                 self.heard.add(text.split(" ")[0])
                 if not text.endswith(" hello"):
+                    if self.args.size:
+                        # Throughput runs: arrival times and a count, not the (large) texts.
+                        now = round((time.monotonic() - self.start) * 1000, 3)
+                        self.report.setdefault("firstNumberedMs", now)
+                        self.report["lastNumberedMs"] = now
+                        self.report["numbered"] = self.report.get("numbered", 0) + 1
+                        self.report["received"].setdefault(on.label, []).append("")
+                        return
                     self.report["received"].setdefault(on.label, []).append(text)
 
         async def say():
@@ -50,6 +58,8 @@ class DataPeer(Publisher):
                 text = "%s %d" % (self.args.uid, index)
                 if self.args.pad and self.args.pad_every and index % self.args.pad_every == 0:
                     text += " " + "x" * self.args.pad
+                if self.args.size:
+                    text += " " + "x" * max(0, self.args.size - len(text) - 1)
                 channel.send(text)
                 self.report["sent"] += 1
 
@@ -128,6 +138,7 @@ def main():
         parser.add_argument("--peers", type=int, default=1, help="others to hear from before sending the numbered messages")
         parser.add_argument("--pad", type=int, default=0, help="bytes added to every --pad-every-th message")
         parser.add_argument("--pad-every", type=int, default=0)
+        parser.add_argument("--size", type=int, default=0, help="pad every numbered message to this many bytes (throughput runs)")
     run_and_report(DataPeer(parse_arguments(__doc__, extra=extra)))
 
 

@@ -34,6 +34,11 @@ final class DataStreams: @unchecked Sendable {
     /// Streams of the envelope channels once open; messages waiting for them.
     private var open: (reliable: UInt16?, lossy: UInt16?) = (nil, nil)
     private var queued: [(reliable: Bool, bytes: [UInt8])] = []
+    /// Messages SCTP refused for want of send buffer, sent again in order (on the transport's
+    /// loop) as it drains: a reliable message is never dropped for a full buffer. At most
+    /// ``queueLimit``: past it, `send` refuses (`messageRateExceeded`).
+    private var backlog: [(reliable: Bool, bytes: [UInt8])] = []
+    private var retryScheduled = false
     /// Whether the app asked for data (the engine enables the channels on every join then).
     private(set) var wanted = false
     private let emit: @Sendable (RTCEngineEvent) -> Void
@@ -93,6 +98,9 @@ final class DataStreams: @unchecked Sendable {
             streams[streamID] = stream
             isReliable = stream.reliable
         }
+        guard backlog.count < Self.queueLimit else {
+            throw RTCEngineError(.messageRateExceeded, "\(Self.queueLimit) messages wait for the data channel's send buffer already")
+        }
         guard let endpoint, let loop else {
             guard queued.count < Self.queueLimit else {
                 throw RTCEngineError(.messageRateExceeded, "\(Self.queueLimit) messages wait for the data channels already")
@@ -120,6 +128,9 @@ final class DataStreams: @unchecked Sendable {
             endpoint = nil
             loop = nil
             open = (nil, nil)
+            // What waited for the old association's buffer goes out on the next session's.
+            queued = backlog + queued
+            backlog.removeAll()
         }
     }
 
@@ -151,12 +162,49 @@ final class DataStreams: @unchecked Sendable {
     }
 
     private func sendOnLoop(_ bytes: [UInt8], reliable: Bool, endpoint: DataChannelEndpoint) {
-        let stream = lock.withLock { reliable ? open.reliable : open.lossy }
+        let (stream, waiting) = lock.withLock { (reliable ? open.reliable : open.lossy, !backlog.isEmpty) }
         guard let stream else {
             lock.withLock { if queued.count < Self.queueLimit { queued.append((reliable, bytes)) } }
             return
         }
-        try? endpoint.send(bytes, binary: true, on: stream)
+        // Behind messages already waiting for buffer: after them, in order.
+        if waiting {
+            lock.withLock { backlog.append((reliable, bytes)) }
+            return
+        }
+        do {
+            try endpoint.send(bytes, binary: true, on: stream)
+        } catch {
+            // Too large never fits; a full send buffer drains: try again shortly.
+            guard !error.isTooLarge else { return }
+            lock.withLock { backlog.append((reliable, bytes)) }
+            scheduleRetry(endpoint)
+        }
+    }
+
+    /// Sends what waits for buffer, in order, until SCTP refuses again (then a little later).
+    private func scheduleRetry(_ endpoint: DataChannelEndpoint) {
+        guard let loop = lock.withLock({ () -> EventLoop? in
+            guard !retryScheduled, let loop = self.loop else { return nil }
+            retryScheduled = true
+            return loop
+        }) else { return }
+        loop.scheduleTask(in: .milliseconds(5)) {
+            self.lock.withLock { self.retryScheduled = false }
+            while let next = self.lock.withLock({ self.backlog.first }) {
+                let stream = self.lock.withLock { next.reliable ? self.open.reliable : self.open.lossy }
+                guard let stream else { return }
+                do {
+                    try endpoint.send(next.bytes, binary: true, on: stream)
+                } catch let error as DataChannelEndpoint.Error where error.isTooLarge {
+                    self.lock.withLock { _ = self.backlog.removeFirst() }
+                    continue
+                } catch {
+                    return self.scheduleRetry(endpoint)
+                }
+                self.lock.withLock { _ = self.backlog.removeFirst() }
+            }
+        }
     }
 
     private func flush(_ endpoint: DataChannelEndpoint) {
