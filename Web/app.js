@@ -3,7 +3,7 @@
 // watch: join and show what arrives; publish: also publish camera + microphone; share: join as
 // <uid> (receiving nothing: the server takes a share only while its host is in the channel), then
 // as <uid>_sub, and publish the screen (getDisplayMedia, else a 1280x720 canvas).
-//   [&data=1] (a chat box over the data channels) [&sendData=TEXT&dataTopic=T&dataPeers=N]
+//   [&data=1] (a chat box over the data channels) [&sendData=TEXT&dataTopic=T&dataPeers=N&dataCount=C]
 // window.rtcTest is the state a test driver polls (Tests/Tools/browser_peer.py).
 import {RTCClient, RTCError, screenShareUID, requireCaptureContext, DEFAULT_SCREEN_SHARE_SUFFIX} from "./rtc.js";
 
@@ -425,11 +425,15 @@ async function setUpChat(client) {
   });
   const text = params.get("sendData");
   if (text) {
-    const peers = number("dataPeers", 0);
+    const peers = number("dataPeers", 0), count = number("dataCount", 1);
     while (client.participants.size < peers) await new Promise((resolve) => setTimeout(resolve, 100));
-    await client.publishData(text, {topic});
-    test.dataSent.push(text);
-    show(`${uid} (me)`, text);
+    for (let n = 0; n < count; n += 1) {
+      const line = count > 1 ? `${text} ${n}` : text;
+      await client.publishData(line, {topic});
+      test.dataSent.push(line);
+      show(`${uid} (me)`, line);
+      if (n + 1 < count) await new Promise((resolve) => setTimeout(resolve, 500));
+    }
   }
 }
 

@@ -59,17 +59,29 @@ struct DataChannelInteropTests {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Tools/\(name)").path
     }
 
-    @Test("headless Chromium and Firefox (plain-JS RTCDataChannel, no SDK) and aiortc in one room: each gets the others' messages once, in order")
+    @Test("headless Chromium and Firefox (plain-JS RTCDataChannel, no SDK) and aiortc in one room, with the web client in Chromium (our SDK's envelopes) and a Swift bot: each plain peer gets the others' messages once, in order, and the SDK clients' too; the SDK clients get everyone's")
     func browsersAndAiortc() async throws {
-        let (server, url, _) = try await Self.server()
+        let (server, url, port) = try await Self.server()
         defer { server.stop() }
-        let common = ["--raw-data", url, "--channel", "mixed", "--data-count", "20", "--data-expect", "40", "--data-peers", "2", "--seconds", "60"]
+        // The web page first (its 20 messages go once the four others are in), then the plain
+        // peers (they talk once they heard all four others), then the Swift bot (20 messages).
+        let page = "http://127.0.0.1:\(port)/?channel=mixed&uid=web&mode=watch&token=\(testToken(uid: "web", channel: "mixed"))"
+            + "&data=1&sendData=web&dataPeers=4&dataCount=20"
+        // It stays past its goal (data from all four) while its 20 messages go out.
+        let web = try ChildProcess(["python3", Self.browserTool("browser_peer.py"), page, "--expect-data", "4", "--hold", "15", "--seconds", "75"])
+        defer { web.stop() }
+        try await Task.sleep(for: .seconds(3))
+        let common = ["--raw-data", url, "--channel", "mixed", "--data-count", "20", "--data-expect", "80", "--data-peers", "4", "--seconds", "70"]
         let chromium = try ChildProcess(["python3", Self.browserTool("browser_peer.py"), "--uid", "chromium",
                                          "--token", testToken(uid: "chromium", channel: "mixed")] + common)
         let firefox = try ChildProcess(["python3", Self.browserTool("firefox_peer.py"), "--uid", "firefox",
                                         "--token", testToken(uid: "firefox", channel: "mixed")] + common)
         let aiortc = try ChildProcess(["python3", Self.tool, "--server", url, "--channel", "mixed", "--uid", "aiortc", "--token",
-                                       testToken(uid: "aiortc", channel: "mixed"), "--count", "20", "--expect", "40", "--peers", "2", "--seconds", "60"])
+                                       testToken(uid: "aiortc", channel: "mixed"), "--count", "20", "--expect", "80", "--peers", "4", "--seconds", "70"])
+        try await Task.sleep(for: .seconds(5))
+        let swift = try Self.bot(url, channel: "mixed", uid: "swift", send: "swift {n}@0.5", extra: ["--data-topic", "chat", "--data-count", "20"],
+                                 seconds: 60)
+        defer { swift.stop() }
         let peers = [("chromium", chromium), ("firefox", firefox), ("aiortc", aiortc)]
         for (_, peer) in peers { _ = await peer.wait(90) }
         for (uid, peer) in peers {
@@ -80,6 +92,25 @@ struct DataChannelInteropTests {
                 let fromOther = received.filter { $0.hasPrefix(other + " ") }
                 #expect(fromOther == (0..<20).map { "\(other) \($0)" }, "\(uid) from \(other): \(fromOther)")
             }
+            // From the SDK clients: their payloads, unwrapped, all of them in order.
+            for sdk in ["swift", "web"] {
+                #expect(Self.numbers(received, prefix: sdk) == Array(0..<20), "\(uid) from \(sdk): \(Self.numbers(received, prefix: sdk))")
+            }
+        }
+        _ = await web.wait(60)
+        let state = try Self.report(web)
+        let atWeb = state["data"] as? [[String: Any]] ?? []
+        #expect(state["ok"] as? Bool == true, "\(state["reason"] ?? "") \(atWeb.prefix(4))")
+        for other in ["chromium", "firefox", "aiortc", "swift"] {
+            let texts = atWeb.filter { $0["from"] as? String == other && $0["topic"] as? String == "chat" }.compactMap { $0["text"] as? String }
+            let numbers = Self.numbers(texts, prefix: other)
+            #expect(!numbers.isEmpty && numbers == Array(numbers[0]..<(numbers[0] + numbers.count)), "web from \(other): \(texts.prefix(5))")
+        }
+        swift.stop()
+        _ = await swift.wait(10)
+        let atSwift = Self.received(swift)
+        for other in ["chromium", "firefox", "aiortc", "web"] {
+            #expect(!Self.numbers(atSwift.filter { $0.uid == other }.map(\.text), prefix: other).isEmpty, "swift from \(other)")
         }
     }
 
