@@ -35,6 +35,8 @@ struct DataBench: AsyncParsableCommand {
         // The relay's limits raised past what the bench sends: it measures the path, not the policy.
         configuration.limits.dataMessagesPerSecond = 100_000
         configuration.limits.dataBytesPerSecond = 1_000_000_000
+        // The ping connection never joins: past the join deadline the server would close it.
+        configuration.limits.joinDeadlineSeconds = 3600
         let app = try await RTCServerApp.start(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton,
                                                logger: Logger(label: "rtc.bench") { _ in SwiftLogNoOpLogHandler() })
         let url = "ws://127.0.0.1:\(app.signalingAddress?.port ?? 0)/rtc"

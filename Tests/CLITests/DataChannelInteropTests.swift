@@ -210,6 +210,31 @@ struct DataChannelInteropTests {
         #expect((dropped?.split(separator: " ").last.flatMap { Double($0) } ?? 0) >= 5, "\(dropped ?? "no counter")")
     }
 
+    @Test("a flood past the sender's rate is dropped and counted, and never reaches the others past the rate; two other peers in the room exchange all their messages meanwhile")
+    func floodDropped() async throws {
+        let (server, url, port) = try await Self.server(["--data-messages-per-second", "20"])
+        defer { server.stop() }
+        func peer(_ uid: String, count: Int, expect: Int, peers: Int) throws -> ChildProcess {
+            try ChildProcess(["python3", Self.tool, "--server", url, "--channel", "flood", "--uid", uid, "--token", testToken(uid: uid, channel: "flood"),
+                              "--count", "\(count)", "--expect", "\(expect)", "--peers", "\(peers)", "--linger", "2", "--seconds", "15"])
+        }
+        // Two peers that talk at their normal pace (20 each) and listen for 15 s, and one that sends
+        // 3000 at once; a burst of 10 s at 20 a second lets about 200 of the flood through.
+        let a = try peer("a", count: 20, expect: 100_000, peers: 2), b = try peer("b", count: 20, expect: 100_000, peers: 2)
+        let flooder = try peer("flooder", count: 3000, expect: 0, peers: 2)
+        for process in [a, b, flooder] { _ = await process.wait(60) }
+        for (uid, other, process) in [("a", "b", a), ("b", "a", b)] {
+            let received = (try Self.report(process)["received"] as? [String: [String]])?["chat"] ?? []
+            #expect(received.filter { $0.hasPrefix(other + " ") } == (0..<20).map { "\(other) \($0)" }, "\(uid) from \(other)")
+            let flood = received.filter { $0.hasPrefix("flooder ") }.count
+            #expect(flood < 400, "\(uid) got \(flood) of the flood's 3000")
+        }
+        let metrics = try runTool(["python3", "-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())",
+                                   "http://127.0.0.1:\(port)/metrics"])
+        let dropped = metrics.out.split(separator: "\n").first { $0.hasPrefix("rtc_data_messages_dropped_total ") }
+        #expect((dropped?.split(separator: " ").last.flatMap { Double($0) } ?? 0) >= 2000, "\(dropped ?? "no counter")")
+    }
+
     @Test("rtc-cli bench data: every reliable message of a burst arrives (the engine and the relay wait for SCTP's buffer instead of dropping), with the latency and throughput figures next to aiortc's")
     func benchData() throws {
         let run = try runTool([cliPath, "bench", "data", "--messages", "100", "--throughput-messages", "300"], timeout: 240)

@@ -118,7 +118,7 @@ struct LiveKitInteropTests {
         defer { server.stop() }
         let dir = temporaryDirectory("livekit-mixed")
         let pattern = dir + "/pattern.y4m"
-        let made = try runTool(["python3", Self.tool, "y4m", pattern, "--size", "1280x720", "--fps", "15", "--seconds", "2"])
+        let made = try runTool(["python3", WHIPTests.tool("pattern.py"), "y4m", pattern, "--size", "1280x720", "--fps", "15", "--seconds", "2"])
         #expect(made.status == 0, "\(made.err)")
         let camera = try Self.swiftBot(url, room: "mixed", uid: "1001", ["--video", pattern, "--size", "1280x720", "--bitrate", "1500",
                                                                          "--print-data", "--send-data", "from swift@1", "--data-topic", "chat",

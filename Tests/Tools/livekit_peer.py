@@ -2,7 +2,6 @@
 """LiveKit's official Python SDK (`livekit`, its core Rust over libwebrtc) against our server.
 
 Subcommands:
-  y4m     write the still test pattern (Tests/Tools/pattern.py) as a Y4M file (what `rtc-cli join --video FILE.y4m` publishes)
   bot     one LiveKit participant: publishes the pattern and a tone if asked, watches every remote
           track (first frame, frames, size, PSNR against the pattern, audio energy), sends and
           prints data, answers RPCs; writes a JSON report
@@ -10,7 +9,7 @@ Subcommands:
           audio both ways, simulcast with the viewer choosing the layer, data reliable and lossy
           with topics and destinations, an RPC, mute and unmute; writes a JSON report
 
-The pattern is a function of the frame's relative coordinates, so a scaled layer is compared with
+The pattern (Tests/Tools/pattern.py) is a function of the frame's relative coordinates, so a scaled layer is compared with
 the pattern made at its own size. Everything is reported; the Swift tests judge
 (Tests/CLITests/LiveKitInteropTests.swift).
 """
@@ -23,7 +22,7 @@ import time
 import numpy as np
 from livekit import api, rtc
 
-from pattern import pattern_i420, psnr_luma, write_y4m
+from pattern import pattern_i420, psnr_luma
 
 
 def psnr(frame):
@@ -372,11 +371,6 @@ async def run_raw(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    y4m = sub.add_parser("y4m")
-    y4m.add_argument("path")
-    y4m.add_argument("--size", default="1280x720")
-    y4m.add_argument("--fps", type=int, default=15)
-    y4m.add_argument("--seconds", type=float, default=2)
     for name in ("bot", "pair", "raw"):
         p = sub.add_parser(name)
         p.add_argument("--url", required=True)
@@ -408,10 +402,7 @@ def main():
             p.add_argument("--data-delay", type=float, default=0, help="seconds to wait after them (their data channels opening)")
             p.add_argument("--print-data", action="store_true")
     args = parser.parse_args()
-    if args.command == "y4m":
-        width, height = map(int, args.size.split("x"))
-        write_y4m(args.path, width, height, args.fps, args.seconds)
-    elif args.command == "bot":
+    if args.command == "bot":
         asyncio.run(run_bot(args))
     elif args.command == "raw":
         asyncio.run(run_raw(args))

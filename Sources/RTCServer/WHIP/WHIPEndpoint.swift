@@ -101,24 +101,42 @@ final class WHIPEndpoint: Sendable {
         }
     }
 
+    /// What a WHIP or WHEP POST must bring, checked in RFC 9725's order: an SDP body, a room, a
+    /// token that may join it, an offer that parses. The refusal is the answer to send.
+    private func admit(room: String, headers: HTTPHeaders, body: [UInt8], usage: String)
+        -> Result<(token: (ours: String, uid: String), offer: SessionDescription), Refused> {
+        guard let type = headers.first(name: "Content-Type"), type.lowercased().hasPrefix("application/sdp") else {
+            return .failure(Refused(.text(.unsupportedMediaType, "the offer must be Content-Type: application/sdp",
+                                          headers: [("Accept-Post", "application/sdp")])))
+        }
+        guard !room.isEmpty, room.utf8.count <= 128 else { return .failure(Refused(.text(.notFound, "no room in the URL: POST to \(usage)"))) }
+        let token: (ours: String, uid: String)
+        switch resolveToken(headers.first(name: "Authorization"), room: room) {
+        case .success(let resolved): token = resolved
+        case .failure(let refusal): return .failure(Refused(.text(.unauthorized, refusal.reason, headers: [("WWW-Authenticate", "Bearer")])))
+        }
+        do {
+            return .success((token, try SessionDescription(parsing: String(decoding: body, as: UTF8.self))))
+        } catch {
+            return .failure(Refused(.text(.badRequest, "the body is not an SDP offer: \(error)")))
+        }
+    }
+
+    private struct Refused: Error {
+        let reply: HTTPReply
+        init(_ reply: HTTPReply) { self.reply = reply }
+    }
+
     // MARK: POST: a new session
 
     private func post(room: String, query: [String: String], headers: HTTPHeaders, body: [UInt8], loop: EventLoop) -> EventLoopFuture<HTTPReply> {
         func refuse(_ status: HTTPResponseStatus, _ reason: String, _ extra: [(String, String)] = []) -> EventLoopFuture<HTTPReply> {
             loop.makeSucceededFuture(.text(status, reason, headers: extra))
         }
-        guard let type = headers.first(name: "Content-Type"), type.lowercased().hasPrefix("application/sdp") else {
-            return refuse(.unsupportedMediaType, "the offer must be Content-Type: application/sdp", [("Accept-Post", "application/sdp")])
-        }
-        guard !room.isEmpty, room.utf8.count <= 128 else { return refuse(.notFound, "no room in the URL: POST to /whip/<room>") }
-        let token: (ours: String, uid: String)
-        switch resolveToken(headers.first(name: "Authorization"), room: room) {
-        case .success(let resolved): token = resolved
-        case .failure(let refusal): return refuse(.unauthorized, refusal.reason, [("WWW-Authenticate", "Bearer")])
-        }
-        let offer: SessionDescription
-        do { offer = try SessionDescription(parsing: String(decoding: body, as: UTF8.self)) } catch {
-            return refuse(.badRequest, "the body is not an SDP offer: \(error)")
+        let (token, offer): ((ours: String, uid: String), SessionDescription)
+        switch admit(room: room, headers: headers, body: body, usage: "/whip/<room>") {
+        case .success(let admitted): (token, offer) = admitted
+        case .failure(let refused): return loop.makeSucceededFuture(refused.reply)
         }
         let sending = offer.media.filter { ["audio", "video"].contains($0.mediaLine.kind) && ["sendonly", "sendrecv"].contains($0.direction) }
         guard !sending.isEmpty else { return refuse(.badRequest, "the offer sends no audio or video (WHIP publishes)") }
@@ -167,18 +185,10 @@ final class WHIPEndpoint: Sendable {
         func refuse(_ status: HTTPResponseStatus, _ reason: String, _ extra: [(String, String)] = []) -> EventLoopFuture<HTTPReply> {
             loop.makeSucceededFuture(.text(status, reason, headers: extra))
         }
-        guard let type = headers.first(name: "Content-Type"), type.lowercased().hasPrefix("application/sdp") else {
-            return refuse(.unsupportedMediaType, "the offer must be Content-Type: application/sdp", [("Accept-Post", "application/sdp")])
-        }
-        guard !room.isEmpty, room.utf8.count <= 128 else { return refuse(.notFound, "no room in the URL: POST to /whep/<room>[/<uid>]") }
-        let token: (ours: String, uid: String)
-        switch resolveToken(headers.first(name: "Authorization"), room: room) {
-        case .success(let resolved): token = resolved
-        case .failure(let refusal): return refuse(.unauthorized, refusal.reason, [("WWW-Authenticate", "Bearer")])
-        }
-        let offer: SessionDescription
-        do { offer = try SessionDescription(parsing: String(decoding: body, as: UTF8.self)) } catch {
-            return refuse(.badRequest, "the body is not an SDP offer: \(error)")
+        let (token, offer): ((ours: String, uid: String), SessionDescription)
+        switch admit(room: room, headers: headers, body: body, usage: "/whep/<room>[/<uid>]") {
+        case .success(let admitted): (token, offer) = admitted
+        case .failure(let refused): return loop.makeSucceededFuture(refused.reply)
         }
         guard offer.media.contains(where: { ["audio", "video"].contains($0.mediaLine.kind) && ["recvonly", "sendrecv"].contains($0.direction) }) else {
             return refuse(.badRequest, "the offer receives no audio or video (WHEP watches)")
