@@ -52,9 +52,11 @@ struct LiveKitInteropTests {
         // Video: each decodes the other's pattern, as sent (alice's at the size of a layer).
         let aliceVideo = Self.track(bob, identity: "alice", kind: "video"), bobVideo = Self.track(alice, identity: "bob", kind: "video")
         #expect((aliceVideo?["frames"] as? Int ?? 0) >= 100 && (bobVideo?["frames"] as? Int ?? 0) >= 100, "\(aliceVideo ?? [:]) \(bobVideo ?? [:])")
-        // bob's 640x360 (one layer) may arrive scaled while libwebrtc ramps up: against the pattern at its size.
+        // bob's 640x360 (one layer) may arrive scaled while libwebrtc adapts (seen: about 30.6 dB at
+        // a scaled size, 54 at 640x360): against the pattern at its size, 25 dB at least (a wrong
+        // or broken frame is far below).
         let bobPSNR = ((bobVideo?["psnr"] as? [[Any]]) ?? []).compactMap { $0[1] as? Double }
-        #expect(!bobPSNR.isEmpty && bobPSNR.suffix(5).allSatisfy { $0 >= 30 }, "bob's pattern at alice: \(bobVideo?["psnr"] ?? [])")
+        #expect(!bobPSNR.isEmpty && bobPSNR.suffix(5).allSatisfy { $0 >= 25 }, "bob's pattern at alice: \(bobVideo?["psnr"] ?? [])")
         let alicePSNR = ((aliceVideo?["psnr"] as? [[Any]]) ?? []).compactMap { $0[1] as? Double }
         #expect(!alicePSNR.isEmpty && alicePSNR.suffix(5).allSatisfy { $0 >= 30 }, "alice's pattern at bob: \(aliceVideo?["psnr"] ?? [])")
         // Audio: the 440 Hz tone at amplitude 8000 arrives with its energy (RMS about 5657).
