@@ -219,58 +219,47 @@ const s = window.whepPeer = {status: null, location: null, error: null, connecte
 """
 
 
-def run_whep(driver, args):
-    """Watches over WHEP until args.min_frames frames are decoded or args.seconds pass, then DELETEs."""
+def run_http_peer(driver, args, mode, script, endpoint, done, ok, reason):
+    """Runs a WHIP or WHEP page script against `endpoint` until `done(state)` or args.seconds, then
+    DELETEs its session; the result is the page's state with "ok" and, when not, "reason"."""
     started = time.monotonic()
-    parts = urlsplit(args.raw_whep)
-    driver.get("%s://%s/healthz" % (parts.scheme, parts.netloc))
-    driver.execute_script(WHEP_PEER, args.raw_whep, args.token)
+    parts = urlsplit(endpoint)
+    driver.get(getattr(args, "url", None) or "%s://%s/healthz" % (parts.scheme, parts.netloc))
+    driver.execute_script(script, endpoint, args.token)
+    global_name = "window.%sPeer" % mode
     state = None
     while time.monotonic() < started + args.seconds:
-        state = driver.execute_script("return window.whepPeer ? JSON.parse(JSON.stringify(window.whepPeer)) : null")
+        state = driver.execute_script("return %s ? JSON.parse(JSON.stringify(%s)) : null" % (global_name, global_name))
         LAST["state"] = state
-        if state is None or state.get("error") or (state.get("framesDecoded") or 0) >= args.min_frames:
+        if state is None or state.get("error") or done(state):
             break
         time.sleep(0.25)
     if state and state.get("status") == 201:
-        driver.execute_script("window.whepPeer.leave()")
+        driver.execute_script("%s.leave()" % global_name)
         time.sleep(0.5)
-        state = driver.execute_script("return JSON.parse(JSON.stringify(window.whepPeer))")
-    result = {"mode": "whep"}
-    result.update(state or {"error": "the WHEP peer did not start"})
-    result["ok"] = bool(state and state.get("status") == 201 and (state.get("framesDecoded") or 0) >= args.min_frames
-                        and state.get("deleted") == 200)
+        state = driver.execute_script("return JSON.parse(JSON.stringify(%s))" % global_name)
+    result = {"mode": mode}
+    result.update(state or {"error": "the %s peer did not start" % mode.upper()})
+    result["ok"] = bool(state and state.get("status") == 201 and ok(state) and state.get("deleted") == 200)
     if not result["ok"]:
-        result["reason"] = result.get("error") or "status %s, connected %s, %s frames, DELETE %s" % (
-            result.get("status"), result.get("connected"), result.get("framesDecoded"), result.get("deleted"))
+        result["reason"] = result.get("error") or reason(result)
     return result
+
+
+def run_whep(driver, args):
+    """Watches over WHEP until args.min_frames frames are decoded or args.seconds pass, then DELETEs."""
+    enough = lambda state: (state.get("framesDecoded") or 0) >= args.min_frames
+    return run_http_peer(driver, args, "whep", WHEP_PEER, args.raw_whep, enough, enough,
+                         lambda r: "status %s, connected %s, %s frames, DELETE %s" % (
+                             r.get("status"), r.get("connected"), r.get("framesDecoded"), r.get("deleted")))
 
 
 def run_whip(driver, args):
     """Publishes over WHIP for args.seconds, then DELETEs the session."""
-    started = time.monotonic()
-    parts = urlsplit(args.raw_whip)
-    driver.get(args.url or "%s://%s/healthz" % (parts.scheme, parts.netloc))
-    driver.execute_script(WHIP_PEER, args.raw_whip, args.token)
-    state = None
-    while time.monotonic() < started + args.seconds:
-        state = driver.execute_script("return window.whipPeer ? JSON.parse(JSON.stringify(window.whipPeer)) : null")
-        LAST["state"] = state
-        if state is None or state.get("error"):
-            break
-        time.sleep(0.25)
-    if state and not state.get("error"):
-        driver.execute_script("window.whipPeer.leave()")
-        time.sleep(0.5)
-        state = driver.execute_script("return JSON.parse(JSON.stringify(window.whipPeer))")
-    result = {"mode": "whip"}
-    result.update(state or {"error": "the WHIP peer did not start"})
-    result["ok"] = bool(state and state.get("status") == 201 and state.get("connected") and (state.get("framesSent") or 0) > 0
-                        and state.get("deleted") == 200)
-    if not result["ok"]:
-        result["reason"] = result.get("error") or "status %s, connected %s, %s frames, DELETE %s" % (
-            result.get("status"), result.get("connected"), result.get("framesSent"), result.get("deleted"))
-    return result
+    return run_http_peer(driver, args, "whip", WHIP_PEER, args.raw_whip, lambda state: False,
+                         lambda state: state.get("connected") and (state.get("framesSent") or 0) > 0,
+                         lambda r: "status %s, connected %s, %s frames, DELETE %s" % (
+                             r.get("status"), r.get("connected"), r.get("framesSent"), r.get("deleted")))
 
 
 class Terminated(Exception):
