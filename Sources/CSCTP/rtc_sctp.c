@@ -41,6 +41,15 @@ static void initialize(void) {
     // As browsers run it: no ECN, no ASCONF (streams: SCTP_INITMSG per socket).
     usrsctp_sysctl_set_sctp_ecn_enable(0);
     usrsctp_sysctl_set_sctp_asconf_enable(0);
+    // Retransmission timers as libwebrtc's SCTP runs them: the backoff stops at 3 s (RFC 4960's
+    // 60 s let a lossy path stall a reliable channel for minutes after a few lost retransmissions),
+    // and an association survives 20 timeouts in a row rather than 10, so a long outage of the
+    // path is still the media transport's to declare.
+    usrsctp_sysctl_set_sctp_rto_initial_default(1000);
+    usrsctp_sysctl_set_sctp_rto_min_default(400);
+    usrsctp_sysctl_set_sctp_rto_max_default(3000);
+    usrsctp_sysctl_set_sctp_assoc_rtx_max_default(20);
+    usrsctp_sysctl_set_sctp_path_rtx_max_default(20);
 }
 
 static void notification(rtc_sctp *sctp, const union sctp_notification *note, size_t length) {
