@@ -143,7 +143,12 @@ function wire(client) {
     if (item && item.entry) item.entry.muted = e.detail.muted;
     if (item && item.tile) item.tile.classList.toggle("muted", e.detail.muted);
   });
-  client.addEventListener("participants", () => { test.participants = [...client.participants.keys()]; });
+  client.addEventListener("participants", () => {
+    test.participants = [...client.participants.keys()];
+    // What the server's API set (docs/server-api.md): names, metadata, attributes by uid.
+    test.metadata = Object.fromEntries([...client.participants].map(([uid, info]) =>
+      [uid, {name: info.name ?? null, metadata: info.metadata ?? null, attributes: info.attributes ?? null}]));
+  });
   client.addEventListener("participantLeft", (e) => {
     test.participants = [...client.participants.keys()];
     note(`left ${e.detail.uid} (${e.detail.reason})`);

@@ -65,6 +65,7 @@ public enum LiveKitMapping {
         case .tokenExpired: .participantRemoved
         case .timeout: .connectionTimeout
         case .kicked: .participantRemoved
+        case .roomDeleted: .roomDeleted
         }
     }
 
@@ -116,7 +117,8 @@ public enum LiveKitMapping {
         var info = LKParticipantInfo()
         info.sid = participant.sid
         info.identity = participant.uid
-        info.name = participant.uid
+        info.name = participant.name ?? participant.uid
+        info.metadata = participant.metadata ?? ""
         info.state = state
         info.version = UInt32(clamping: max(participant.version, 0))
         info.tracks = tracks ?? participant.tracks.map { track($0) }
@@ -127,7 +129,8 @@ public enum LiveKitMapping {
         permission.canPublish = participant.role == .broadcaster
         permission.canPublishData = true
         info.permission = permission
-        if case .screenShare(let owner) = participant.kind { info.attributes = ["screenShareOwner": owner] }
+        info.attributes = participant.attributes ?? [:]
+        if case .screenShare(let owner) = participant.kind { info.attributes["screenShareOwner"] = owner }
         return info
     }
 }

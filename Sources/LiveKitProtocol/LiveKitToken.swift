@@ -112,6 +112,9 @@ public struct LiveKitClaims: Codable, Sendable, Hashable {
         token.issuedAt = Int64((issuedAt ?? notBefore ?? 0).rounded(.down))
         token.notBefore = Int64((notBefore ?? 0).rounded(.down))
         token.expiresAt = Int64((expiresAt ?? 0).rounded(.down))
+        token.name = name
+        token.metadata = metadata
+        token.attributes = attributes
         return token
     }
 }

@@ -28,6 +28,8 @@ public struct LiveKitTranslator: Sendable {
     private var published: [String: LKAddTrackRequest] = [:]
     /// The newest of each other participant this client was told of (for the DISCONNECTED update).
     private var known: [String: LKParticipantInfo] = [:]
+    /// The room's metadata as last told.
+    private var roomMetadata = ""
     /// Whether pings come as `ping_req` (a message) rather than the older int64 `ping`.
     private var pingsAsMessages = false
     /// The id of the client's latest publisher offer, echoed in the answer.
@@ -235,6 +237,11 @@ public struct LiveKitTranslator: Sendable {
             out.toClient.append(.with { $0.subscribedQualityUpdate = Self.qualityUpdate(request) })
         case .layerChanged:
             break
+        case .roomUpdate(let update):
+            roomMetadata = update.metadata
+            out.toClient.append(.with { $0.roomUpdate = .with { $0.room = roomInfo(participants: nil) } })
+        case .trackMuted(let request):
+            out.toClient.append(.with { $0.mute = .with { $0.sid = request.trackSid; $0.muted = request.muted } })
         }
         return out
     }
@@ -244,12 +251,8 @@ public struct LiveKitTranslator: Sendable {
     /// connects its publisher PeerConnection at once, with the data channels on it.
     private mutating func joinResponse(_ join: Signaling.JoinResponse) -> LKJoinResponse {
         var response = LKJoinResponse()
-        response.room = .with {
-            $0.sid = "RM_" + room
-            $0.name = room
-            $0.numParticipants = UInt32(join.others.count + 1)
-            $0.enabledCodecs = [.with { $0.mime = "video/VP8" }, .with { $0.mime = "audio/opus" }]
-        }
+        roomMetadata = join.roomMetadata ?? ""
+        response.room = roomInfo(participants: join.others.count + 1)
         response.participant = LiveKitMapping.participant(join.participant)
         response.participant.permission.canPublishData = claims.grants.maySendData(screenShare: false)
         for other in join.others { known[other.uid] = LiveKitMapping.participant(other) }
@@ -262,6 +265,17 @@ public struct LiveKitTranslator: Sendable {
         response.serverInfo = Self.serverInfo
         response.enabledPublishCodecs = [.with { $0.mime = "video/VP8" }, .with { $0.mime = "audio/opus" }]
         return response
+    }
+
+    /// The room as LiveKit's clients see it (`participants` when known).
+    private func roomInfo(participants: Int?) -> LKRoom {
+        .with {
+            $0.sid = "RM_" + room
+            $0.name = room
+            $0.metadata = roomMetadata
+            if let participants { $0.numParticipants = UInt32(participants) }
+            $0.enabledCodecs = [.with { $0.mime = "video/VP8" }, .with { $0.mime = "audio/opus" }]
+        }
     }
 
     private mutating func update(_ participants: [Signaling.ParticipantInfo]) -> LKSignalResponse {

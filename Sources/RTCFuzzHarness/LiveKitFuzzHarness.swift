@@ -24,6 +24,12 @@ extension FuzzHarness {
             precondition(LiveKitData.packet(LiveKitData.serialized(packet)) != nil, "data packet round trip")
             _ = LiveKitData.destinations(of: packet)
         }
+        // The server API's request bodies (Twirp), as protobuf and as JSON, for every method.
+        for method in RoomServiceRequest.methods {
+            for json in [false, true] {
+                if let request = try? RoomServiceRequest(method: method, body: bytes, json: json) { _ = request.grant }
+            }
+        }
         let text = String(decoding: bytes, as: UTF8.self)
         _ = try? LiveKitClaims.verifySignature(text, keys: ["key": "secret"])
         _ = try? LiveKitConnectRequest(uri: "/rtc?" + text, authorization: text)

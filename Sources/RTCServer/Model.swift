@@ -44,6 +44,12 @@ final class Participant: @unchecked Sendable {
     /// it ever pinned (unpinning drops the subscriptions, not the listing).
     var revealed: Set<String> = []
     var version = 1
+    /// Its display name, metadata and attributes (the token's, then the API's): in ``info``.
+    var name: String?
+    var metadata: String?
+    var attributes: [String: String] = [:]
+    /// The signaling protocol its client speaks (what it may be sent).
+    var protocolVersion = ProtocolVersion.current
     var lastSeen: Int64
     /// When it joined (clock s).
     let joinedAt: Int64
@@ -170,7 +176,8 @@ final class Participant: @unchecked Sendable {
     }
 
     var info: ParticipantInfo {
-        ParticipantInfo(uid: uid, sid: sid, role: role, kind: kind, tracks: tracks.map(\.info), version: version)
+        ParticipantInfo(uid: uid, sid: sid, role: role, kind: kind, tracks: tracks.map(\.info), version: version,
+                        name: name, metadata: metadata, attributes: attributes.isEmpty ? nil : attributes)
     }
 
     /// The track and stream a packet with SSRC `ssrc` belongs to.

@@ -34,6 +34,16 @@ public final class RTCServerApp: Sendable {
         // A wrong Redis URL is refused before anything binds.
         let redisURL = try configuration.redisURL.map { text throws(RedisError) in try RedisURL(parsing: text) }
         let sfu = try await ShardedSFU.start(configuration: configuration, group: group, logger: logger)
+        let webhooks: WebhookNotifier?
+        do {
+            let key = configuration.webhookAPIKey ?? ""
+            webhooks = try WebhookNotifier(urls: configuration.webhookURLs, apiKey: key, secret: configuration.liveKitKeys[key] ?? "",
+                                           queueLimit: configuration.webhookQueueLimit, group: group, logger: logger)
+        } catch {
+            await sfu.shutdown()
+            throw error
+        }
+        if let webhooks { try await sfu.setEventSink { webhooks.post($0) } }
         let handle = ClusterHandle()
         let metrics = ServerMetrics()
         let otherMetrics = NIOLockedValueBox<(@Sendable () async -> [String])?>(nil)
@@ -44,7 +54,7 @@ public final class RTCServerApp: Sendable {
             devTokens: configuration.mintsDevTokens ? DevTokenMinter(secret: configuration.secret) : nil,
             limits: configuration.limits,
             metrics: {
-                let own = sfu.counterSnapshot.map { metrics.scrape($0) }
+                let own = sfu.counterSnapshot.map { metrics.scrape($0) + (webhooks?.prometheus ?? "") }
                 guard let others = otherMetrics.withLockedValue({ $0 }) else { return own }
                 return own.flatMap { text in own.eventLoop.makeFutureWithTask { PrometheusSum.sum([text] + (await others())) } }
             })

@@ -3,8 +3,38 @@
 final class Room: @unchecked Sendable {  // confined to the SFU event loop, as are the model classes
     let name: String
     fileprivate(set) var participants: [String: Participant] = [:]
+    /// What the server's API shows of it (docs/server-api.md): an id, when it started (clock s),
+    /// the app's metadata, and a cap on participants set by `CreateRoom` (0: the server's).
+    let sid: String
+    let createdAt: Int64
+    var metadata: String
+    var maxParticipants: Int
 
-    init(name: String) { self.name = name }
+    init(name: String, sid: String = "", createdAt: Int64 = 0, settings: RoomSettings? = nil) {
+        self.name = name
+        self.sid = settings?.sid ?? sid
+        self.createdAt = settings?.createdAt ?? createdAt
+        metadata = settings?.metadata ?? ""
+        maxParticipants = settings?.maxParticipants ?? 0
+    }
+}
+
+/// A room made through the server's API before anyone joined it: its settings wait for the first
+/// join (``ShardedSFU``'s table), and it is listed until then, or until its empty timeout.
+public struct RoomSettings: Sendable, Hashable {
+    public var sid: String
+    public var createdAt: Int64
+    public var metadata: String
+    public var maxParticipants: Int
+    public var emptyTimeout: Int
+
+    public init(sid: String, createdAt: Int64, metadata: String = "", maxParticipants: Int = 0, emptyTimeout: Int = 300) {
+        self.sid = sid
+        self.createdAt = createdAt
+        self.metadata = metadata
+        self.maxParticipants = maxParticipants
+        self.emptyTimeout = emptyTimeout
+    }
 }
 
 /// Where the SFU finds rooms and participants: by room name, by uid within a room, by session id

@@ -53,11 +53,21 @@ extension SFU {
             context.counters.dataMessagesDropped += 1
             return
         }
-        let destinations = message.destinations.isEmpty ? nil : Set(message.destinations)
         // The kind is the channel's (LiveKit's clients write an inverted `kind` in their packets).
-        let reliable = channel.parameters.reliability == .reliable
+        deliver(message, reliable: channel.parameters.reliability == .reliable, channel: channel.parameters, fromSDK: fromSDK,
+                binary: binary, in: sender.room, except: sender)
+    }
+
+    /// Relays one message to the room's participants (its destinations, when it names some) other
+    /// than `sender`, each in its own framing, on a channel like `channel` (a framed message for a
+    /// plain peer goes on the channel labelled with its topic). Returns how many it was sent to.
+    @discardableResult
+    func deliver(_ message: RelayedData, reliable: Bool, channel: DCEPMessage.DataChannelParameters, fromSDK: Bool, binary: Bool, in room: Room,
+                 except sender: Participant?) -> Int {
+        let destinations = message.destinations.isEmpty ? nil : Set(message.destinations)
         var framed: [DataFraming: [UInt8]] = [:]
-        for receiver in sender.room.participants.values where receiver !== sender {
+        var sent = 0
+        for receiver in room.participants.values where receiver !== sender {
             if let destinations, !destinations.contains(receiver.uid) { continue }
             guard let endpoint = receiver.publisher?.dataChannels, endpoint.isConnected else { continue }
             let toSDK = endpoint.openChannels.contains { DataEnvelope.isEnvelopeLabel($0.parameters.label) }
@@ -75,19 +85,21 @@ extension SFU {
                 context.counters.dataMessagesDropped += 1
                 continue
             }
-            var parameters = channel.parameters
+            var parameters = channel
             if toSDK {
                 parameters = reliable ? DataEnvelope.reliableChannel : DataEnvelope.lossyChannel
             } else if fromSDK {
-                parameters.label = message.topic.isEmpty ? channel.parameters.label : message.topic
+                parameters.label = message.topic.isEmpty ? channel.label : message.topic
             }
             do {
                 let stream = try endpoint.channel(labelled: parameters.label)?.stream ?? endpoint.open(parameters)
                 relay(bytes, binary: toSDK || binary, on: stream, reliable: parameters.reliability == .reliable, to: receiver, endpoint: endpoint)
+                sent += 1
             } catch {
                 context.counters.dataMessagesDropped += 1
             }
         }
+        return sent
     }
 
     /// Sends on a receiver's channel. A reliable message its SCTP send buffer cannot take now
@@ -158,6 +170,16 @@ struct RelayedData {
     let senderSid: String
 
     struct Unreadable: Error {}
+
+    /// A message from the server itself (the API's `SendData`): no sender.
+    init(serverPayload: [UInt8], topic: String, destinations: [String]) {
+        self.destinations = destinations
+        self.topic = topic
+        payload = serverPayload
+        packet = nil
+        sender = ""
+        senderSid = ""
+    }
 
     /// `framing` nil: a plain peer's message (its label is the topic).
     init(_ data: [UInt8], framedBy framing: DataFraming?, label: String, sender: Participant) throws {

@@ -25,12 +25,16 @@ extension SFU {
             olderPeer?.close()
             context.counters.duplicateIdentities += 1
         }
-        let room = directory.room(named: request.channel) ?? Room(name: request.channel)
+        let existing = directory.room(named: request.channel)
+        let room = existing ?? Room(name: request.channel, sid: makeID("RM"), createdAt: clock(),
+                                    settings: context.takeRoomSettings?(request.channel))
         guard context.tally.total < configuration.limits.maxParticipants else {
             return fail(.limitExceeded, "the server is full (\(configuration.limits.maxParticipants) participants)")
         }
-        guard room.participants.count < configuration.limits.maxParticipantsPerRoom else {
-            return fail(.limitExceeded, "\(request.channel) is full (\(configuration.limits.maxParticipantsPerRoom) participants)")
+        let roomCap = room.maxParticipants > 0 ? min(room.maxParticipants, configuration.limits.maxParticipantsPerRoom)
+            : configuration.limits.maxParticipantsPerRoom
+        guard room.participants.count < roomCap else {
+            return fail(.limitExceeded, "\(request.channel) is full (\(roomCap) participants)")
         }
         let participant = Participant(uid: request.uid, sid: makeID("PA"), role: request.role, room: room, peer: peer,
                                       grants: claims.grants, tokenExpiresAt: claims.expiresAt,
@@ -45,10 +49,17 @@ extension SFU {
         participant.speaksLayers = request.sdk.protocolVersion >= ProtocolVersion(major: 1, minor: 4)
         participant.dataFraming = request.dataFraming ?? .envelope
         participant.mediaBound = request.mediaBound ?? false
+        participant.protocolVersion = request.sdk.protocolVersion
+        let limits = configuration.limits
+        participant.name = claims.name.map { String($0.prefix(limits.maxNameBytes)) }
+        participant.metadata = claims.metadata.flatMap { $0.utf8.count <= limits.maxMetadataBytes ? $0 : nil }
+        if let attributes = claims.attributes, ParticipantAttributes.fit(attributes, limits: limits) { participant.attributes = attributes }
         directory.insert(participant)
         context.tally.add(1, shard: context.shardIndex)
         directory.bind(peer, to: participant)
         participant.send(.joined(joinResponse(for: participant)), requestID: requestID)
+        if existing == nil { context.onEvent?(.roomStarted(room.view)) }
+        context.onEvent?(.participantJoined(room.view, participant.view))
         announce(participant)
         if !participant.autoSubscribe.isEmpty && participant.grants.subscribe {
             let tracks = room.participants.values.filter { participant.sees($0) }.flatMap(\.tracks)
@@ -63,7 +74,8 @@ extension SFU {
                      iceServers: iceServers(for: participant.uid),
                      pingInterval: configuration.pingInterval, pingTimeout: configuration.pingTimeout,
                      resumeWindow: configuration.resumeWindow, serverVersion: configuration.protocolVersion,
-                     screenShareSuffix: configuration.screenShareSuffix)
+                     screenShareSuffix: configuration.screenShareSuffix,
+                     roomMetadata: participant.room.metadata.isEmpty ? nil : participant.room.metadata)
     }
 
     /// The configured TURN servers with credentials for `uid` that expire with `turnCredentialSeconds`.
@@ -113,9 +125,14 @@ extension SFU {
         participant.subscriptions.removeAll()
         if let publisher = participant.publisher { port.removeOnLoop(publisher) }
         if let subscriber = participant.subscriber { port.removeOnLoop(subscriber) }
+        let view = participant.view
         directory.remove(participant)
         context.tally.add(-1, shard: context.shardIndex)
-        if directory.room(named: room.name) == nil { context.onRoomDropped?(room.name) }
+        context.onEvent?(.participantLeft(room.view, view, reason))
+        if directory.room(named: room.name) == nil {
+            context.onRoomDropped?(room.name)
+            context.onEvent?(.roomFinished(room.view))
+        }
         for other in room.participants.values where other.sees(participant) {
             other.send(.participantLeft(uid: participant.uid, reason: reason))
         }

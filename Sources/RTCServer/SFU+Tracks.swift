@@ -9,7 +9,7 @@ extension SFU {
 
     /// Why `participant` may not publish a `kind` track from `source` (nil: it may): the role, the
     /// token's grant for the source, and a source that fits the kind (a microphone is audio).
-    private func mayPublish(_ participant: Participant, kind: TrackKind, source: TrackSource) -> String? {
+    func mayPublish(_ participant: Participant, kind: TrackKind, source: TrackSource) -> String? {
         guard participant.role == .broadcaster else { return "an audience member cannot publish" }
         let fits = switch source {
         case .camera, .screen: kind == .video
@@ -65,6 +65,7 @@ extension SFU {
         }
         participant.tracks.append(track)
         participantChanged(participant)
+        context.onEvent?(.trackPublished(participant.room.view, participant.view, track.info))
         for other in participant.room.participants.values
         where other.grants.subscribe && other.sees(participant) && other.subscribesAutomatically(to: track) {
             subscribe(other, to: [track])
@@ -75,6 +76,7 @@ extension SFU {
     func unpublish(_ track: PublishedTrack) {
         let owner = track.owner
         owner.tracks.removeAll { $0 === track }
+        context.onEvent?(.trackUnpublished(owner.room.view, owner.view, track.info))
         owner.refreshRepairStreams()
         let affected = track.subscriptions.map(\.subscriber)
         for subscription in track.subscriptions { unsubscribe(subscription) }
@@ -260,7 +262,7 @@ extension SFU {
         if added { offerSubscriber(participant) }
     }
 
-    private func unsubscribe(_ subscription: Subscription) {
+    func unsubscribe(_ subscription: Subscription) {
         let participant = subscription.subscriber
         participant.forwardedHistory[ForwardedStream(uid: subscription.track.owner.uid, kind: subscription.track.info.kind), default: 0]
             += subscription.packetsForwarded

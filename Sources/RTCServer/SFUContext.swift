@@ -32,6 +32,10 @@ final class SFUContext: @unchecked Sendable {
     var tally = ParticipantTally(shards: 1)
     /// Told the name of a room this SFU has just dropped (its last participant left).
     var onRoomDropped: ((String) -> Void)?
+    /// Settings a room made through the API left for its first join (``ShardedSFU``), taken once.
+    var takeRoomSettings: ((String) -> RoomSettings?)?
+    /// Told what happens in rooms (webhooks), on this loop.
+    var onEvent: ((RoomEvent) -> Void)?
     /// The server's log (negotiation outcomes at info level).
     var logger = Logger(label: "rtc.sfu")
     /// Seconds since 1970.

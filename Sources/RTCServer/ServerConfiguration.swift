@@ -31,6 +31,15 @@ public struct ServerLimits: Sendable, Hashable {
     public var maxOutboundBytes = 1 << 20
     /// Longest error reason sent back (a reason quoting the client's input is cut there).
     public var maxReasonLength = 256
+    /// Participant and room metadata (the token's or the API's), display names and attributes:
+    /// larger ones are refused (the API says why; a token's is left out).
+    public var maxMetadataBytes = 16 * 1024
+    public var maxNameBytes = 256
+    public var maxAttributes = 64
+    public var maxAttributeBytes = 4096
+    /// Server API (`/twirp/livekit.RoomService/…`) calls per second and per API key, with a burst.
+    public var apiCallsPerSecond = 50.0
+    public var apiCallBurst = 200.0
     /// Data channels: the largest message relayed (LiveKit's is about 15 KiB; we take 64 KiB, the
     /// size browsers offer), and the messages and bytes per second one participant may send, past
     /// which its messages are dropped and counted. The bursts are ten seconds' worth: after a stall
@@ -83,6 +92,12 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// LiveKit API keys and their secrets: LiveKit's clients and tokens are accepted when there is
     /// one (docs/livekit.md).
     public var liveKitKeys: [String: String] = [:]
+    /// Where room events are POSTed as LiveKit's webhooks (docs/server-api.md), signed with the
+    /// secret of `webhookAPIKey` (one of `liveKitKeys`).
+    public var webhookURLs: [String] = []
+    public var webhookAPIKey: String?
+    /// Events that wait for one webhook receiver at most (later ones are dropped and counted).
+    public var webhookQueueLimit = 1000
     /// The signaling protocol this server speaks.
     public var protocolVersion: ProtocolVersion
     /// Seconds between client pings, and of silence after which a participant is dropped.

@@ -18,6 +18,8 @@ public final class ShardedSFU: SignalingSink, Sendable {
     public let shards: [SFU]
     private let router: NIOLockedValueBox<ShardRouter>
     private let tally: ParticipantTally
+    /// Rooms made through the API that wait for their first join (``listRooms(names:)``).
+    let createdRooms = CreatedRooms()
 
     public var configuration: ServerConfiguration { shards[0].configuration }
     /// The first shard's media port (the only one with `mediaThreads` 1).
@@ -57,6 +59,7 @@ public final class ShardedSFU: SignalingSink, Sendable {
         for (index, shard) in shards.enumerated() {
             try await shard.loop.submit {
                 shard.context.onRoomDropped = { [weak sharded] name in sharded?.roomDropped(name, shard: index) }
+                shard.context.takeRoomSettings = { [weak sharded] name in sharded?.createdRooms.take(name) }
             }.get()
         }
         return sharded

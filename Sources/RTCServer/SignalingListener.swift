@@ -475,6 +475,7 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
     private let devTokens: DevTokenMinter?
     private let liveKit: LiveKitFrontEnd?
     private let whip: WHIPEndpoint?
+    private let roomService: RoomServiceAPI?
     private var head: HTTPRequestHead?
     /// A WHIP request's body (at most `WHIPEndpoint.maxBodyBytes`; past it, only that it was larger).
     private var body: [UInt8] = []
@@ -489,8 +490,10 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
     private let logger: Logger
 
     init(metrics: @escaping @Sendable () -> EventLoopFuture<String>, web: WebRoot?, devTokens: DevTokenMinter?, liveKit: LiveKitFrontEnd? = nil,
-         whip: WHIPEndpoint? = nil, maxQueuedBytes: Int = ServerLimits().maxOutboundBytes, logger: Logger = Logger(label: "rtc.server")) {
+         whip: WHIPEndpoint? = nil, roomService: RoomServiceAPI? = nil, maxQueuedBytes: Int = ServerLimits().maxOutboundBytes,
+         logger: Logger = Logger(label: "rtc.server")) {
         self.logger = logger
+        self.roomService = roomService
         self.liveKit = liveKit
         self.whip = whip
         self.metrics = metrics
@@ -512,9 +515,9 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
             bodyTooLarge = false
             lastRequestNs = NIODeadline.now().uptimeNanoseconds
         case .body(var chunk):
-            // Only WHIP reads bodies; others are dropped as they come.
-            guard let head, WHIPEndpoint.handles(head.uri), !bodyTooLarge else { return }
-            if body.count + chunk.readableBytes > WHIPEndpoint.maxBodyBytes {
+            // Only WHIP and the server API read bodies; others are dropped as they come.
+            guard let head, WHIPEndpoint.handles(head.uri) || RoomServiceAPI.handles(head.uri), !bodyTooLarge else { return }
+            if body.count + chunk.readableBytes > max(WHIPEndpoint.maxBodyBytes, RoomServiceAPI.maxBodyBytes) {
                 bodyTooLarge = true
                 body = []
             } else {
@@ -523,15 +526,24 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
         case .end:
             guard let head else { return }
             self.head = nil
-            if let whip, WHIPEndpoint.handles(head.uri) {
+            let answer: EventLoopFuture<HTTPReply>? =
+                if let whip, WHIPEndpoint.handles(head.uri) {
+                    whip.handle(method: head.method, uri: head.uri, headers: head.headers, body: body, bodyTooLarge: bodyTooLarge,
+                                loop: context.eventLoop)
+                } else if let roomService, RoomServiceAPI.handles(head.uri) {
+                    roomService.handle(method: head.method, uri: head.uri, headers: head.headers, body: body, bodyTooLarge: bodyTooLarge,
+                                       loop: context.eventLoop)
+                } else {
+                    nil
+                }
+            if let answer {
                 let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-                whip.handle(method: head.method, uri: head.uri, headers: head.headers, body: body, bodyTooLarge: bodyTooLarge, loop: context.eventLoop)
-                    .whenComplete { result in
-                        let (handler, context) = loopBound.value
-                        let reply = (try? result.get()) ?? .text(.internalServerError, "the WHIP request failed")
-                        handler.respond(context, head, status: reply.status, type: reply.contentType,
-                                        body: context.channel.allocator.buffer(string: reply.body), headers: reply.headers)
-                    }
+                answer.whenComplete { result in
+                    let (handler, context) = loopBound.value
+                    let reply = (try? result.get()) ?? .text(.internalServerError, "the request failed")
+                    let buffer = reply.bytes.map { context.channel.allocator.buffer(bytes: $0) } ?? context.channel.allocator.buffer(string: reply.body)
+                    handler.respond(context, head, status: reply.status, type: reply.contentType, body: buffer, headers: reply.headers)
+                }
                 body = []
                 return
             }
@@ -629,6 +641,7 @@ func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedS
                    metrics: @escaping @Sendable () -> EventLoopFuture<String>) async throws -> Channel {
     let liveKit = LiveKitFrontEnd(configuration: sfu.configuration)
     let whip = WHIPEndpoint(sfu: sfu)
+    let roomService = RoomServiceAPI(sfu: sfu)
     let perIP = ConnectionsPerIP(limit: limits.maxConnectionsPerIP)
     return try await ServerBootstrap(group: group)
         .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -644,7 +657,7 @@ func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedS
             }
             JoinDeadline.arm(channel, seconds: limits.joinDeadlineSeconds, sfu: sfu, logger: logger)
             let endpoints = HTTPEndpoints(metrics: metrics, web: web, devTokens: devTokens, liveKit: liveKit, whip: whip,
-                                          maxQueuedBytes: limits.maxOutboundBytes, logger: logger)
+                                          roomService: roomService, maxQueuedBytes: limits.maxOutboundBytes, logger: logger)
             let upgrader = NIOWebSocketServerUpgrader(
                 maxFrameSize: maxWebSocketFrame,
                 shouldUpgrade: { channel, head in

@@ -59,6 +59,11 @@ public struct ServerCommand: AsyncParsableCommand {
     var apiKeys: [String] = []
     @Option(name: .customLong("api-secret"), parsing: .singleValue, help: "The secret of the --api-key before it.")
     var apiSecrets: [String] = []
+    @Option(name: .customLong("webhook-url"), parsing: .singleValue,
+            help: "POST room events here as LiveKit's webhooks, signed with the first --api-key's secret (repeatable; docs/server-api.md).")
+    var webhookURLs: [String] = []
+    @Option(name: .customLong("webhook-queue-limit"), help: "Events that wait for one webhook receiver at most; later ones are dropped and counted.")
+    var webhookQueueLimit = 1000
     @Flag(help: "Development mode: make up a secret (unless --secret is given), print it with a sample token and the web page's URL, and hand out tokens at /dev-token.")
     var dev = false
     @Option(name: .customLong("web-root"), help: "Directory of the web client served at / (default: the repository's Web/).")
@@ -113,6 +118,16 @@ public struct ServerCommand: AsyncParsableCommand {
             throw ValidationError("--api-key must be 1 to 256 bytes and its --api-secret at least 8")
         }
         guard Set(apiKeys).count == apiKeys.count else { throw ValidationError("--api-key given twice") }
+        guard (1...100_000).contains(webhookQueueLimit) else { throw ValidationError("--webhook-queue-limit must be 1 to 100000") }
+        if !webhookURLs.isEmpty {
+            guard !apiKeys.isEmpty else { throw ValidationError("--webhook-url needs an --api-key and --api-secret to sign its events with") }
+            for url in webhookURLs {
+                let lower = url.lowercased()
+                guard lower.hasPrefix("http://") || lower.hasPrefix("https://"), url.utf8.count <= 2048 else {
+                    throw ValidationError("--webhook-url '\(url.prefix(80))' is not an http:// or https:// URL")
+                }
+            }
+        }
         guard (0...65535).contains(port), (0...65535).contains(udpPort), (0...65535).contains(tcpPort ?? 0) else {
             throw ValidationError("ports must be 0...65535")
         }
@@ -200,6 +215,9 @@ public struct ServerCommand: AsyncParsableCommand {
                                                 screenShareSuffix: screenShareSuffix, tlsCertificatePath: tlsCertificate, tlsKeyPath: tlsKey)
         configuration.announceAddresses = announceIP
         configuration.liveKitKeys = Dictionary(uniqueKeysWithValues: zip(apiKeys, apiSecrets))
+        configuration.webhookURLs = webhookURLs
+        configuration.webhookAPIKey = apiKeys.first
+        configuration.webhookQueueLimit = webhookQueueLimit
         configuration.tcpMediaPort = tcpPort
         configuration.mediaThreads = threads
         configuration.signalingHost = signalingHost

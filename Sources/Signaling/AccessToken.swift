@@ -66,9 +66,13 @@ public struct AccessToken: Codable, Sendable, Hashable {
     public var issuedAt: Int64
     public var notBefore: Int64
     public var expiresAt: Int64
+    /// What the participant starts with (protocol 1.6): a display name, metadata, attributes.
+    public var name: String?
+    public var metadata: String?
+    public var attributes: [String: String]?
 
     enum CodingKeys: String, CodingKey {
-        case appID = "iss", uid = "sub", channel, grants, issuedAt = "iat", notBefore = "nbf", expiresAt = "exp"
+        case appID = "iss", uid = "sub", channel, grants, issuedAt = "iat", notBefore = "nbf", expiresAt = "exp", name, metadata, attributes
     }
 
     public init(appID: String = "swift-rtc", uid: String, channel: String, grants: TokenGrants = .all, now: Int64,
@@ -198,6 +202,15 @@ package enum HMACSHA256 {
         var out = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 32
         _ = HMAC(EVP_sha256(), key, Int32(key.count), data, data.count, &out, &length)
+        return out
+    }
+}
+
+/// SHA-256 from OpenSSL (a webhook's body digest).
+package enum SHA256Digest {
+    package static func digest(_ data: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        _ = SHA256(data, data.count, &out)
         return out
     }
 }

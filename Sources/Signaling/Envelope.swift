@@ -234,7 +234,7 @@ extension ClientMessage: SignalingMessage {
 extension ServerMessage: SignalingMessage {
     public static let types: Set<String> = ["joined", "error", "offer", "answer", "trackPublished", "participantUpdate",
                                             "participantLeft", "pong", "tokenWillExpire", "tokenRefreshed", "leave", "resumed",
-                                            "videoLayers", "layerChanged"]
+                                            "videoLayers", "layerChanged", "roomUpdate", "trackMuted"]
 
     public var type: String {
         switch self {
@@ -252,6 +252,8 @@ extension ServerMessage: SignalingMessage {
         case .resumed: "resumed"
         case .videoLayers: "videoLayers"
         case .layerChanged: "layerChanged"
+        case .roomUpdate: "roomUpdate"
+        case .trackMuted: "trackMuted"
         }
     }
 
@@ -273,6 +275,8 @@ extension ServerMessage: SignalingMessage {
         case "resumed": self = .resumed(try JoinResponse(from: decoder))
         case "videoLayers": self = .videoLayers(try VideoLayersRequest(from: decoder))
         case "layerChanged": self = .layerChanged(try LayerChange(from: decoder))
+        case "roomUpdate": self = .roomUpdate(try RoomUpdate(from: decoder))
+        case "trackMuted": self = .trackMuted(try MuteRequest(from: decoder))
         default: throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown type \(type)"))
         }
     }
@@ -290,6 +294,8 @@ extension ServerMessage: SignalingMessage {
         case .leave(let reason): try Reason(reason: reason).encode(to: encoder)
         case .videoLayers(let value): try value.encode(to: encoder)
         case .layerChanged(let value): try value.encode(to: encoder)
+        case .roomUpdate(let value): try value.encode(to: encoder)
+        case .trackMuted(let value): try value.encode(to: encoder)
         }
     }
 }

@@ -64,20 +64,38 @@ public struct ParticipantInfo: Codable, Sendable, Hashable {
     public var kind: ParticipantKind
     public var tracks: [TrackInfo]
     public var version: Int
+    /// A display name, the app's metadata and attributes (protocol 1.6): set by the token or by
+    /// the server's API (docs/server-api.md), seen by everyone in the room.
+    public var name: String?
+    public var metadata: String?
+    public var attributes: [String: String]?
 
-    public init(uid: String, sid: String, role: ParticipantRole, kind: ParticipantKind, tracks: [TrackInfo] = [], version: Int = 0) {
+    public init(uid: String, sid: String, role: ParticipantRole, kind: ParticipantKind, tracks: [TrackInfo] = [], version: Int = 0,
+                name: String? = nil, metadata: String? = nil, attributes: [String: String]? = nil) {
         self.uid = uid
         self.sid = sid
         self.role = role
         self.kind = kind
         self.tracks = tracks
         self.version = version
+        self.name = name
+        self.metadata = metadata
+        self.attributes = attributes
     }
 }
 
 /// Why a participant left, or was made to leave.
 public enum LeaveReason: String, Codable, Sendable, Hashable {
     case clientRequest, ownerLeft, serverShutdown, duplicateIdentity, tokenExpired, timeout, kicked
+    /// The room was deleted through the server's API (protocol 1.6; older clients are told `kicked`).
+    case roomDeleted
+}
+
+/// The room's metadata changed (protocol 1.6).
+public struct RoomUpdate: Codable, Sendable, Hashable {
+    public var metadata: String
+
+    public init(metadata: String) { self.metadata = metadata }
 }
 
 /// The client's description of itself at join.
@@ -168,11 +186,14 @@ public struct JoinResponse: Codable, Sendable, Hashable {
     /// The uid suffix that marks a screen-share participant on this server (`<host><suffix>`);
     /// nil from servers that predate it, which use `_sub`.
     public var screenShareSuffix: String?
+    /// The room's metadata (protocol 1.6), when it has any.
+    public var roomMetadata: String?
 
     public init(participant: ParticipantInfo, others: [ParticipantInfo], iceServers: [ICEServer] = [], pingInterval: Int = 5,
                 pingTimeout: Int = 15, resumeWindow: Int = 20, serverVersion: ProtocolVersion = .current,
-                screenShareSuffix: String? = nil) {
+                screenShareSuffix: String? = nil, roomMetadata: String? = nil) {
         self.screenShareSuffix = screenShareSuffix
+        self.roomMetadata = roomMetadata
         self.participant = participant
         self.others = others
         self.iceServers = iceServers
@@ -371,4 +392,9 @@ public enum ServerMessage: Sendable, Hashable {
     case videoLayers(VideoLayersRequest)
     /// The layer this subscriber now receives of a layered track (protocol 1.4).
     case layerChanged(LayerChange)
+    /// The room's metadata changed (protocol 1.6).
+    case roomUpdate(RoomUpdate)
+    /// The server muted (or unmuted) one of this publisher's tracks: its subscribers get nothing of
+    /// it until it is unmuted (protocol 1.6).
+    case trackMuted(MuteRequest)
 }

@@ -381,6 +381,18 @@ final class Bot: Sendable {
                 case .connectionStateChanged(let state, let reason):
                     log.withLockedValue { $0.append("\(uid): \(state.rawValue) (\(reason.rawValue))") }
                     if printStats { print("\(uid): connection \(state.rawValue) (\(reason.rawValue))"); fflush(nil) }
+                    // Made to leave by the server (its API, a duplicate, an expired token): one line, whatever --quiet says.
+                    if [.bannedByServer, .roomDeleted, .duplicateIdentity, .tokenExpired].contains(reason) {
+                        print("server left \(reason.rawValue)")
+                        fflush(nil)
+                    }
+                // What the server's API did to this bot and its room (docs/server-api.md), likewise.
+                case .localTrackMutedByServer(let trackSid, let muted):
+                    print("server muted \(trackSid) \(muted)")
+                    fflush(nil)
+                case .roomMetadataChanged(let metadata):
+                    print("server roomMetadata \(metadata.replacingOccurrences(of: "\n", with: " "))")
+                    fflush(nil)
                 case .error(let error):
                     if printStats { print("\(uid): error \(error)"); fflush(nil) }
                 case .streamMessage(let from, _, let bytes, let topic) where data.print:

@@ -10,7 +10,7 @@ struct RTCCLI: AsyncParsableCommand {
         subcommands: [
             PatternCommand.self, EncodeCommand.self, DecodeCommand.self, EncodeAudioCommand.self,
             DecodeAudioCommand.self, TokenCommand.self, ServerCommand.self, JoinCommand.self, ShareCommand.self, BenchCommand.self, DemoCommand.self, ProxyCommand.self,
-            LoadTestCommand.self,
+            LoadTestCommand.self, RoomCommand.self,
         ])
 }
 

@@ -315,4 +315,34 @@ struct LiveKitCorpusTests {
             if file.hasPrefix("data-") { #expect(LiveKitData.packet(bytes) != nil, "\(file)") }
         }
     }
+
+    @Test("RoomService request bodies: each method reads protobuf and JSON, names the grant it needs; unknown methods and bad bodies are Twirp refusals",
+          arguments: [
+              ("ListRooms", [UInt8](), false, "list"),
+              ("CreateRoom", Array(#"{"name":"a","emptyTimeout":30}"#.utf8), true, "create"),
+              ("DeleteRoom", [0x0a, 0x01, 0x61], false, "create"),
+              ("ListParticipants", [0x0a, 0x03, 0x61, 0x70, 0x69], false, "admin api"),
+              ("UpdateParticipant", Array(#"{"room":"api","identity":"lk","metadata":"m","attributes":{"k":"v"},"unknownField":1}"#.utf8), true, "admin api"),
+              ("SendData", Array(#"{"room":"r","data":"aGk=","kind":"RELIABLE","topic":"t"}"#.utf8), true, "admin r"),
+              ("MutePublishedTrack", Array(#"{"room":"r","identity":"u","trackSid":"TR_1","muted":true}"#.utf8), true, "admin r"),
+              ("NoSuchMethod", [UInt8](), false, "bad_route"),
+              ("ListParticipants", [0xff, 0xff, 0xff], false, "malformed"),
+              ("ListParticipants", Array("{not json".utf8), true, "malformed"),
+              ("ListParticipants", Array(#"{"room": 5}"#.utf8), true, "malformed"),
+          ])
+    func roomServiceRequests(method: String, body: [UInt8], json: Bool, expected: String) {
+        let outcome: String
+        do {
+            let request = try RoomServiceRequest(method: method, body: body, json: json)
+            outcome = switch request.grant {
+            case .list: "list"
+            case .create: "create"
+            case .admin(let room): "admin \(room)"
+            }
+        } catch {
+            outcome = error.code
+            #expect(!error.message.isEmpty)
+        }
+        #expect(outcome == expected, "\(method) \(json ? "JSON" : "protobuf")")
+    }
 }

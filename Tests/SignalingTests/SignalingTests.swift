@@ -44,6 +44,13 @@ struct EnvelopeTests {
         .trackPublished(TrackInfo(sid: "TR_8", kind: .video, source: .camera, simulcastLayers: ["f", "h", "q"])),
         .videoLayers(VideoLayersRequest(trackSid: "TR_8", activeLayers: ["q"])),
         .layerChanged(LayerChange(uid: "1001", trackSid: "TR_8", layer: "h", width: 640, height: 360, reason: .estimate)),
+        // Protocol 1.6: what the server's API sets (docs/server-api.md).
+        .participantUpdate([ParticipantInfo(uid: "1001", sid: "PA_3", role: .broadcaster, kind: .normal, version: 4, name: "Ada",
+                                            metadata: #"{"hand":true}"#, attributes: ["role": "host"])]),
+        .joined(JoinResponse(participant: participant, others: [], roomMetadata: "agenda")),
+        .roomUpdate(RoomUpdate(metadata: "agenda v2")),
+        .trackMuted(MuteRequest(trackSid: "TR_8", muted: true)),
+        .leave(reason: .roomDeleted),
     ]
 
     @Test("every client message round trips", arguments: clientMessages)
@@ -62,7 +69,7 @@ struct EnvelopeTests {
     func wireForm() throws {
         let text = String(decoding: ClientEnvelope(.ping(timestamp: 5), requestID: 1).encoded(), as: UTF8.self)
         #expect(text == #"{"id":1,"payload":{"timestamp":5},"type":"ping","v":"\#(ProtocolVersion.current)"}"#)
-        #expect(ProtocolVersion.current == ProtocolVersion(major: 1, minor: 5))
+        #expect(ProtocolVersion.current == ProtocolVersion(major: 1, minor: 6))
         // Unknown fields anywhere are ignored; a newer minor version is accepted.
         let newer = #"{"v":"1.7","type":"ping","extra":true,"payload":{"timestamp":9,"future":[1,2]}}"#
         #expect(try ClientEnvelope.decode(Array(newer.utf8)).message == .ping(timestamp: 9))

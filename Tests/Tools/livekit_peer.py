@@ -72,6 +72,29 @@ class Watcher:
         room.on("data_received", self.data_received)
         room.on("track_muted", lambda participant, publication: self.muted.append([participant.identity, publication.sid]))
         room.on("track_unmuted", lambda participant, publication: self.unmuted.append([participant.identity, publication.sid]))
+        # What the server's API changes (docs/server-api.md): metadata, names, attributes, the room's
+        # metadata, and this participant's removal with its reason.
+        self.changes = []
+        self.disconnect_reason = None
+        self.disconnected_ms = None
+        room.on("participant_metadata_changed",
+                lambda participant, old, new: self.changes.append(["metadata", participant.identity, new, self.ms()]))
+        room.on("participant_name_changed",
+                lambda participant, old, new: self.changes.append(["name", participant.identity, new, self.ms()]))
+        room.on("participant_attributes_changed",
+                lambda changed, participant: self.changes.append(["attributes", participant.identity, dict(changed), self.ms()]))
+        room.on("room_metadata_changed", lambda old, new: self.changes.append(["roomMetadata", "", new, self.ms()]))
+        room.on("disconnected", self.disconnected)
+        self.unsubscribed = []
+        room.on("track_unsubscribed",
+                lambda track, publication, participant: self.unsubscribed.append([participant.identity, publication.sid, self.ms()]))
+
+    def disconnected(self, reason):
+        try:
+            self.disconnect_reason = rtc.DisconnectReason.Name(reason)
+        except Exception:  # noqa: BLE001 (an SDK that hands something else)
+            self.disconnect_reason = str(reason)
+        self.disconnected_ms = self.ms()
 
     def ms(self):
         return round((time.monotonic() - self.started) * 1000, 1)
@@ -94,6 +117,7 @@ class Watcher:
                 entry["firstFrameMs"] = self.ms()
             entry["frames"] += 1
             entry["framesAt"].append(self.ms())
+            entry["lastFrameMono"] = round(time.monotonic() * 1000)
             size = f"{frame.width}x{frame.height}"
             entry["sizes"][size] = entry["sizes"].get(size, 0) + 1
             entry["lastSize"] = size
@@ -108,6 +132,8 @@ class Watcher:
             entry["frames"] += 1
             if entry["frames"] % 25 == 0 and len(samples):
                 entry["rms"].append(round(float(np.sqrt(np.mean(samples ** 2))), 1))
+                # When, on the monotonic clock (ms) other tools print too (room_api.py's atMs).
+                entry.setdefault("rmsAtMono", []).append(round(time.monotonic() * 1000))
 
     def data_received(self, packet):
         entry = {"from": packet.participant.identity if packet.participant else None, "topic": packet.topic,
@@ -124,7 +150,9 @@ class Watcher:
             entry["framesIn10s"] = sum(1 for t in at if first is not None and t - first <= 10_000)
             if window_ms is not None:
                 entry["framesInWindow"] = sum(1 for t in at if t <= window_ms)
-        return {"tracks": list(self.tracks.values()), "data": self.data, "muted": self.muted, "unmuted": self.unmuted}
+        return {"tracks": list(self.tracks.values()), "data": self.data, "muted": self.muted, "unmuted": self.unmuted,
+                "changes": self.changes, "disconnectReason": self.disconnect_reason, "disconnectedMs": self.disconnected_ms,
+                "unsubscribed": self.unsubscribed}
 
     def close(self):
         for task in self.tasks:
@@ -228,8 +256,8 @@ async def run_bot(args):
         await room.local_participant.publish_data(text.encode(), reliable=True, topic=topic,
                                                   destination_identities=args.data_to)
     print("ready", flush=True)
-    # The watch ends `duration` seconds after the connect call.
-    await asyncio.sleep(max(0.0, args.duration - (time.monotonic() - started)))
+    # The watch ends `duration` seconds after the connect call, or when the server disconnects it.
+    await until(lambda: watcher.disconnect_reason is not None, max(0.0, args.duration - (time.monotonic() - started)))
     report.update(watcher.report(window_ms=args.duration * 1000))
     report["sources"] = {p.identity: sorted(int(t.source) for t in p.track_publications.values())
                          for p in room.remote_participants.values()}

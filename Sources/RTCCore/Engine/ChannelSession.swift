@@ -128,7 +128,8 @@ final class ChannelSession: @unchecked Sendable {
 
     func start(_ joined: JoinResponse) -> [RTCEngineEvent] {
         let pinned = context.settings().pinned
-        let events = lock.withLock { directory.apply(joined.others, pinned: pinned) }
+        var events = lock.withLock { directory.apply(joined.others, pinned: pinned) }
+        if let metadata = joined.roomMetadata { events.append(.roomMetadataChanged(metadata)) }
         let playout = MediaThread(name: "audio-playout", tickIntervalUs: 20_000) { [weak self] in self?.playoutTick() }
         let rtcpTask = context.group.next().scheduleRepeatedTask(initialDelay: .milliseconds(500), delay: .seconds(1)) { [weak self] _ in
             self?.rtcpTick()
@@ -432,6 +433,10 @@ final class ChannelSession: @unchecked Sendable {
         case .layerChanged(let change):
             lock.withLock { receivedLayers[change.uid] = change }
             emit(.remoteVideoLayerChanged(change))
+        case .roomUpdate(let update):
+            emit(.roomMetadataChanged(update.metadata))
+        case .trackMuted(let request):
+            emit(.localTrackMutedByServer(trackSid: request.trackSid, muted: request.muted))
         case .leave(.serverShutdown):
             // A server going down for a restart: join the next one.
             await closeSignaling()
@@ -443,6 +448,7 @@ final class ChannelSession: @unchecked Sendable {
             case .ownerLeft: .ownerLeft
             case .duplicateIdentity: .duplicateIdentity
             case .kicked: .bannedByServer
+            case .roomDeleted: .roomDeleted
             case .clientRequest, .timeout: .interrupted
             }
             await closeSignaling()

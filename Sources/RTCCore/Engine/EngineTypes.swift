@@ -186,6 +186,8 @@ public enum ConnectionChangedReason: String, Sendable, Hashable {
     case rejoined
     case leaveChannel, invalidToken, tokenExpired, bannedByServer
     case serverShutdown, ownerLeft, duplicateIdentity, settingsChanged
+    /// The room was deleted through the server's API.
+    case roomDeleted
 }
 
 /// Why a remote user went away.
@@ -203,7 +205,7 @@ public enum UserOfflineReason: String, Sendable, Hashable {
         switch reason {
         case .clientRequest: self = .quit
         case .ownerLeft: self = .ownerLeft
-        case .timeout, .serverShutdown, .duplicateIdentity, .tokenExpired, .kicked: self = .dropped
+        case .timeout, .serverShutdown, .duplicateIdentity, .tokenExpired, .kicked, .roomDeleted: self = .dropped
         }
     }
 }
@@ -225,6 +227,11 @@ public enum RTCEngineEvent: Sendable {
     case remoteTrackPublished(RemoteTrackInfo)
     case remoteTrackUnpublished(RemoteTrackInfo)
     case remoteTrackMuted(RemoteTrackInfo, muted: Bool)
+    /// The server muted (or unmuted) one of this client's published tracks (its API's
+    /// `MutePublishedTrack`): subscribers get nothing of it meanwhile.
+    case localTrackMutedByServer(trackSid: String, muted: Bool)
+    /// The room's metadata, at the join (when it has some) and whenever the server's API changes it.
+    case roomMetadataChanged(String)
     case firstRemoteVideoFrameDecoded(uid: String, source: TrackSource, size: VideoSize, elapsedMs: Int)
     case connectionStateChanged(ConnectionState, reason: ConnectionChangedReason)
     case tokenPrivilegeWillExpire(expiresAt: Int64)

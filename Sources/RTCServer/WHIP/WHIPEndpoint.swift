@@ -12,6 +12,16 @@ struct HTTPReply: Sendable {
     var contentType = "text/plain"
     var headers: [(String, String)] = []
     var body: String
+    /// A binary body, sent instead of `body` when set.
+    var bytes: [UInt8]?
+
+    init(status: HTTPResponseStatus, contentType: String = "text/plain", headers: [(String, String)] = [], body: String = "", bytes: [UInt8]? = nil) {
+        self.status = status
+        self.contentType = contentType
+        self.headers = headers
+        self.body = body
+        self.bytes = bytes
+    }
 
     static func text(_ status: HTTPResponseStatus, _ body: String, headers: [(String, String)] = []) -> HTTPReply {
         HTTPReply(status: status, headers: headers, body: body.hasSuffix("\n") ? body : body + "\n")

@@ -1,0 +1,230 @@
+import Foundation
+import LiveKitProtocol
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import Signaling
+import SwiftProtobuf
+
+/// A Twirp error (https://twitchtv.github.io/twirp/docs/spec_v7.html): its code, HTTP status and message.
+struct TwirpError: Error, Equatable {
+    var code: String
+    var message: String
+
+    static func invalid(_ message: String) -> TwirpError { TwirpError(code: "invalid_argument", message: message) }
+    static func malformed(_ message: String) -> TwirpError { TwirpError(code: "malformed", message: message) }
+    static func notFound(_ message: String) -> TwirpError { TwirpError(code: "not_found", message: message) }
+    static func unauthenticated(_ message: String) -> TwirpError { TwirpError(code: "unauthenticated", message: message) }
+    static func denied(_ message: String) -> TwirpError { TwirpError(code: "permission_denied", message: message) }
+
+    var status: HTTPResponseStatus {
+        switch code {
+        case "invalid_argument", "malformed", "out_of_range", "failed_precondition": .badRequest
+        case "not_found", "bad_route": .notFound
+        case "unauthenticated": .unauthorized
+        case "permission_denied": .forbidden
+        case "resource_exhausted": .tooManyRequests
+        case "already_exists", "aborted": .conflict
+        case "unimplemented": .notImplemented
+        case "unavailable": .serviceUnavailable
+        default: .internalServerError
+        }
+    }
+
+    /// The body: `{"code": …, "msg": …}`.
+    var reply: HTTPReply {
+        let body = (try? JSONSerialization.data(withJSONObject: ["code": code, "msg": message], options: [.sortedKeys]))
+            .flatMap { String(data: $0, encoding: .utf8) } ?? #"{"code":"internal","msg":"error"}"#
+        return HTTPReply(status: status, contentType: "application/json", body: body)
+    }
+}
+
+/// LiveKit's RoomService over Twirp: `POST /twirp/livekit.RoomService/<Method>` with a protobuf
+/// (`application/protobuf`) or JSON (`application/json`) body and a LiveKit token carrying admin
+/// grants — what LiveKit's server SDKs and its `lk` CLI call (docs/server-api.md). Each method is
+/// a call on the core (``ShardedSFU``'s API); the answer is in the request's encoding, an error
+/// is Twirp's JSON.
+final class RoomServiceAPI: Sendable {
+    static let prefix = "/twirp/livekit.RoomService/"
+    /// The largest request body taken (a 1 MB metadata is refused whole, with a clear error).
+    static let maxBodyBytes = 64 * 1024
+
+    private let sfu: ShardedSFU
+    private let keys: [String: String]
+    private let limits: ServerLimits
+    /// Calls per API key, for ``ServerLimits/apiCallsPerSecond``.
+    private let buckets = NIOLockedValueBox([String: TokenBucket]())
+
+    init(sfu: ShardedSFU) {
+        self.sfu = sfu
+        keys = sfu.configuration.liveKitKeys
+        limits = sfu.configuration.limits
+    }
+
+    static func handles(_ uri: String) -> Bool { uri.hasPrefix(prefix) }
+
+    func handle(method: HTTPMethod, uri: String, headers: HTTPHeaders, body: [UInt8], bodyTooLarge: Bool, loop: EventLoop)
+        -> EventLoopFuture<HTTPReply> {
+        let name = String(uri.dropFirst(Self.prefix.count).prefix { $0 != "?" })
+        let json = headers.first(name: "Content-Type")?.lowercased().hasPrefix("application/json") ?? false
+        func fail(_ error: TwirpError) -> EventLoopFuture<HTTPReply> { loop.makeSucceededFuture(error.reply) }
+        guard method == .POST else { return fail(TwirpError(code: "bad_route", message: "Twirp calls are POST requests")) }
+        guard !bodyTooLarge else { return fail(.invalid("the request body is larger than \(Self.maxBodyBytes) bytes")) }
+        let call: Call
+        do { call = Call(request: try RoomServiceRequest(method: name, body: body, json: json)) } catch {
+            return fail(TwirpError(code: error.code, message: error.message))
+        }
+        let claims: LiveKitClaims
+        switch authorize(headers.first(name: "Authorization"), for: call.request.grant) {
+        case .success(let found): claims = found
+        case .failure(let error): return fail(error)
+        }
+        let allowed = buckets.withLockedValue { buckets in
+            var bucket = buckets[claims.apiKey] ?? TokenBucket(ratePerSecond: limits.apiCallsPerSecond, burst: limits.apiCallBurst)
+            defer { buckets[claims.apiKey] = bucket }
+            return bucket.take(1, nowNs: NIODeadline.now().uptimeNanoseconds)
+        }
+        guard allowed else {
+            return fail(TwirpError(code: "resource_exhausted", message: "more than \(Int(limits.apiCallsPerSecond)) calls a second with API key \(claims.apiKey)"))
+        }
+        return call.run(on: sfu).hop(to: loop).map { message in
+            do {
+                if json {
+                    return HTTPReply(status: .ok, contentType: "application/json", body: try message.jsonString())
+                }
+                return HTTPReply(status: .ok, contentType: "application/protobuf", bytes: try message.serializedBytes())
+            } catch {
+                return TwirpError(code: "internal", message: "the answer could not be encoded").reply
+            }
+        }.flatMapErrorThrowing { error in
+            switch error {
+            case AdminError.notFound(let message): return TwirpError.notFound(message).reply
+            case AdminError.invalid(let message): return TwirpError.invalid(message).reply
+            case let error as TwirpError: return error.reply
+            default: return TwirpError(code: "internal", message: "\(error)").reply
+            }
+        }
+    }
+
+    /// The bearer token, checked: a LiveKit token of one of the server's API keys, in its time
+    /// window, granting what the call needs (roomList; roomCreate; roomAdmin for the call's room).
+    private func authorize(_ header: String?, for grant: RoomServiceRequest.Grant) -> Result<LiveKitClaims, TwirpError> {
+        guard !keys.isEmpty else { return .failure(.unauthenticated("this server has no API keys (--api-key, --api-secret)")) }
+        guard let header, header.lowercased().hasPrefix("bearer "), case let token = String(header.dropFirst(7)), !token.isEmpty else {
+            return .failure(.unauthenticated("no Authorization: Bearer token"))
+        }
+        let claims: LiveKitClaims
+        do { claims = try LiveKitClaims.verifySignature(token, keys: keys) } catch {
+            return .failure(.unauthenticated("invalid token: \(error.reason)"))
+        }
+        do { try claims.accessToken(room: "").checkTime(now: Int64(Date().timeIntervalSince1970)) } catch {
+            return .failure(.unauthenticated("invalid token: \(error.reason)"))
+        }
+        let video = claims.video ?? LiveKitVideoGrant()
+        switch grant {
+        case .list:
+            guard video.roomList == true else { return .failure(.denied("the token does not grant roomList")) }
+        case .create:
+            guard video.roomCreate == true else { return .failure(.denied("the token does not grant roomCreate")) }
+        case .admin(let room):
+            guard video.roomAdmin == true else { return .failure(.denied("the token does not grant roomAdmin")) }
+            guard video.room == room else {
+                return .failure(.denied("the token is for room \(video.room.map { "'\($0)'" } ?? "none"), not '\(room)'"))
+            }
+        }
+        return .success(claims)
+    }
+
+    /// One method's request, read (``RoomServiceRequest``), and run on the core.
+    private struct Call {
+        let request: RoomServiceRequest
+
+        func run(on sfu: ShardedSFU) -> EventLoopFuture<any SwiftProtobuf.Message> {
+            switch request {
+            case .createRoom(let request):
+                return sfu.createRoom(request.name, metadata: request.metadata, maxParticipants: Int(request.maxParticipants),
+                                      emptyTimeout: Int(request.emptyTimeout)).map { RoomServiceMapping.room($0) }
+            case .listRooms(let request):
+                return sfu.listRooms(names: request.names).map { rooms in LKListRoomsResponse.with { $0.rooms = rooms.map(RoomServiceMapping.room) } }
+            case .deleteRoom(let request):
+                return sfu.deleteRoom(request.room).map { LKDeleteRoomResponse() }
+            case .listParticipants(let request):
+                return sfu.listParticipants(in: request.room).map { views in
+                    LKListParticipantsResponse.with { $0.participants = views.map(RoomServiceMapping.participant) }
+                }
+            case .getParticipant(let request):
+                return sfu.getParticipant(request.identity, in: request.room).map { RoomServiceMapping.participant($0) }
+            case .removeParticipant(let request):
+                return sfu.removeParticipant(request.identity, in: request.room).map { LKRemoveParticipantResponse() }
+            case .mutePublishedTrack(let request):
+                return sfu.muteTrack(request.trackSid, of: request.identity, in: request.room, muted: request.muted).map { track in
+                    LKMuteRoomTrackResponse.with { $0.track = LiveKitMapping.track(track) }
+                }
+            case .updateParticipant(let request):
+                var change = ParticipantChange()
+                if !request.metadata.isEmpty { change.metadata = request.metadata }
+                if !request.name.isEmpty { change.name = request.name }
+                if !request.attributes.isEmpty { change.attributes = request.attributes }
+                if request.hasPermission { change.grants = RoomServiceMapping.grants(request.permission) }
+                return sfu.updateParticipant(request.identity, in: request.room, change).map { RoomServiceMapping.participant($0) }
+            case .updateSubscriptions(let request):
+                let sids = request.trackSids + request.participantTracks.flatMap(\.trackSids)
+                return sfu.updateSubscriptions(of: request.identity, in: request.room, trackSids: sids, subscribe: request.subscribe)
+                    .map { LKUpdateSubscriptionsResponse() }
+            case .sendData(let request):
+                return sfu.sendData([UInt8](request.data), in: request.room, reliable: request.kind == .reliable, topic: request.topic,
+                                    destinations: request.destinationIdentities).map { _ in LKSendDataResponse() }
+            case .updateRoomMetadata(let request):
+                return sfu.updateRoomMetadata(request.room, metadata: request.metadata).map { RoomServiceMapping.room($0) }
+            }
+        }
+    }
+}
+
+/// The core's views as LiveKit's API messages.
+enum RoomServiceMapping {
+    static func room(_ view: RoomView) -> LKRoom {
+        .with {
+            $0.sid = view.sid
+            $0.name = view.name
+            $0.metadata = view.metadata
+            $0.numParticipants = UInt32(clamping: view.participants)
+            $0.numPublishers = UInt32(clamping: view.publishers)
+            $0.maxParticipants = UInt32(clamping: view.maxParticipants)
+            $0.emptyTimeout = UInt32(clamping: view.emptyTimeout)
+            $0.creationTime = view.createdAt
+            $0.creationTimeMs = view.createdAt * 1000
+            $0.enabledCodecs = [.with { $0.mime = "video/VP8" }, .with { $0.mime = "audio/opus" }]
+        }
+    }
+
+    static func participant(_ view: ParticipantView) -> LKParticipantInfo {
+        var info = LiveKitMapping.participant(view.info, state: view.connected ? .active : .disconnected)
+        info.joinedAt = view.joinedAt
+        info.joinedAtMs = view.joinedAt * 1000
+        info.permission = permission(view.grants)
+        return info
+    }
+
+    static func permission(_ grants: TokenGrants) -> LKParticipantPermission {
+        .with {
+            $0.canSubscribe = grants.subscribe
+            $0.canPublish = grants.publishAudio || grants.publishVideo || grants.publishScreen
+            $0.canPublishData = grants.publishData ?? true
+            var sources: [LKTrackSource] = []
+            if grants.publishVideo { sources.append(.camera) }
+            if grants.publishAudio { sources.append(.microphone) }
+            if grants.publishScreen { sources += [.screenShare, .screenShareAudio] }
+            if sources.count < 4 && $0.canPublish { $0.canPublishSources = sources }
+        }
+    }
+
+    /// LiveKit's permission as our grants (publishing sources as it lists them; none listed: all).
+    static func grants(_ permission: LKParticipantPermission) -> TokenGrants {
+        let sources = Set(permission.canPublishSources)
+        func allows(_ source: LKTrackSource) -> Bool { permission.canPublish && (sources.isEmpty || sources.contains(source)) }
+        return TokenGrants(join: true, publishAudio: allows(.microphone), publishVideo: allows(.camera),
+                           publishScreen: allows(.screenShare) || allows(.screenShareAudio), subscribe: permission.canSubscribe,
+                           publishData: permission.canPublishData)
+    }
+}

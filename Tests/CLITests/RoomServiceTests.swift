@@ -1,0 +1,269 @@
+import Foundation
+import RTCTestSupport
+import Testing
+
+/// LiveKit's official server SDK (PyPI `livekit-api`) against `rtc-server`: its RoomService client
+/// calls every method the server answers, and its `WebhookReceiver` checks the server's webhooks,
+/// in a room where a Swift bot, a LiveKit Python participant and the web client in Chromium are
+/// (`Tests/Tools/room_api.py`, docs/server-api.md).
+@Suite("Server API: LiveKit's RoomService and webhooks", .serialized)
+struct RoomServiceTests {
+    static let tool = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Tools/room_api.py").path
+
+    /// A webhook receiver (LiveKit's WebhookReceiver) on a free port, writing what it got to `out`.
+    static func receiver(out: String, hang: Bool = false, port: Int = 0) async throws -> (ChildProcess, Int) {
+        let process = try ChildProcess(["python3", tool, "webhooks", "--port", "\(port)", "--out", out, "--api-key", LiveKitInteropTests.apiKey,
+                                        "--api-secret", LiveKitInteropTests.apiSecret] + (hang ? ["--hang"] : []))
+        var found: Int?
+        _ = await eventually(20) {
+            found = process.output.lazy.compactMap { $0.hasPrefix("listening ") ? Int($0.dropFirst(10)) : nil }.first
+            return found != nil
+        }
+        return (process, try #require(found, "the webhook receiver did not start: \(process.errorText.suffix(500))"))
+    }
+
+    /// Runs the calls in order through livekit-api; one JSON object per call.
+    static func calls(_ url: String, _ calls: [String]) async throws -> [[String: Any]] {
+        let process = try ChildProcess(["python3", tool, "calls", "--url", url.replacingOccurrences(of: "ws://", with: "http://"),
+                                        "--api-key", LiveKitInteropTests.apiKey, "--api-secret", LiveKitInteropTests.apiSecret]
+                                       + calls.flatMap { ["--call", $0] })
+        _ = await process.wait(120)
+        return process.output.compactMap { line in
+            guard line.hasPrefix("{") else { return nil }
+            return (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+        }
+    }
+
+    static func events(_ path: String) -> [[String: Any]] {
+        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
+        }
+    }
+
+    @Test("livekit-api calls every RoomService method on a room of a Swift bot, a LiveKit participant and the web client; each sees what was done to it (metadata, data, a mute, its removal with the reason); LiveKit's WebhookReceiver verifies the events, in order")
+    func everyMethod() async throws {
+        let dir = temporaryDirectory("room-api")
+        let hooks = dir + "/hooks.jsonl"
+        let (receiver, hookPort) = try await Self.receiver(out: hooks)
+        defer { receiver.stop() }
+        let (server, url, port) = try await LiveKitInteropTests.server(["--webhook-url", "http://127.0.0.1:\(hookPort)/hook"])
+        defer { server.stop() }
+
+        let created = try await Self.calls(url, [#"CreateRoom {"name": "api", "metadata": "created by the API", "max_participants": 10}"#,
+                                                 #"ListRooms {}"#])
+        #expect(created.first?["ok"] as? Bool == true && ((created.last?["result"] as? [String: Any])?["rooms"] as? [[String: Any]])?
+            .first?["metadata"] as? String == "created by the API", "\(created)")
+
+        let swift = try LiveKitInteropTests.swiftBot(url, room: "api", uid: "swift", ["--video", "pattern", "--print-data", "--duration", "60"])
+        defer { swift.stop() }
+        let lk = try LiveKitInteropTests.peer("bot", url, ["--room", "api", "--identity", "lk", "--print-data", "--duration", "60"])
+        defer { lk.stop() }
+        let page = "http://127.0.0.1:\(port)/?channel=api&uid=web&mode=watch&token=\(testToken(uid: "web", channel: "api"))"
+        let web = try ChildProcess(["python3", DataChannelInteropTests.browserTool("browser_peer.py"), page, "--expect-videos", "1",
+                                    "--hold", "60", "--seconds", "90"])
+        defer { web.stop() }
+
+        let results = try await Self.calls(url, [
+            #"WaitParticipants {"room": "api", "count": 3, "timeout": 40}"#,
+            #"Sleep {"seconds": 3}"#,
+            #"ListRooms {"names": ["api"]}"#,
+            #"ListParticipants {"room": "api"}"#,
+            #"GetParticipant {"room": "api", "identity": "swift"}"#,
+            #"UpdateParticipant {"room": "api", "identity": "lk", "metadata": "hand raised", "name": "LiveKit Bot", "attributes": {"role": "host"}}"#,
+            #"UpdateRoomMetadata {"room": "api", "metadata": "agenda v2"}"#,
+            #"SendData {"room": "api", "data": "from the server", "kind": "RELIABLE", "topic": "announce"}"#,
+            #"MutePublishedTrack {"room": "api", "identity": "swift", "track_sid": "@swift/audio", "muted": true}"#,
+            #"UpdateSubscriptions {"room": "api", "identity": "lk", "track_sids": ["@swift/video"], "subscribe": false}"#,
+            #"Sleep {"seconds": 2}"#,
+            #"GetParticipant {"room": "api", "identity": "lk"}"#,
+            #"RemoveParticipant {"room": "api", "identity": "lk"}"#,
+            #"RemoveParticipant {"room": "api", "identity": "swift"}"#,
+            #"Sleep {"seconds": 1}"#,
+            #"ListParticipants {"room": "api"}"#,
+            #"DeleteRoom {"room": "api"}"#,
+            #"Sleep {"seconds": 1}"#,
+            #"ListRooms {}"#,
+        ])
+        func result(_ index: Int) -> [String: Any] { index < results.count ? results[index]["result"] as? [String: Any] ?? [:] : [:] }
+        #expect(results.count == 15 && results.allSatisfy { $0["ok"] as? Bool == true }, "\(results.filter { $0["ok"] as? Bool != true })")
+        #expect((results.first?["result"] as? [String]) == ["lk", "swift", "web"], "\(results.first ?? [:])")
+        let room = (result(1)["rooms"] as? [[String: Any]])?.first ?? [:]
+        #expect(room["numParticipants"] as? Int == 3 && room["metadata"] as? String == "created by the API" && room["maxParticipants"] as? Int == 10,
+                "ListRooms: \(room)")
+        let listed = (result(2)["participants"] as? [[String: Any]] ?? []).compactMap { $0["identity"] as? String }.sorted()
+        #expect(listed == ["lk", "swift", "web"], "ListParticipants: \(listed)")
+        let swiftInfo = result(3)
+        // (protobuf JSON leaves out enum values that are 0: AUDIO is the type when none is written.)
+        let swiftTracks = (swiftInfo["tracks"] as? [[String: Any]] ?? []).map { $0["type"] as? String ?? "AUDIO" }.sorted()
+        #expect(swiftInfo["state"] as? String == "ACTIVE" && swiftTracks == ["AUDIO", "VIDEO"], "GetParticipant swift: \(swiftInfo)")
+        let updated = result(4)
+        #expect(updated["metadata"] as? String == "hand raised" && updated["name"] as? String == "LiveKit Bot"
+                && (updated["attributes"] as? [String: String])?["role"] == "host", "UpdateParticipant: \(updated)")
+        #expect(result(5)["metadata"] as? String == "agenda v2", "UpdateRoomMetadata: \(result(5))")
+        #expect((result(7)["track"] as? [String: Any])?["muted"] as? Bool == true, "MutePublishedTrack: \(result(7))")
+        #expect((result(9)["metadata"] as? String) == "hand raised", "GetParticipant lk after the update: \(result(9))")
+        #expect((result(12)["participants"] as? [[String: Any]] ?? []).compactMap { $0["identity"] as? String } == ["web"], "\(result(12))")
+        #expect((result(14)["rooms"] as? [[String: Any]] ?? []).isEmpty, "ListRooms after DeleteRoom: \(result(14))")
+
+        // The LiveKit participant: the others' metadata and the room's, the server's data, swift's
+        // audio muted, swift's video unsubscribed, then its own removal with LiveKit's reason.
+        let lkReport = try await LiveKitInteropTests.report(lk, 30)
+        let changes = lkReport["changes"] as? [[Any]] ?? []
+        #expect(changes.contains { $0.count >= 3 && $0[0] as? String == "roomMetadata" && $0[2] as? String == "agenda v2" }, "changes: \(changes)")
+        #expect(lkReport["disconnectReason"] as? String == "PARTICIPANT_REMOVED", "\(lkReport["disconnectReason"] ?? "none")")
+        let lkData = lkReport["data"] as? [[String: Any]] ?? []
+        #expect(lkData.contains { $0["text"] as? String == "from the server" && $0["topic"] as? String == "announce" }, "data at lk: \(lkData)")
+        #expect((lkReport["muted"] as? [[String]] ?? []).contains { $0.first == "swift" }, "mutes seen at lk: \(lkReport["muted"] ?? [])")
+        // Swift's audio goes silent at lk once muted (the tone before, near nothing from 1 s after the
+        // call), and swift's video stops reaching lk once unsubscribed (lk's clock is the same
+        // monotonic clock as the calls' atMs).
+        let mutedAt = results.count > 7 ? results[7]["atMs"] as? Int ?? 0 : 0
+        let unsubscribedAt = results.count > 8 ? results[8]["atMs"] as? Int ?? 0 : 0
+        let audio = LiveKitInteropTests.track(lkReport, identity: "swift", kind: "audio")
+        let levels = zip(audio?["rms"] as? [Double] ?? [], audio?["rmsAtMono"] as? [Int] ?? []).map { (rms: $0, at: $1) }
+        let before = levels.filter { $0.at < mutedAt }, after = levels.filter { $0.at > mutedAt + 1000 }
+        #expect(before.contains { $0.rms > 500 } && !after.isEmpty && after.allSatisfy { $0.rms < 100 },
+                "swift's tone at lk, before the mute \(before.map(\.rms).suffix(4)), from 1 s after \(after.map(\.rms).prefix(6))")
+        let video = LiveKitInteropTests.track(lkReport, identity: "swift", kind: "video")
+        let lastFrame = video?["lastFrameMono"] as? Int ?? 0
+        #expect((video?["frames"] as? Int ?? 0) > 10 && lastFrame < unsubscribedAt + 1000,
+                "swift's video at lk: last frame \(lastFrame - unsubscribedAt) ms after the unsubscription, \(video?["frames"] ?? 0) frames")
+
+        // The Swift bot: the server's data, its own track muted by the server, the room's metadata,
+        // and its removal.
+        #expect(await eventually(10) { swift.output.contains("server left bannedByServer") }, "\(swift.output.suffix(8))")
+        let swiftData = DataChannelInteropTests.received(swift)
+        #expect(swiftData.contains { $0.topic == "announce" && $0.text == "from the server" }, "\(swiftData.prefix(5))")
+        #expect(swift.output.contains { $0.hasPrefix("server muted TR_") && $0.hasSuffix(" true") }, "\(swift.output.suffix(8))")
+        #expect(swift.output.contains("server roomMetadata created by the API") && swift.output.contains("server roomMetadata agenda v2"),
+                "\(swift.output.filter { $0.hasPrefix("server") })")
+
+        // The web client: lk's metadata as the API set it, and its leave when the room was deleted.
+        _ = await web.wait(30)
+        let state = try DataChannelInteropTests.report(web)
+        #expect(state["left"] as? String == "kicked", "the page's leave: \(state["left"] ?? "none") \(state["reason"] ?? "")")
+        let metadata = (state["metadata"] as? [String: [String: Any]])?["lk"]
+        #expect(metadata?["metadata"] as? String == "hand raised" && metadata?["name"] as? String == "LiveKit Bot", "page's view of lk: \(metadata ?? [:])")
+
+        // The webhooks, each verified by LiveKit's WebhookReceiver, in the room's order.
+        #expect(await eventually(10) { Self.events(hooks).contains { $0["event"] as? String == "room_finished" } })
+        let events = Self.events(hooks).filter { $0["room"] as? String == "api" }
+        #expect(!events.isEmpty && events.allSatisfy { $0["error"] == nil && $0["contentType"] as? String == "application/webhook+json" },
+                "\(events.filter { $0["error"] != nil })")
+        let names = events.map { "\($0["event"] ?? "")" + (($0["participant"] as? String).map { $0.isEmpty ? "" : " " + $0 } ?? "") }
+        #expect(names.first == "room_started" && names.last == "room_finished", "\(names)")
+        for who in ["swift", "lk", "web"] {
+            let joined = names.firstIndex(of: "participant_joined \(who)"), left = names.firstIndex(of: "participant_left \(who)")
+            #expect(joined != nil && left != nil && joined! < left!, "\(who): \(names)")
+        }
+        #expect(names.filter { $0 == "track_published swift" }.count == 2 && names.filter { $0 == "track_unpublished swift" }.count == 2, "\(names)")
+        let reasons = Dictionary(events.filter { $0["event"] as? String == "participant_left" }
+            .map { ($0["participant"] as? String ?? "", $0["disconnectReason"] as? String ?? "") }, uniquingKeysWith: { first, _ in first })
+        #expect(reasons == ["lk": "PARTICIPANT_REMOVED", "swift": "PARTICIPANT_REMOVED", "web": "ROOM_DELETED"], "\(reasons)")
+        let times = events.compactMap { $0["createdAt"] as? Int }
+        #expect(times == times.sorted(), "createdAt in order: \(times)")
+        print("webhooks for room api: \(names.joined(separator: ", "))")
+    }
+
+    @Test("bad input: no token, a participant's token, a token for another room, an unknown method, a malformed body, a 1 MB and a 20 KB metadata: a Twirp error each, and the server still answers")
+    func badInput() async throws {
+        let (server, url, _) = try await LiveKitInteropTests.server()
+        defer { server.stop() }
+        let swift = try LiveKitInteropTests.swiftBot(url, room: "bad", uid: "swift", ["--video", "none", "--audio", "none", "--duration", "30"])
+        defer { swift.stop() }
+        let results = try await Self.calls(url, [
+            #"WaitParticipants {"room": "bad", "count": 1}"#,
+            #"Raw {"path": "/twirp/livekit.RoomService/ListRooms"}"#,
+            #"Raw {"path": "/twirp/livekit.RoomService/ListParticipants", "token": "participant", "room": "bad"}"#,
+            #"Raw {"path": "/twirp/livekit.RoomService/ListParticipants", "token": "admin", "room": "other", "body": "\n\u0003bad"}"#,
+            #"Raw {"path": "/twirp/livekit.RoomService/NoSuchMethod", "token": "admin", "room": "bad"}"#,
+            #"Raw {"path": "/twirp/livekit.RoomService/ListParticipants", "token": "admin", "room": "bad", "body": "\u00ff\u00ff\u00ff\u00ff"}"#,
+            #"Raw {"path": "/twirp/livekit.RoomService/ListParticipants", "token": "admin", "room": "bad", "contentType": "application/json", "body": "{not json"}"#,
+            #"UpdateParticipant {"room": "bad", "identity": "swift", "metadata_bytes": 1048576}"#,
+            #"UpdateParticipant {"room": "bad", "identity": "swift", "metadata_bytes": 20000}"#,
+            #"RemoveParticipant {"room": "bad", "identity": "nobody"}"#,
+            #"Raw {"path": "/twirp/livekit.RoomService/ListParticipants", "token": "admin", "room": "bad", "contentType": "application/json", "body": "{\"room\": \"bad\"}"}"#,
+        ])
+        let codes = results.dropFirst().map { "\($0["status"] as? Int ?? 0) \($0["code"] as? String ?? "-")" }
+        #expect(codes == ["401 unauthenticated", "403 permission_denied", "403 permission_denied", "404 bad_route", "400 malformed", "400 malformed",
+                          "400 invalid_argument", "400 invalid_argument", "404 not_found", "200 -"], "\(codes) \(results.suffix(3))")
+        for result in results.dropFirst().prefix(9) {
+            #expect(!(result["msg"] as? String ?? "").isEmpty, "a message says why: \(result)")
+        }
+        // The JSON form answers JSON (the last call).
+        let lastBody = results.last?["body"] as? String ?? ""
+        #expect(lastBody.contains("\"identity\":\"swift\""), "\(results.last ?? [:])")
+        #expect(server.isRunning, "the server is still up: \(server.errorText.suffix(300))")
+    }
+
+    @Test("rtc-cli room lists, updates, messages and removes like lk room: each line names what it did; a refusal is one error line and a non-zero exit")
+    func cli() async throws {
+        let (server, url, _) = try await LiveKitInteropTests.server()
+        defer { server.stop() }
+        let bot = try LiveKitInteropTests.swiftBot(url, room: "cli", uid: "bot", ["--video", "none", "--audio", "none", "--print-data", "--duration", "30"])
+        defer { bot.stop() }
+        let keys = ["--url", url, "--api-key", LiveKitInteropTests.apiKey, "--api-secret", LiveKitInteropTests.apiSecret]
+        func room(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) { try runTool([cliPath, "room"] + arguments + keys) }
+        #expect(await eventually(15) { (try? room(["participants", "--room", "cli"]))?.out.hasPrefix("bot\t") == true })
+        let listed = try room(["list"])
+        #expect(listed.status == 0 && listed.out.hasPrefix("cli\t") && listed.out.contains("1 participants"), "\(listed)")
+        let updated = try room(["update", "--room", "cli", "--identity", "bot", "--metadata", "presenter", "--attribute", "hand=up"])
+        #expect(updated.status == 0 && updated.out.contains("metadata: presenter") && updated.out.contains("attributes: hand=up"), "\(updated)")
+        let sent = try room(["send", "--room", "cli", "--data", "hello from rtc-cli", "--topic", "ops"])
+        #expect(sent.status == 0, "\(sent)")
+        #expect(await eventually(5) { DataChannelInteropTests.received(bot).contains { $0.text == "hello from rtc-cli" && $0.topic == "ops" } },
+                "\(bot.output.suffix(5))")
+        let metadata = try room(["metadata", "--room", "cli", "--metadata", "agenda"])
+        #expect(metadata.status == 0 && metadata.out.contains("metadata: agenda"), "\(metadata)")
+        let missing = try room(["participants", "--room", "nowhere"])
+        #expect(missing.status != 0 && missing.err.contains("404 not_found") && missing.err.split(separator: "\n").count == 1, "\(missing)")
+        let removed = try room(["remove", "--room", "cli", "--identity", "bot"])
+        #expect(removed.status == 0 && removed.out.contains("removed bot from cli"), "\(removed)")
+        #expect(await eventually(5) { bot.output.contains("server left bannedByServer") && bot.output.contains("server roomMetadata agenda") },
+                "\(bot.output.suffix(5))")
+        let wrong = try runTool([cliPath, "room", "list", "--url", url, "--api-key", LiveKitInteropTests.apiKey, "--api-secret", "not-the-secret-at-all"])
+        #expect(wrong.status != 0 && wrong.err.contains("401 unauthenticated"), "\(wrong)")
+    }
+
+    @Test("a webhook receiver that never answers: the room's media flows, the server's memory stays bounded and the queue at its bound (figures), and the events arrive once a receiver answers again")
+    func deadReceiver() async throws {
+        let dir = temporaryDirectory("room-api-dead")
+        let hooks = dir + "/hooks.jsonl"
+        let (hanging, hookPort) = try await Self.receiver(out: hooks, hang: true)
+        let (server, url, port) = try await LiveKitInteropTests.server(["--webhook-url", "http://127.0.0.1:\(hookPort)/hook", "--webhook-queue-limit", "20"])
+        defer { server.stop() }
+        let viewer = try LiveKitInteropTests.swiftBot(url, room: "dead", uid: "viewer", ["--video", "none", "--audio", "none",
+                                                                                         "--frame-log", dir + "/frames.log", "--duration", "40"])
+        defer { viewer.stop() }
+        let publisher = try LiveKitInteropTests.swiftBot(url, room: "dead", uid: "camera", ["--video", "pattern", "--duration", "14"])
+        defer { publisher.stop() }
+        // Joins and leaves: more events than the queue holds (each short bot: joined, 2 published, 2 unpublished, left).
+        for index in 0..<5 {
+            let bot = try LiveKitInteropTests.swiftBot(url, room: "dead", uid: "churn\(index)", ["--video", "pattern", "--duration", "2"])
+            _ = await bot.wait(20)
+        }
+        _ = await publisher.wait(30)
+        let frames = ((try? String(contentsOfFile: dir + "/frames.log", encoding: .utf8)) ?? "").split(separator: "\n")
+        #expect(frames.count >= 150, "the viewer decoded \(frames.count) frames of the camera while the webhooks hung")
+        let metrics = try runTool(["python3", "-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())",
+                                   "http://127.0.0.1:\(port)/metrics"]).out
+        func value(_ name: String) -> Int { Int(metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }?.split(separator: " ").last ?? "") ?? -1 }
+        #expect(value("rtc_webhook_events_queued") == 20 && value("rtc_webhook_events_dropped_total") > 0
+                && value("rtc_webhook_events_delivered_total") == 0, "\(metrics.split(separator: "\n").filter { $0.hasPrefix("rtc_webhook") })")
+        let rss = try String(contentsOfFile: "/proc/\(server.pid)/status", encoding: .utf8).split(separator: "\n")
+            .first { $0.hasPrefix("VmRSS:") }.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+        print("webhooks hanging: viewer decoded \(frames.count) frames; queued \(value("rtc_webhook_events_queued")), "
+              + "dropped \(value("rtc_webhook_events_dropped_total")); server RSS \(rss / 1024) MB")
+        // The receiver comes back on the same port: the queued events arrive, in order.
+        hanging.stop()
+        _ = await hanging.wait(10)
+        let (answering, _) = try await Self.receiver(out: hooks, port: hookPort)
+        defer { answering.stop() }
+        #expect(await eventually(45) { Self.events(hooks).count >= 20 }, "\(Self.events(hooks).count) delivered after the receiver came back")
+        let events = Self.events(hooks)
+        #expect(events.allSatisfy { $0["error"] == nil } && events.first?["event"] as? String == "room_started", "\(events.prefix(3))")
+        let times = events.compactMap { $0["createdAt"] as? Int }
+        #expect(times == times.sorted())
+    }
+}
