@@ -21,7 +21,7 @@ const test = window.rtcTest = {
   mode, channel, uid, joined: false, error: null, errorCode: null, left: null, status: "starting",
   participants: [], published: [], videos: [], audios: [], ended: [], outbound: [], captureMethod: null, captureError: null,
   startedAt: Date.now(), joinStartMs: null, joinedMs: null, events: [], reconnecting: 0, rejoins: 0,
-  data: [], dataSent: [], dataError: null,
+  data: [], dataSent: [], dataError: null, speakers: [],
 };
 const $ = (selector) => document.querySelector(selector);
 
@@ -148,6 +148,15 @@ function wire(client) {
     // What the server's API set (docs/server-api.md): names, metadata, attributes by uid.
     test.metadata = Object.fromEntries([...client.participants].map(([uid, info]) =>
       [uid, {name: info.name ?? null, metadata: info.metadata ?? null, attributes: info.attributes ?? null}]));
+  });
+  // Who speaks: the tiles of the speakers are outlined; rtcTest keeps the changes with the wall clock.
+  client.addEventListener("activeSpeakers", (e) => {
+    const uids = (e.detail.speakers || []).map((s) => s.uid);
+    test.speakers.push([Date.now(), uids]);
+    for (const [, item] of tiles) {
+      if (item.tile && item.remote) item.tile.classList.toggle("speaking", uids.includes(item.remote.uid));
+    }
+    status(uids.length ? `speaking: ${uids.join(", ")}` : "nobody speaking");
   });
   client.addEventListener("participantLeft", (e) => {
     test.participants = [...client.participants.keys()];

@@ -282,6 +282,8 @@ export class RTCClient extends EventTarget {
         if (payload.reason === "serverShutdown" && this._joinArgs && this._joinArgs.rejoin) { this._startRejoin(payload.reason); break; }
         this._left = true; this._emit("leave", {reason: payload.reason}); this._teardown(); break;
       case "tokenWillExpire": case "tokenRefreshed": this._emit(type, payload); break;
+      // Who speaks now, loudest first (the server's audio levels; docs/server-api.md).
+      case "activeSpeakers": this.activeSpeakers = (payload.speakers || []).map((s) => s.uid); this._emit("activeSpeakers", payload); break;
       case "pong": break;
       default: this.log("unhandled", type, payload);
     }

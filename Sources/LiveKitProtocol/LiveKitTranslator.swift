@@ -30,6 +30,8 @@ public struct LiveKitTranslator: Sendable {
     private var known: [String: LKParticipantInfo] = [:]
     /// The room's metadata as last told.
     private var roomMetadata = ""
+    /// The participants (sids) last told as speaking.
+    private var speakingSids: Set<String> = []
     /// Whether pings come as `ping_req` (a message) rather than the older int64 `ping`.
     private var pingsAsMessages = false
     /// The id of the client's latest publisher offer, echoed in the answer.
@@ -242,6 +244,15 @@ public struct LiveKitTranslator: Sendable {
             out.toClient.append(.with { $0.roomUpdate = .with { $0.room = roomInfo(participants: nil) } })
         case .trackMuted(let request):
             out.toClient.append(.with { $0.mute = .with { $0.sid = request.trackSid; $0.muted = request.muted } })
+        case .activeSpeakers(let update):
+            // LiveKit's SpeakersChanged lists what changed: those speaking now, and those who stopped (inactive).
+            let now = Set(update.speakers.map(\.sid))
+            var infos = update.speakers.map { speaker in
+                LKSpeakerInfo.with { $0.sid = speaker.sid; $0.level = Float(speaker.level); $0.active = true }
+            }
+            infos += speakingSids.subtracting(now).sorted().map { sid in LKSpeakerInfo.with { $0.sid = sid; $0.active = false } }
+            speakingSids = now
+            out.toClient.append(.with { $0.speakersChanged = .with { $0.speakers = infos } })
         }
         return out
     }

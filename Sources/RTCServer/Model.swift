@@ -50,6 +50,9 @@ final class Participant: @unchecked Sendable {
     var attributes: [String: String] = [:]
     /// The signaling protocol its client speaks (what it may be sent).
     var protocolVersion = ProtocolVersion.current
+    /// Speaking (``SpeakerDetector``): until when (monotonic µs) it counts as a speaker, and its smoothed level.
+    var speakingUntilUs: Int64 = 0
+    var speakingLevel = 0.0
     var lastSeen: Int64
     /// When it joined (clock s).
     let joinedAt: Int64
@@ -243,6 +246,8 @@ final class Participant: @unchecked Sendable {
 final class PublishedTrack: @unchecked Sendable {
     var info: TrackInfo
     unowned let owner: Participant
+    /// The RFC 6464 levels of an audio track since the last speaker tick.
+    var levels = AudioLevelWindow()
     var payloadType: UInt8?
     /// The publisher's RFC 4588 retransmission format (from its offer), video only.
     var rtxPayloadType: UInt8?

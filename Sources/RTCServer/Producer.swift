@@ -65,6 +65,11 @@ final class Producer: @unchecked Sendable {
             }
         }
         guard !track.info.muted else { return }
+        // Who speaks: the audio level the publisher wrote (RFC 6464), read in place.
+        if track.info.kind == .audio, let level = packet.header.extensionData(id: RTPExtensionID.audioLevel),
+           let byte = level.getInteger(at: level.readerIndex, as: UInt8.self) {
+            track.levels.record(byte)
+        }
         if track.isSimulcast {
             stream.received(bytes: datagram.readableBytes, sequence: packet.header.sequenceNumber, nowUs: arrivalUs)
             sendLayer(&packet, of: track, stream: stream, arrivalUs: arrivalUs)

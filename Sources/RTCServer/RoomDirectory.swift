@@ -9,6 +9,9 @@ final class Room: @unchecked Sendable {  // confined to the SFU event loop, as a
     let createdAt: Int64
     var metadata: String
     var maxParticipants: Int
+    /// The speakers last told to the room (uids, loudest first), and when (monotonic µs).
+    var announcedSpeakers: [String] = []
+    var speakersAnnouncedUs: Int64 = 0
 
     init(name: String, sid: String = "", createdAt: Int64 = 0, settings: RoomSettings? = nil) {
         self.name = name
@@ -47,6 +50,8 @@ protocol RoomDirectory: AnyObject {
     var participantCount: Int { get }
     /// Every participant of every room, as a copy: callers may remove participants while going through it.
     var allParticipants: [Participant] { get }
+    /// Every room, as a copy.
+    var allRooms: [Room] { get }
 
     func room(named name: String) -> Room?
     func participant(uid: String, in room: String) -> Participant?
@@ -75,6 +80,7 @@ final class LocalRoomDirectory: RoomDirectory, @unchecked Sendable {
     var roomCount: Int { rooms.count }
     var participantCount: Int { rooms.values.reduce(0) { $0 + $1.participants.count } }
     var allParticipants: [Participant] { rooms.values.flatMap(\.participants.values) }
+    var allRooms: [Room] { Array(rooms.values) }
 
     func room(named name: String) -> Room? { rooms[name] }
 

@@ -70,7 +70,7 @@ public final class SFU: SignalingSink, @unchecked Sendable {
     }
 
     /// Housekeeping once a second, simulcast layers every 250 ms, transport-wide feedback to
-    /// publishers every 100 ms, upstream NACKs every 20 ms. The timers keep the SFU alive until ``shutdown()``.
+    /// publishers and active speakers every 100 ms, upstream NACKs every 20 ms. The timers keep the SFU alive until ``shutdown()``.
     private func startTimers() {
         timers = [
             loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in self.tick() },
@@ -82,6 +82,9 @@ public final class SFU: SignalingSink, @unchecked Sendable {
             },
             loop.scheduleRepeatedTask(initialDelay: .milliseconds(250), delay: .milliseconds(250)) { _ in
                 self.layers.tick(nowUs: self.context.nowUs)
+            },
+            loop.scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .microseconds(SpeakerDetector.tickUs)) { _ in
+                self.detectSpeakers(nowUs: self.context.nowUs)
             },
         ]
     }

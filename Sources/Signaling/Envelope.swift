@@ -234,7 +234,7 @@ extension ClientMessage: SignalingMessage {
 extension ServerMessage: SignalingMessage {
     public static let types: Set<String> = ["joined", "error", "offer", "answer", "trackPublished", "participantUpdate",
                                             "participantLeft", "pong", "tokenWillExpire", "tokenRefreshed", "leave", "resumed",
-                                            "videoLayers", "layerChanged", "roomUpdate", "trackMuted"]
+                                            "videoLayers", "layerChanged", "roomUpdate", "trackMuted", "activeSpeakers"]
 
     public var type: String {
         switch self {
@@ -254,6 +254,7 @@ extension ServerMessage: SignalingMessage {
         case .layerChanged: "layerChanged"
         case .roomUpdate: "roomUpdate"
         case .trackMuted: "trackMuted"
+        case .activeSpeakers: "activeSpeakers"
         }
     }
 
@@ -277,6 +278,7 @@ extension ServerMessage: SignalingMessage {
         case "layerChanged": self = .layerChanged(try LayerChange(from: decoder))
         case "roomUpdate": self = .roomUpdate(try RoomUpdate(from: decoder))
         case "trackMuted": self = .trackMuted(try MuteRequest(from: decoder))
+        case "activeSpeakers": self = .activeSpeakers(try ActiveSpeakers(from: decoder))
         default: throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown type \(type)"))
         }
     }
@@ -296,6 +298,7 @@ extension ServerMessage: SignalingMessage {
         case .layerChanged(let value): try value.encode(to: encoder)
         case .roomUpdate(let value): try value.encode(to: encoder)
         case .trackMuted(let value): try value.encode(to: encoder)
+        case .activeSpeakers(let value): try value.encode(to: encoder)
         }
     }
 }

@@ -91,6 +91,27 @@ public enum LeaveReason: String, Codable, Sendable, Hashable {
     case roomDeleted
 }
 
+/// Who speaks now (protocol 1.6): the server reads the RFC 6464 audio level of every published
+/// audio track and sends the participants speaking, loudest first, whenever that set changes.
+public struct ActiveSpeakers: Codable, Sendable, Hashable {
+    public struct Speaker: Codable, Sendable, Hashable {
+        public var uid: String
+        public var sid: String
+        /// Linear, 0 (silence) to 1 (full scale), over the last 100 ms.
+        public var level: Double
+
+        public init(uid: String, sid: String, level: Double) {
+            self.uid = uid
+            self.sid = sid
+            self.level = level
+        }
+    }
+
+    public var speakers: [Speaker]
+
+    public init(speakers: [Speaker]) { self.speakers = speakers }
+}
+
 /// The room's metadata changed (protocol 1.6).
 public struct RoomUpdate: Codable, Sendable, Hashable {
     public var metadata: String
@@ -394,6 +415,8 @@ public enum ServerMessage: Sendable, Hashable {
     case layerChanged(LayerChange)
     /// The room's metadata changed (protocol 1.6).
     case roomUpdate(RoomUpdate)
+    /// Who speaks now, loudest first (protocol 1.6; older clients report it as an unknown type).
+    case activeSpeakers(ActiveSpeakers)
     /// The server muted (or unmuted) one of this publisher's tracks: its subscribers get nothing of
     /// it until it is unmuted (protocol 1.6).
     case trackMuted(MuteRequest)

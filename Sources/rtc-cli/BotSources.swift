@@ -1,3 +1,4 @@
+import Foundation
 import RTCCore
 import ServerCommandLine
 
@@ -25,12 +26,16 @@ enum BotVideoSource {
 enum BotAudioSource {
     case none
     case tone(Double)
+    /// A tone with pauses, as speech comes: 1 s off, 2 s on, over and over.
+    case speech
     case file(String)
 
     init(parsing text: String) {
         switch text {
         case "none": self = .none
         case "tone": self = .tone(440)
+        case "speech": self = .speech
+        case "silence": self = .tone(0)
         default: self = .file(text)
         }
     }
@@ -135,6 +140,18 @@ final class AudioPump: @unchecked Sendable {
                 defer { index += 1 }
                 let samples = (0..<480).map { offset -> Int16 in
                     Int16(10000 * sin(2 * Double.pi * frequency * Double(index * 480 + offset) / 48000))
+                }
+                return AudioFrame(samples: .int16(samples), sampleRate: 48000, channels: 1)
+            }
+        case .speech:
+            // 10 ms blocks: 100 silent, then 200 of a 300 Hz tone; each start is printed (when it is pushed).
+            var index = 0
+            next = {
+                defer { index += 1 }
+                let phase = index % 300
+                if phase == 100 { print("speech on \(MediaClock.monotonicUs()) \(Int64(Date().timeIntervalSince1970 * 1000))"); fflush(nil) }
+                let samples = (0..<480).map { offset -> Int16 in
+                    phase < 100 ? 0 : Int16(10000 * sin(2 * Double.pi * 300 * Double(index * 480 + offset) / 48000))
                 }
                 return AudioFrame(samples: .int16(samples), sampleRate: 48000, channels: 1)
             }

@@ -28,7 +28,8 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(help: "Server secret to mint a token with (development only).") var secret: String?
     @Option(help: "broadcaster or audience.") var role: String = "broadcaster"
     @Option(help: "pattern, screen, FILE.y4m or none.") var video: String = "pattern"
-    @Option(help: "tone, FILE.wav or none.") var audio: String = "tone"
+    @Option(help: "tone, silence, speech (1 s of silence, then 2 s of tone, over and over; prints `speech on <monotonic µs> <wall ms>` at each start), FILE.wav or none.")
+    var audio: String = "tone"
     @Option(help: "Largest encoded size (frames are fit inside, never stretched).") var size: VideoSize = VideoSize(width: 640, height: 360)
     @Option(help: "Frames per second (the pattern's rate and the encoder's cap).") var fps: Int = 15
     @Option(help: "Video bitrate, kbps.") var bitrate: Int = 800
@@ -86,6 +87,12 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(name: .customLong("data-count"), help: "Stop --send-data after this many messages.") var dataCount: Int?
     @Option(name: .customLong("data-to"), help: "Send --send-data's messages to this uid only (repeatable).") var dataTo: [String] = []
     @Flag(name: .customLong("data-lossy"), help: "--send-data on a lossy stream (unordered, never retransmitted).") var dataLossy = false
+    @Flag(name: .customLong("print-speakers"),
+          help: "Print a line when the loudest speaker changes (the server's active speakers): speaker <monotonic µs> <uid or ->.")
+    var printSpeakers = false
+    @Option(name: .customLong("volume-interval"),
+            help: "With --print-speakers: volume indications every this many ms (Agora's enableAudioVolumeIndication), a line each: volume <monotonic µs> <uid>:<0-255>:<vad 0/1> ...")
+    var volumeInterval: Int?
     @Flag(name: .customLong("print-data"),
           help: "Print a line per data message received: data <monotonic µs> <uid> <topic> <bytes> <text>.")
     var printData = false
@@ -94,6 +101,10 @@ struct JoinCommand: AsyncParsableCommand {
     var sharerCommand: String?
 
     func validate() throws {
+        if let volumeInterval {
+            guard (50...10_000).contains(volumeInterval) else { throw ValidationError("--volume-interval must be 50 to 10000 ms") }
+            guard printSpeakers else { throw ValidationError("--volume-interval prints with --print-speakers") }
+        }
         guard token != nil || secret != nil else { throw ValidationError("give --token, or --secret to mint one") }
         for url in fallbackServer where !url.hasPrefix("ws://") && !url.hasPrefix("wss://") {
             throw ValidationError("--fallback-server \(url) is not a ws:// or wss:// URL")
@@ -255,7 +266,9 @@ struct JoinCommand: AsyncParsableCommand {
                                                          frameLog: frameLog),
                                       recordOptions: ChannelRecorder.Options(layout: ChannelRecorder.Options.Layout(rawValue: recordFormat) ?? .tracks,
                                                                              uids: recordUID.isEmpty ? nil : Set(recordUID)),
-                                      fallbackServers: fallbackServer, data: (printData || sendData != nil, printData))
+                                      fallbackServers: fallbackServer, data: (printData || sendData != nil, printData),
+                                      printSpeakers: printSpeakers)
+        if let volumeInterval { bot.engine.enableAudioVolumeIndication(interval: volumeInterval, smooth: 0, reportVad: true) }
         let sending = try await startSendingData(bot.engine)
         defer { sending?.cancel() }
         var host: ScreenShareHost?
@@ -327,7 +340,8 @@ final class Bot: Sendable {
                       iceTrust: String? = nil, layers: Layers = Layers(),
                       recordOptions: ChannelRecorder.Options = ChannelRecorder.Options(),
                       source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone),
-                      fallbackServers: [String] = [], data: (open: Bool, print: Bool) = (false, false)) async throws -> Bot {
+                      fallbackServers: [String] = [], data: (open: Bool, print: Bool) = (false, false),
+                      printSpeakers: Bool = false) async throws -> Bot {
         var configuration = RTCEngineConfiguration(serverURL: server, clientRole: role)
         configuration.alternateServerURLs = fallbackServers
         configuration.bindAddress = bind
@@ -389,6 +403,12 @@ final class Bot: Sendable {
                 // What the server's API did to this bot and its room (docs/server-api.md), likewise.
                 case .localTrackMutedByServer(let trackSid, let muted):
                     print("server muted \(trackSid) \(muted)")
+                    fflush(nil)
+                case .audioVolumeIndication(let speakers, _) where printSpeakers:
+                    print("volume \(MediaClock.monotonicUs()) " + speakers.map { "\($0.uid):\($0.volume):\($0.vad ? 1 : 0)" }.joined(separator: " "))
+                    fflush(nil)
+                case .activeSpeaker(let speaker) where printSpeakers:
+                    print("speaker \(MediaClock.monotonicUs()) \(speaker ?? "-")")
                     fflush(nil)
                 case .roomMetadataChanged(let metadata):
                     print("server roomMetadata \(metadata.replacingOccurrences(of: "\n", with: " "))")

@@ -51,6 +51,7 @@ struct EnvelopeTests {
         .roomUpdate(RoomUpdate(metadata: "agenda v2")),
         .trackMuted(MuteRequest(trackSid: "TR_8", muted: true)),
         .leave(reason: .roomDeleted),
+        .activeSpeakers(ActiveSpeakers(speakers: [.init(uid: "1001", sid: "PA_2", level: 0.31), .init(uid: "1001_sub", sid: "PA_3", level: 0.1)])),
     ]
 
     @Test("every client message round trips", arguments: clientMessages)

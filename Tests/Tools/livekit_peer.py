@@ -86,6 +86,10 @@ class Watcher:
         room.on("room_metadata_changed", lambda old, new: self.changes.append(["roomMetadata", "", new, self.ms()]))
         room.on("disconnected", self.disconnected)
         self.unsubscribed = []
+        # LiveKit's active speakers, as the SDK reports them: [monotonic ms, identities loudest first].
+        self.speakers = []
+        room.on("active_speakers_changed",
+                lambda speakers: self.speakers.append([round(time.monotonic() * 1000), [p.identity for p in speakers]]))
         room.on("track_unsubscribed",
                 lambda track, publication, participant: self.unsubscribed.append([participant.identity, publication.sid, self.ms()]))
 
@@ -152,7 +156,7 @@ class Watcher:
                 entry["framesInWindow"] = sum(1 for t in at if t <= window_ms)
         return {"tracks": list(self.tracks.values()), "data": self.data, "muted": self.muted, "unmuted": self.unmuted,
                 "changes": self.changes, "disconnectReason": self.disconnect_reason, "disconnectedMs": self.disconnected_ms,
-                "unsubscribed": self.unsubscribed}
+                "unsubscribed": self.unsubscribed, "speakers": self.speakers}
 
     def close(self):
         for task in self.tasks:

@@ -74,6 +74,8 @@ final class ChannelSession: @unchecked Sendable {
     /// Transports that have been connected, and those whose path is lost now (ICE restarting).
     private var mediaConnected: Set<SessionDescriptionMessage.Transport> = []
     private var mediaLost: Set<SessionDescriptionMessage.Transport> = []
+    /// The loudest speaker last reported (under `lock`).
+    private var activeSpeaker: String?
     private var leaving = false
     private var tornDown = false
     private var ticks = 0
@@ -437,6 +439,14 @@ final class ChannelSession: @unchecked Sendable {
             emit(.roomMetadataChanged(update.metadata))
         case .trackMuted(let request):
             emit(.localTrackMutedByServer(trackSid: request.trackSid, muted: request.muted))
+        case .activeSpeakers(let update):
+            emit(.activeSpeakersChanged(update.speakers))
+            let loudest = update.speakers.first?.uid
+            let changed = lock.withLock { () -> Bool in
+                defer { activeSpeaker = loudest }
+                return activeSpeaker != loudest
+            }
+            if changed { emit(.activeSpeaker(uid: loudest)) }
         case .leave(.serverShutdown):
             // A server going down for a restart: join the next one.
             await closeSignaling()
@@ -456,6 +466,14 @@ final class ChannelSession: @unchecked Sendable {
         default:
             break
         }
+    }
+
+    /// The levels of this client's audio and of each remote audio track since the last call.
+    func takeAudioLevels() -> [(uid: String, window: AudioLevelWindow)] {
+        var sample: [(uid: String, window: AudioLevelWindow)] = []
+        if let sender = publisher?.audioSender { sample.append((uid, sender.takeLevels())) }
+        for receiver in subscriber?.receivers.audio ?? [] { sample.append((receiver.info.uid, receiver.takeLevels())) }
+        return sample
     }
 
     private func participantsChanged(_ participants: [ParticipantInfo]) {

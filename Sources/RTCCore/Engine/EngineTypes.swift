@@ -232,6 +232,12 @@ public enum RTCEngineEvent: Sendable {
     case localTrackMutedByServer(trackSid: String, muted: Bool)
     /// The room's metadata, at the join (when it has some) and whenever the server's API changes it.
     case roomMetadataChanged(String)
+    /// Who speaks now in the channel, loudest first, as the server hears it (its audio levels).
+    case activeSpeakersChanged([ActiveSpeakers.Speaker])
+    /// The loudest speaker changed (Agora's `onActiveSpeaker`); nil when nobody speaks.
+    case activeSpeaker(uid: String?)
+    /// Every interval `enableAudioVolumeIndication` asked for: this client's and each remote user's volume.
+    case audioVolumeIndication(speakers: [AudioVolumeInfo], totalVolume: Int)
     case firstRemoteVideoFrameDecoded(uid: String, source: TrackSource, size: VideoSize, elapsedMs: Int)
     case connectionStateChanged(ConnectionState, reason: ConnectionChangedReason)
     case tokenPrivilegeWillExpire(expiresAt: Int64)

@@ -161,6 +161,7 @@ final class LocalAudioSender: @unchecked Sendable {
         lastRTPTimestamp = rtpTimestamp
         let captureMono = clock.monotonicUs(ofCapture: captureUs)
         let level = Self.audioLevel(pcm)
+        levels.withLock { $0.record((level < 60 ? 0x80 : 0) | min(level, 127)) }
         // The pacer fills in the transport-wide sequence and abs-send-time as the packet leaves.
         let header = RTPHeader(
             marker: false, payloadType: SDPCodecs.opusPayloadType, sequenceNumber: sequenceNumber, timestamp: rtpTimestamp,
@@ -179,6 +180,11 @@ final class LocalAudioSender: @unchecked Sendable {
         }
         pacer.enqueue([packet], priority: .audio)
     }
+
+    /// The levels it sent since ``takeLevels()`` (the volume indication's local entry).
+    private let levels = Mutex(AudioLevelWindow())
+
+    func takeLevels() -> AudioLevelWindow { levels.withLock { window in defer { window = AudioLevelWindow() }; return window } }
 
     /// RFC 6464 level: -dBov of the frame's RMS, 0 (loudest) ... 127 (silence).
     static func audioLevel(_ pcm: [Int16]) -> UInt8 {

@@ -26,6 +26,12 @@ public final class RTCEngine: @unchecked Sendable {
     private var leftByUser = false
     /// The app's data streams, across sessions (a rejoin reopens their channels).
     private let dataStreams: DataStreams
+    /// `enableAudioVolumeIndication` (VolumeIndication.swift).
+    let volumeIndicator = VolumeIndicator()
+    var eventLoopForTimers: EventLoop { group.next() }
+    func emitEvent(_ event: RTCEngineEvent) { hub.emit(event) }
+    /// The audio levels sent and received since the last call (the current session's).
+    func audioLevelSample() -> [(uid: String, window: AudioLevelWindow)] { currentSession?.takeAudioLevels() ?? [] }
 
     public init(configuration: RTCEngineConfiguration, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.configuration = configuration

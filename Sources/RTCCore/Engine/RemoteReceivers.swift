@@ -244,9 +244,18 @@ final class RemoteAudioReceiver: @unchecked Sendable {
         encodedOutput = outputs.encodedAudio
     }
 
+    /// The levels its packets said since ``takeLevels()`` (RFC 6464), for the volume indication.
+    private let levels = Mutex(AudioLevelWindow())
+
+    func takeLevels() -> AudioLevelWindow { levels.withLock { window in defer { window = AudioLevelWindow() }; return window } }
+
     /// On the network loop.
     func receive(_ packet: RTPPacket, bytes: Int, arrivalUs: Int64) {
         let clock = state.record(packet, bytes: bytes, arrivalUs: arrivalUs)
+        if let level = packet.header.extensionData(id: RTPExtensionID.audioLevel),
+           let byte = level.getInteger(at: level.readerIndex, as: UInt8.self) {
+            levels.withLock { $0.record(byte) }
+        }
         let payload = Array(packet.payload.readableBytesView)
         encodedOutput(RemoteEncodedAudioFrame(uid: info.uid, trackSid: info.trackSid, source: info.source, data: payload,
                                               rtpTimestamp: packet.header.timestamp, senderClock: clock))
