@@ -100,7 +100,8 @@ public struct LiveKitClaims: Codable, Sendable, Hashable {
         func allows(_ source: String) -> Bool { publish && (sources.isEmpty || sources.contains(source)) }
         return TokenGrants(join: video.roomJoin ?? false, publishAudio: allows("microphone"), publishVideo: allows("camera"),
                            publishScreen: allows("screen_share") || allows("screen_share_audio"),
-                           subscribe: video.canSubscribe ?? true, publishData: video.canPublishData)
+                           subscribe: video.canSubscribe ?? true, publishData: video.canPublishData,
+                           updateMetadata: video.canUpdateOwnMetadata)
     }
 
     /// The same holder as one of our tokens (for `room`), with the same time window, so the rest

@@ -30,6 +30,8 @@ public struct LiveKitTranslator: Sendable {
     private var known: [String: LKParticipantInfo] = [:]
     /// The room's metadata as last told.
     private var roomMetadata = ""
+    /// Our request ids of metadata updates on their way, with LiveKit's request.
+    private var metadataRequests: [UInt32: LKUpdateParticipantMetadata] = [:]
     /// The participants (sids) last told as speaking.
     private var speakingSids: Set<String> = []
     /// Whether pings come as `ping_req` (a message) rather than the older int64 `ping`.
@@ -100,12 +102,13 @@ public struct LiveKitTranslator: Sendable {
             pingsAsMessages = true
             out.toCore.append(ClientEnvelope(.ping(timestamp: ping.timestamp), requestID: requestID()))
         case .updateMetadata(let update):
-            var response = LKRequestResponse()
-            response.requestID = update.requestID
-            response.reason = .notAllowed
-            response.message = "participant metadata is not supported by this server yet"
-            response.request = .updateMetadata(update)
-            out.toClient.append(.with { $0.requestResponse = response })
+            // Empty fields are left as they are (LiveKit's SDKs send the whole message for one change).
+            let id = requestID()
+            metadataRequests[id] = update
+            out.toCore.append(ClientEnvelope(.updateMetadata(MetadataUpdate(name: update.name.isEmpty ? nil : update.name,
+                                                                            metadata: update.metadata.isEmpty ? nil : update.metadata,
+                                                                            attributes: update.attributes.isEmpty ? nil : update.attributes)),
+                                             requestID: id))
         case .syncState, .simulate, .updateLayers, .subscriptionPermission, .updateAudioTrack, .updateVideoTrack:
             // Accepted and not acted on (docs/livekit.md lists them).
             break
@@ -214,6 +217,19 @@ public struct LiveKitTranslator: Sendable {
         case .participantUpdate(let participants):
             let others = participants.filter { $0.sid != participantSid }
             if !others.isEmpty { out.toClient.append(update(others)) }
+            // Its own entry (the server's API, or its own metadata request): LiveKit's SDKs apply it to the local participant.
+            if let own = participants.first(where: { $0.sid == participantSid }) {
+                var info = LiveKitMapping.participant(own)
+                info.permission.canPublishData = claims.grants.maySendData(screenShare: false)
+                out.toClient.append(.with { $0.update = .with { $0.participants = [info] } })
+            }
+            if let id = envelope.requestID, let request = metadataRequests.removeValue(forKey: id) {
+                var response = LKRequestResponse()
+                response.requestID = request.requestID
+                response.reason = .ok
+                response.request = .updateMetadata(request)
+                out.toClient.append(.with { $0.requestResponse = response })
+            }
         case .participantLeft(let uid, let reason):
             guard var info = known.removeValue(forKey: uid) else { break }
             info.state = .disconnected
@@ -332,8 +348,12 @@ public struct LiveKitTranslator: Sendable {
         }
         var response = LKRequestResponse()
         response.requestID = requestID ?? 0
-        response.reason = error.code == .permissionDenied ? .notAllowed : .unclassifiedError
+        response.reason = error.code == .permissionDenied ? .notAllowed : error.code == .limitExceeded ? .limitExceeded : .unclassifiedError
         response.message = error.reason
+        if let requestID, let request = metadataRequests.removeValue(forKey: requestID) {
+            response.requestID = request.requestID
+            response.request = .updateMetadata(request)
+        }
         out.toClient.append(.with { $0.requestResponse = response })
         return out
     }

@@ -98,21 +98,7 @@ extension SFU {
             guard let participant = self.directory.participant(uid: uid, in: room) else {
                 throw AdminError.notFound("no participant \(uid) in \(room)")
             }
-            let limits = self.configuration.limits
-            if let name = change.name, name.utf8.count > limits.maxNameBytes {
-                throw AdminError.invalid("a name of at most \(limits.maxNameBytes) bytes")
-            }
-            if let metadata = change.metadata, metadata.utf8.count > limits.maxMetadataBytes {
-                throw AdminError.invalid("metadata of at most \(limits.maxMetadataBytes) bytes (got \(metadata.utf8.count))")
-            }
-            var attributes = participant.attributes
-            for (key, value) in change.attributes ?? [:] { attributes[key] = value.isEmpty ? nil : value }
-            guard ParticipantAttributes.fit(attributes, limits: limits) else {
-                throw AdminError.invalid("at most \(limits.maxAttributes) attributes of at most \(limits.maxAttributeBytes) bytes each")
-            }
-            if let name = change.name { participant.name = name }
-            if let metadata = change.metadata { participant.metadata = metadata }
-            participant.attributes = attributes
+            try self.applyDescription(name: change.name, metadata: change.metadata, attributes: change.attributes, to: participant)
             if let grants = change.grants {
                 participant.grants = grants
                 for track in participant.tracks where self.mayPublish(participant, kind: track.info.kind, source: track.info.source) != nil {
@@ -125,8 +111,42 @@ extension SFU {
                 }
             }
             self.participantChanged(participant)
+            // Its own client learns it too (our clients and LiveKit's apply their own entry).
+            participant.send(.participantUpdate([participant.info]))
             return participant.view
         }
+    }
+
+    /// Sets a participant's name, metadata and attributes (attributes merged; an empty value removes
+    /// a key) after checking every bound; nothing changes when one is passed.
+    func applyDescription(name: String?, metadata: String?, attributes change: [String: String]?, to participant: Participant) throws(AdminError) {
+        let limits = configuration.limits
+        if let name, name.utf8.count > limits.maxNameBytes { throw AdminError.invalid("a name of at most \(limits.maxNameBytes) bytes") }
+        if let metadata, metadata.utf8.count > limits.maxMetadataBytes {
+            throw AdminError.invalid("metadata of at most \(limits.maxMetadataBytes) bytes (got \(metadata.utf8.count))")
+        }
+        var attributes = participant.attributes
+        for (key, value) in change ?? [:] { attributes[key] = value.isEmpty ? nil : value }
+        guard ParticipantAttributes.fit(attributes, limits: limits) else {
+            throw AdminError.invalid("at most \(limits.maxAttributes) attributes of at most \(limits.maxAttributeBytes) bytes each")
+        }
+        if let name { participant.name = name }
+        if let metadata { participant.metadata = metadata }
+        participant.attributes = attributes
+    }
+
+    /// A participant's own `updateMetadata`, when its token allows (`updateMetadata`): applied as
+    /// the API would, answered with its own `participantUpdate`.
+    func updateOwnMetadata(_ update: MetadataUpdate, participant: Participant, requestID: UInt32?, fail: Fail) {
+        guard participant.grants.updateMetadata == true else {
+            return fail(.permissionDenied, "the token does not grant updateMetadata (LiveKit's canUpdateOwnMetadata)")
+        }
+        do { try applyDescription(name: update.name, metadata: update.metadata, attributes: update.attributes, to: participant) } catch {
+            let reason = switch error { case .invalid(let reason), .notFound(let reason): reason }
+            return fail(.limitExceeded, reason)
+        }
+        participantChanged(participant)
+        participant.send(.participantUpdate([participant.info]), requestID: requestID)
     }
 
     /// Subscribes `uid` to tracks (or ends those subscriptions), as its own client could.

@@ -253,6 +253,7 @@ public final class SFU: SignalingSink, @unchecked Sendable {
             track.info.muted = request.muted
             participantChanged(participant)
         case .updateSubscription(let update): updateSubscription(update, participant: participant, fail: fail)
+        case .updateMetadata(let update): updateOwnMetadata(update, participant: participant, requestID: id, fail: fail)
         case .setVideoPreference(let preference): setVideoPreference(preference, participant: participant, fail: fail)
         case .setRole(let role):
             guard role != participant.role else { return }

@@ -15,9 +15,12 @@ public struct TokenGrants: Codable, Sendable, Hashable {
     /// Sending data channel messages (LiveKit's canPublishData). Absent (nil) means allowed, except
     /// for a screen-share uid (`<host>_sub`), which sends data only when its token says so.
     public var publishData: Bool?
+    /// Setting its own name, metadata and attributes (LiveKit's canUpdateOwnMetadata); absent: not allowed.
+    public var updateMetadata: Bool?
 
     public init(join: Bool = true, publishAudio: Bool = true, publishVideo: Bool = true, publishScreen: Bool = true,
-                subscribe: Bool = true, publishData: Bool? = nil) {
+                subscribe: Bool = true, publishData: Bool? = nil, updateMetadata: Bool? = nil) {
+        self.updateMetadata = updateMetadata
         self.join = join
         self.publishAudio = publishAudio
         self.publishVideo = publishVideo
@@ -33,7 +36,7 @@ public struct TokenGrants: Codable, Sendable, Hashable {
     public static let all = TokenGrants()
 
     /// The names `rtc-cli token --grants` takes.
-    public static let names = ["join", "publishAudio", "publishVideo", "publishScreen", "subscribe", "publishData"]
+    public static let names = ["join", "publishAudio", "publishVideo", "publishScreen", "subscribe", "publishData", "updateMetadata"]
 
     /// Parses a comma-separated list of grant names; nil for an unknown name.
     public init?(list: String) {
@@ -48,6 +51,7 @@ public struct TokenGrants: Codable, Sendable, Hashable {
             case "publishScreen": publishScreen = true
             case "subscribe": subscribe = true
             case "publishData": publishData = true
+            case "updateMetadata": updateMetadata = true
             default: return nil
             }
         }

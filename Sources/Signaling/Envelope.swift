@@ -171,7 +171,8 @@ private struct Departure: Codable { var uid: String; var reason: LeaveReason }
 
 extension ClientMessage: SignalingMessage {
     public static let types: Set<String> = ["join", "offer", "answer", "publishTrack", "unpublishTrack", "mute",
-                                            "updateSubscription", "setRole", "leave", "ping", "refreshToken", "resume", "restartICE", "setVideoPreference"]
+                                            "updateSubscription", "setRole", "leave", "ping", "refreshToken", "resume", "restartICE", "setVideoPreference",
+                                            "updateMetadata"]
 
     public var type: String {
         switch self {
@@ -189,6 +190,7 @@ extension ClientMessage: SignalingMessage {
         case .resume: "resume"
         case .restartICE: "restartICE"
         case .setVideoPreference: "setVideoPreference"
+        case .updateMetadata: "updateMetadata"
         }
     }
 
@@ -208,6 +210,7 @@ extension ClientMessage: SignalingMessage {
         case "resume": self = .resume(try ResumeRequest(from: decoder))
         case "restartICE": self = .restartICE(transport: try TransportName(from: decoder).transport)
         case "setVideoPreference": self = .setVideoPreference(try VideoPreference(from: decoder))
+        case "updateMetadata": self = .updateMetadata(try MetadataUpdate(from: decoder))
         default: throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown type \(type)"))
         }
     }
@@ -227,6 +230,7 @@ extension ClientMessage: SignalingMessage {
         case .resume(let value): try value.encode(to: encoder)
         case .restartICE(let transport): try TransportName(transport: transport).encode(to: encoder)
         case .setVideoPreference(let value): try value.encode(to: encoder)
+        case .updateMetadata(let value): try value.encode(to: encoder)
         }
     }
 }

@@ -112,6 +112,20 @@ public struct ActiveSpeakers: Codable, Sendable, Hashable {
     public init(speakers: [Speaker]) { self.speakers = speakers }
 }
 
+/// A participant's own name, metadata or attributes (protocol 1.6), when its token allows
+/// (`updateMetadata`); nil fields stay as they are, an empty attribute value removes the key.
+public struct MetadataUpdate: Codable, Sendable, Hashable {
+    public var name: String?
+    public var metadata: String?
+    public var attributes: [String: String]?
+
+    public init(name: String? = nil, metadata: String? = nil, attributes: [String: String]? = nil) {
+        self.name = name
+        self.metadata = metadata
+        self.attributes = attributes
+    }
+}
+
 /// The room's metadata changed (protocol 1.6).
 public struct RoomUpdate: Codable, Sendable, Hashable {
     public var metadata: String
@@ -393,6 +407,8 @@ public enum ClientMessage: Sendable, Hashable {
     case restartICE(transport: SessionDescriptionMessage.Transport)
     /// Which layer of layered video this client wants (protocol 1.4).
     case setVideoPreference(VideoPreference)
+    /// Its own name, metadata or attributes (protocol 1.6): answered with its `participantUpdate`.
+    case updateMetadata(MetadataUpdate)
 }
 
 /// Everything the server sends.

@@ -87,6 +87,9 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(name: .customLong("data-count"), help: "Stop --send-data after this many messages.") var dataCount: Int?
     @Option(name: .customLong("data-to"), help: "Send --send-data's messages to this uid only (repeatable).") var dataTo: [String] = []
     @Flag(name: .customLong("data-lossy"), help: "--send-data on a lossy stream (unordered, never retransmitted).") var dataLossy = false
+    @Option(name: .customLong("set-metadata"),
+            help: "After joining, set this client's own metadata (its token must grant updateMetadata); prints `metadata set` or `metadata refused: <reason>`.")
+    var setMetadata: String?
     @Flag(name: .customLong("print-speakers"),
           help: "Print a line when the loudest speaker changes (the server's active speakers): speaker <monotonic µs> <uid or ->.")
     var printSpeakers = false
@@ -269,6 +272,15 @@ struct JoinCommand: AsyncParsableCommand {
                                       fallbackServers: fallbackServer, data: (printData || sendData != nil, printData),
                                       printSpeakers: printSpeakers)
         if let volumeInterval { bot.engine.enableAudioVolumeIndication(interval: volumeInterval, smooth: 0, reportVad: true) }
+        if let setMetadata {
+            do {
+                try await bot.engine.updateLocalMetadata(metadata: setMetadata)
+                print("metadata set")
+            } catch {
+                print("metadata refused: \(error)")
+            }
+            fflush(nil)
+        }
         let sending = try await startSendingData(bot.engine)
         defer { sending?.cancel() }
         var host: ScreenShareHost?

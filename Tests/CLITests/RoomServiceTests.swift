@@ -1,5 +1,6 @@
 import Foundation
 import RTCTestSupport
+import Signaling
 import Testing
 
 /// LiveKit's official server SDK (PyPI `livekit-api`) against `rtc-server`: its RoomService client
@@ -224,6 +225,51 @@ struct RoomServiceTests {
                 "\(bot.output.suffix(5))")
         let wrong = try runTool([cliPath, "room", "list", "--url", url, "--api-key", LiveKitInteropTests.apiKey, "--api-secret", "not-the-secret-at-all"])
         #expect(wrong.status != 0 && wrong.err.contains("401 unauthenticated"), "\(wrong)")
+    }
+
+    @Test("participants set their own metadata when their token allows: a LiveKit participant through its SDK, a Swift bot through the engine; the others see it, the API lists it; without the grant both are refused")
+    func ownMetadata() async throws {
+        let (server, url, _) = try await LiveKitInteropTests.server()
+        defer { server.stop() }
+        var allowed = TokenGrants.all
+        allowed.updateMetadata = true
+        let watcher = try LiveKitInteropTests.peer("bot", url, ["--room", "meta", "--identity", "watcher", "--duration", "12"])
+        defer { watcher.stop() }
+        try await Task.sleep(for: .seconds(2))
+        let swift = try ChildProcess([cliPath, "join", "--server", url + "/rtc", "--channel", "meta", "--uid", "swift", "--quiet", "--video", "none",
+                                      "--audio", "none", "--token", testToken(uid: "swift", channel: "meta", grants: allowed),
+                                      "--set-metadata", "swift ready", "--duration", "10"])
+        let refused = try ChildProcess([cliPath, "join", "--server", url + "/rtc", "--channel", "meta", "--uid", "plain", "--quiet", "--video", "none",
+                                        "--audio", "none", "--token", testToken(uid: "plain", channel: "meta"), "--set-metadata", "nope", "--duration", "4"])
+        defer { swift.stop(); refused.stop() }
+        let lk = try LiveKitInteropTests.peer("bot", url, ["--room", "meta", "--identity", "lk", "--metadata-grant", "--set-metadata", "lk ready",
+                                                           "--duration", "8"])
+        let lkRefused = try LiveKitInteropTests.peer("bot", url, ["--room", "meta", "--identity", "lk-plain", "--set-metadata", "nope", "--duration", "6"])
+        defer { lk.stop(); lkRefused.stop() }
+        // The API lists what each set (while they are there).
+        var listed: [[String: Any]] = []
+        let seen = await eventually(15) {
+            listed = (try? await Self.calls(url, [#"GetParticipant {"room": "meta", "identity": "swift"}"#,
+                                                  #"GetParticipant {"room": "meta", "identity": "lk"}"#])) ?? []
+            let lkInfo = listed.last?["result"] as? [String: Any]
+            return (listed.first?["result"] as? [String: Any])?["metadata"] as? String == "swift ready"
+                && lkInfo?["metadata"] as? String == "lk ready" && (lkInfo?["attributes"] as? [String: String])?["state"] == "ready"
+        }
+        #expect(seen, "\(listed)")
+        let lkReport = try await LiveKitInteropTests.report(lk, 30), lkRefusedReport = try await LiveKitInteropTests.report(lkRefused, 30)
+        #expect(lkReport["metadataSet"] as? Bool == true && lkReport["ownMetadata"] as? String == "lk ready", "\(lkReport["metadataError"] ?? "")")
+        // LiveKit's SDK 1.2 does not raise on the refusal (NOT_ALLOWED): its metadata stays empty, nobody sees it.
+        #expect(lkRefusedReport["ownMetadata"] as? String == "", "\(lkRefusedReport)")
+        #expect(await eventually(10) { swift.output.contains("metadata set") }, "\(swift.output)")
+        #expect(await eventually(10) { refused.output.contains { line in line.hasPrefix("metadata refused:") && line.contains("updateMetadata") } },
+                "\(refused.output)")
+        let watched = try await LiveKitInteropTests.report(watcher, 30)
+        let changes = watched["changes"] as? [[Any]] ?? []
+        for (who, text) in [("swift", "swift ready"), ("lk", "lk ready")] {
+            #expect(changes.contains { $0.count >= 3 && $0[0] as? String == "metadata" && $0[1] as? String == who && $0[2] as? String == text },
+                    "\(who) at the watcher: \(changes)")
+        }
+        #expect(!changes.contains { $0.count >= 3 && $0[2] as? String == "nope" }, "a refused change reached the watcher: \(changes)")
     }
 
     @Test("a webhook receiver that never answers: the room's media flows, the server's memory stays bounded and the queue at its bound (figures), and the events arrive once a receiver answers again")

@@ -26,6 +26,7 @@ struct EnvelopeTests {
         .restartICE(transport: .subscriber),
         .setVideoPreference(VideoPreference(uid: "1001", streamType: .low)),
         .setVideoPreference(VideoPreference(renderWidth: 640, renderHeight: 360)),
+        .updateMetadata(MetadataUpdate(name: "Ada", metadata: "ready", attributes: ["hand": "up", "role": ""])),
     ]
 
     static let serverMessages: [ServerMessage] = [

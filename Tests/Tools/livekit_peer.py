@@ -35,6 +35,8 @@ def psnr(frame):
 def token(args, identity, room=None, **grants):
     """A LiveKit token from livekit-api (its own JWT code); the bot's --token-* flags spoil it on purpose."""
     import datetime
+    if getattr(args, "metadata_grant", False):
+        grants["can_update_own_metadata"] = True
     video = api.VideoGrants(room_join=not getattr(args, "no_room_join", False),
                             room=room or getattr(args, "token_room", None) or args.room, **grants)
     made = api.AccessToken(args.api_key, getattr(args, "token_secret", None) or args.api_secret).with_identity(identity).with_grants(video)
@@ -239,6 +241,14 @@ async def run_bot(args):
         rpc_calls.append({"caller": data.caller_identity, "payload": data.payload})
         return "echo:" + data.payload
     report["connectedMs"] = round((time.monotonic() - started) * 1000, 1)
+    if args.set_metadata is not None:
+        try:
+            await room.local_participant.set_metadata(args.set_metadata)
+            await room.local_participant.set_attributes({"state": "ready"})
+            report["metadataSet"] = True
+        except Exception as error:  # noqa: BLE001 (the SDK's refusal is the finding)
+            report["metadataError"] = f"{type(error).__name__}: {error}"
+        report["ownMetadata"] = room.local_participant.metadata
     report["remote"] = sorted(p.identity for p in room.remote_participants.values())
     report["attributes"] = {p.identity: dict(p.attributes) for p in room.remote_participants.values()}
     publisher = None
@@ -433,6 +443,8 @@ def main():
             p.add_argument("--wait-remote", type=int, default=0, help="remote participants to wait for before sending data")
             p.add_argument("--data-delay", type=float, default=0, help="seconds to wait after them (their data channels opening)")
             p.add_argument("--print-data", action="store_true")
+            p.add_argument("--set-metadata", help="after connecting, set the local participant's metadata (and a 'state' attribute)")
+            p.add_argument("--metadata-grant", action="store_true", help="the token grants canUpdateOwnMetadata")
     args = parser.parse_args()
     if args.command == "bot":
         asyncio.run(run_bot(args))

@@ -395,6 +395,20 @@ public final class RTCEngine: @unchecked Sendable {
     // MARK: Mutes
 
     /// Stops (or resumes) sending local audio; the others get `remoteTrackMuted`.
+    /// Sets this client's own display name, metadata or attributes (nil: unchanged; an empty
+    /// attribute value removes the key) for everyone in the channel, when its token grants
+    /// `updateMetadata`. Returns itself as the server now shows it; throws the server's refusal.
+    @discardableResult
+    public func updateLocalMetadata(name: String? = nil, metadata: String? = nil, attributes: [String: String]? = nil) async throws -> ParticipantInfo {
+        let session = try joinedSession()
+        let reply = try await session.signaling.request(.updateMetadata(MetadataUpdate(name: name, metadata: metadata, attributes: attributes)))
+        guard case .participantUpdate(let infos) = reply, let own = infos.first else {
+            if case .error(let error) = reply { throw RTCEngineError(.invalidArgument, error.reason) }
+            throw RTCEngineError(.unexpectedReply, "the server answered updateMetadata with \(reply.type)")
+        }
+        return own
+    }
+
     public func muteLocalAudioStream(_ muted: Bool) async throws {
         try await muteLocal(kind: .audio, muted: muted)
     }
