@@ -641,7 +641,7 @@ func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedS
                    metrics: @escaping @Sendable () -> EventLoopFuture<String>) async throws -> Channel {
     let liveKit = LiveKitFrontEnd(configuration: sfu.configuration)
     let whip = WHIPEndpoint(sfu: sfu)
-    let roomService = RoomServiceAPI(sfu: sfu)
+    let roomService = RoomServiceAPI(sfu: sfu, cluster: cluster)
     let perIP = ConnectionsPerIP(limit: limits.maxConnectionsPerIP)
     return try await ServerBootstrap(group: group)
         .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)

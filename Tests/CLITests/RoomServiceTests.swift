@@ -272,6 +272,37 @@ struct RoomServiceTests {
         #expect(!changes.contains { $0.count >= 3 && $0[2] as? String == "nope" }, "a refused change reached the watcher: \(changes)")
     }
 
+    @Test("in a cluster, calls reaching node B about a room on node A are answered by A: ListRooms lists both nodes' rooms, ListParticipants, UpdateParticipant and RemoveParticipant act on A's room",
+          .enabled(if: ClusterTests.redisAvailable))
+    func cluster() async throws {
+        let nodes = try await ClusterTests().startTwoNodes(["--api-key", LiveKitInteropTests.apiKey, "--api-secret", LiveKitInteropTests.apiSecret])
+        defer { nodes.stop() }
+        let onA = try ClusterTests().join(nodes.urlA, uid: "far", channel: "on-a", ["--video", "none", "--audio", "none", "--quiet"])
+        let onB = try ClusterTests().join(nodes.urlB, uid: "near", channel: "on-b", ["--video", "none", "--audio", "none", "--quiet"])
+        defer { onA.stop(); onB.stop() }
+        let urlB = nodes.urlB.replacingOccurrences(of: "/rtc", with: "")
+        var results: [[String: Any]] = []
+        let listed = await eventually(15) {
+            results = (try? await Self.calls(urlB, [#"ListRooms {}"#])) ?? []
+            let names = ((results.first?["result"] as? [String: Any])?["rooms"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+            return names == ["on-a", "on-b"]
+        }
+        #expect(listed, "ListRooms at B: \(results)")
+        results = try await Self.calls(urlB, [
+            #"ListParticipants {"room": "on-a"}"#,
+            #"UpdateParticipant {"room": "on-a", "identity": "far", "metadata": "set through B"}"#,
+            #"RemoveParticipant {"room": "on-a", "identity": "far"}"#,
+            #"ListParticipants {"room": "nowhere"}"#,
+        ])
+        #expect(results.count == 4, "\(results)")
+        let participants = ((results.first?["result"] as? [String: Any])?["participants"] as? [[String: Any]] ?? []).compactMap { $0["identity"] as? String }
+        #expect(participants == ["far"], "\(results.first ?? [:])")
+        #expect((results.count > 1 ? results[1]["result"] as? [String: Any] : nil)?["metadata"] as? String == "set through B", "\(results)")
+        #expect(results.count > 2 && results[2]["ok"] as? Bool == true, "\(results)")
+        #expect(results.last?["code"] as? String == "not_found", "\(results.last ?? [:])")
+        #expect(await eventually(10) { onA.output.contains("server left bannedByServer") }, "\(onA.output.suffix(3))")
+    }
+
     @Test("a webhook receiver that never answers: the room's media flows, the server's memory stays bounded and the queue at its bound (figures), and the events arrive once a receiver answers again")
     func deadReceiver() async throws {
         let dir = temporaryDirectory("room-api-dead")

@@ -177,6 +177,26 @@ public final class ClusterNode: Sendable {
         }
     }
 
+    /// The other node a room lives on now, with its signaling URL; nil when it is here, nowhere,
+    /// or Redis is away (the server's API then answers from this node).
+    public func remoteOwner(of channel: String) async -> (node: String, signalingURL: String)? {
+        guard !hasRoom(channel), let connection = state.withLockedValue({ $0.connection }), connection.isActive else { return nil }
+        do {
+            guard let owner = try await connection.command(["GET", "rtc:room:\(channel)"]).string, owner != nodeID,
+                  let url = try await liveNodes(connection)[owner]?.url else { return nil }
+            return (owner, url)
+        } catch {
+            return nil
+        }
+    }
+
+    /// The signaling URLs of the other live nodes (the API's ListRooms asks each).
+    public func otherNodeURLs() async -> [String] {
+        guard let connection = state.withLockedValue({ $0.connection }), connection.isActive,
+              let nodes = try? await liveNodes(connection) else { return [] }
+        return nodes.filter { $0.key != nodeID }.map(\.value.url).sorted()
+    }
+
     /// Registered nodes: signaling URL and participants, by id.
     private func liveNodes(_ connection: RedisConnection) async throws(RedisError) -> [String: (url: String, load: Int)] {
         guard case .array(let members?) = try await connection.command(["SMEMBERS", "rtc:nodes"]) else { return [:] }

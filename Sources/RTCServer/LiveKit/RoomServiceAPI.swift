@@ -3,6 +3,7 @@ import LiveKitProtocol
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import Signaling
 import SwiftProtobuf
 
@@ -50,13 +51,21 @@ final class RoomServiceAPI: Sendable {
     static let maxBodyBytes = 64 * 1024
 
     private let sfu: ShardedSFU
+    /// A cluster's node (when the server is one): a call about a room on another node is passed there.
+    private let cluster: ClusterHandle?
+    private let tls: NIOSSLContext?
     private let keys: [String: String]
     private let limits: ServerLimits
     /// Calls per API key, for ``ServerLimits/apiCallsPerSecond``.
     private let buckets = NIOLockedValueBox([String: TokenBucket]())
 
-    init(sfu: ShardedSFU) {
+    /// Marks a call one node passes to another: answered there, never passed on again.
+    static let forwardedHeader = "X-RTC-Forwarded"
+
+    init(sfu: ShardedSFU, cluster: ClusterHandle? = nil) {
         self.sfu = sfu
+        self.cluster = cluster
+        tls = try? NIOSSLContext(configuration: .makeClientConfiguration())
         keys = sfu.configuration.liveKitKeys
         limits = sfu.configuration.limits
     }
@@ -87,7 +96,32 @@ final class RoomServiceAPI: Sendable {
         guard allowed else {
             return fail(TwirpError(code: "resource_exhausted", message: "more than \(Int(limits.apiCallsPerSecond)) calls a second with API key \(claims.apiKey)"))
         }
-        return call.run(on: sfu).hop(to: loop).map { message in
+        let forwarded = headers.first(name: Self.forwardedHeader) != nil
+        if !forwarded, let node = cluster?.node as? ClusterNode {
+            switch call.request {
+            case .listRooms:
+                return listRoomsAcrossNodes(node, request: call, body: body, headers: headers, json: json, loop: loop)
+            case .createRoom:
+                break
+            default:
+                if case .admin(let room) = call.request.grant, sfu.shard(of: room) == nil {
+                    return forwardIfElsewhere(node, room: room, method: name, body: body, headers: headers, loop: loop) {
+                        self.answer(call, json: json, loop: loop)
+                    }
+                }
+                if case .deleteRoom(let request) = call.request, sfu.shard(of: request.room) == nil {
+                    return forwardIfElsewhere(node, room: request.room, method: name, body: body, headers: headers, loop: loop) {
+                        self.answer(call, json: json, loop: loop)
+                    }
+                }
+            }
+        }
+        return answer(call, json: json, loop: loop)
+    }
+
+    /// Runs the call here and encodes its answer (or its error).
+    private func answer(_ call: Call, json: Bool, loop: EventLoop) -> EventLoopFuture<HTTPReply> {
+        call.run(on: sfu).hop(to: loop).map { message in
             do {
                 if json {
                     return HTTPReply(status: .ok, contentType: "application/json", body: try message.jsonString())
@@ -104,6 +138,53 @@ final class RoomServiceAPI: Sendable {
             default: return TwirpError(code: "internal", message: "\(error)").reply
             }
         }
+    }
+
+    /// A room that lives on another node of the cluster: the call goes there whole (its token and
+    /// body), and its answer comes back as it is; a room that is nowhere else is answered here.
+    private func forwardIfElsewhere(_ node: ClusterNode, room: String, method: String, body: [UInt8], headers: HTTPHeaders, loop: EventLoop,
+                                    here: @escaping @Sendable () -> EventLoopFuture<HTTPReply>) -> EventLoopFuture<HTTPReply> {
+        let promise = loop.makePromise(of: HTTPReply.self)
+        promise.completeWithTask {
+            guard let owner = await node.remoteOwner(of: room) else { return try await here().get() }
+            return try await self.pass(method: method, to: owner.signalingURL, body: body, headers: headers, loop: loop)
+        }
+        return promise.futureResult
+    }
+
+    private func pass(method: String, to signalingURL: String, body: [UInt8], headers: HTTPHeaders, loop: EventLoop) async throws -> HTTPReply {
+        var base = signalingURL
+        for (from, to) in [("ws://", "http://"), ("wss://", "https://")] where base.hasPrefix(from) { base = to + base.dropFirst(from.count) }
+        if base.hasSuffix("/rtc") { base.removeLast(4) }
+        let target = try HTTPPost.target(base + Self.prefix + method)
+        var passed: [(String, String)] = [(Self.forwardedHeader, "1")]
+        for name in ["Authorization", "Content-Type"] { if let value = headers.first(name: name) { passed.append((name, value)) } }
+        let response = try await HTTPPost.send(target, headers: passed, body: body, on: loop, tls: tls, timeout: .seconds(10)).get()
+        let isJSON = response.status != 200 || (headers.first(name: "Content-Type")?.lowercased().hasPrefix("application/json") ?? false)
+        return HTTPReply(status: HTTPResponseStatus(statusCode: response.status), contentType: isJSON ? "application/json" : "application/protobuf",
+                         bytes: response.body)
+    }
+
+    /// ListRooms over the cluster: this node's rooms and every other live node's, each asked once.
+    private func listRoomsAcrossNodes(_ node: ClusterNode, request call: Call, body: [UInt8], headers: HTTPHeaders, json: Bool,
+                                      loop: EventLoop) -> EventLoopFuture<HTTPReply> {
+        let promise = loop.makePromise(of: HTTPReply.self)
+        promise.completeWithTask {
+            guard case .listRooms(let request) = call.request else { return try await self.answer(call, json: json, loop: loop).get() }
+            var rooms = try await self.sfu.listRooms(names: request.names).get().map(RoomServiceMapping.room)
+            for url in await node.otherNodeURLs() {
+                // Asked in protobuf whatever the caller used; a node that does not answer is left out.
+                var asked = headers
+                asked.replaceOrAdd(name: "Content-Type", value: "application/protobuf")
+                guard let reply = try? await self.pass(method: "ListRooms", to: url, body: try request.serializedBytes(), headers: asked, loop: loop),
+                      reply.status == .ok, let listed = try? LKListRoomsResponse(serializedBytes: reply.bytes ?? []) else { continue }
+                rooms += listed.rooms.filter { room in !rooms.contains { $0.name == room.name } }
+            }
+            let message = LKListRoomsResponse.with { $0.rooms = rooms.sorted { $0.name < $1.name } }
+            return json ? HTTPReply(status: .ok, contentType: "application/json", body: try message.jsonString())
+                : HTTPReply(status: .ok, contentType: "application/protobuf", bytes: try message.serializedBytes())
+        }
+        return promise.futureResult
     }
 
     /// The bearer token, checked: a LiveKit token of one of the server's API keys, in its time
