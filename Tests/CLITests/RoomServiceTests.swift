@@ -42,7 +42,7 @@ struct RoomServiceTests {
         }
     }
 
-    @Test("livekit-api calls every RoomService method on a room of a Swift bot, a LiveKit participant and the web client; each sees what was done to it (metadata, data, a mute, its removal with the reason); LiveKit's WebhookReceiver verifies the events, in order")
+    @Test("livekit-api calls every RoomService method on a room where a Swift bot, a LiveKit participant and the web client publish; each sees what was done to it (metadata, data, a mute, its removal with the reason); LiveKit's WebhookReceiver verifies the events, in order")
     func everyMethod() async throws {
         let dir = temporaryDirectory("room-api")
         let hooks = dir + "/hooks.jsonl"
@@ -58,10 +58,11 @@ struct RoomServiceTests {
 
         let swift = try LiveKitInteropTests.swiftBot(url, room: "api", uid: "swift", ["--video", "pattern", "--print-data", "--duration", "60"])
         defer { swift.stop() }
-        let lk = try LiveKitInteropTests.peer("bot", url, ["--room", "api", "--identity", "lk", "--print-data", "--duration", "60"])
+        let lk = try LiveKitInteropTests.peer("bot", url, ["--room", "api", "--identity", "lk", "--print-data", "--publish", "--size", "320x180",
+                                                           "--duration", "60"])
         defer { lk.stop() }
-        let page = "http://127.0.0.1:\(port)/?channel=api&uid=web&mode=watch&token=\(testToken(uid: "web", channel: "api"))"
-        let web = try ChildProcess(["python3", DataChannelInteropTests.browserTool("browser_peer.py"), page, "--expect-videos", "1",
+        let page = "http://127.0.0.1:\(port)/?channel=api&uid=web&mode=publish&token=\(testToken(uid: "web", channel: "api"))"
+        let web = try ChildProcess(["python3", DataChannelInteropTests.browserTool("browser_peer.py"), page, "--expect-sent", "10",
                                     "--hold", "60", "--seconds", "90"])
         defer { web.stop() }
 
@@ -158,7 +159,11 @@ struct RoomServiceTests {
             let joined = names.firstIndex(of: "participant_joined \(who)"), left = names.firstIndex(of: "participant_left \(who)")
             #expect(joined != nil && left != nil && joined! < left!, "\(who): \(names)")
         }
-        #expect(names.filter { $0 == "track_published swift" }.count == 2 && names.filter { $0 == "track_unpublished swift" }.count == 2, "\(names)")
+        for who in ["swift", "lk", "web"] {
+            // Each published video and audio; each track ends when its publisher leaves.
+            #expect(names.filter { $0 == "track_published \(who)" }.count == 2 && names.filter { $0 == "track_unpublished \(who)" }.count == 2,
+                    "\(who): \(names)")
+        }
         let reasons = Dictionary(events.filter { $0["event"] as? String == "participant_left" }
             .map { ($0["participant"] as? String ?? "", $0["disconnectReason"] as? String ?? "") }, uniquingKeysWith: { first, _ in first })
         #expect(reasons == ["lk": "PARTICIPANT_REMOVED", "swift": "PARTICIPANT_REMOVED", "web": "ROOM_DELETED"], "\(reasons)")
