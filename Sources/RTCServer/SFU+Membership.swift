@@ -88,6 +88,8 @@ extension SFU {
     }
 
     func resume(_ request: ResumeRequest, token: TokenCheck, peer: SignalingPeer, requestID: UInt32?, fail: Fail) {
+        // The token first: whoever cannot sign one learns nothing about which sessions exist.
+        do { _ = try verifySignature(token) } catch { return fail(error.code, error.reason) }
         guard let participant = directory.participant(sid: request.participantSid) else {
             return fail(.resumeFailed, "no session \(request.participantSid) to resume")
         }

@@ -296,13 +296,13 @@ public final class SFU: SignalingSink, @unchecked Sendable {
         return String(reason.prefix(limit)) + "… (\(reason.utf8.count) bytes)"
     }
 
-    /// The rest of a token's check, on the loop: its signature was checked where it arrived.
-    func verify(_ token: TokenCheck, channel: String, uid: String) throws(SignalingError) -> AccessToken {
+    /// A token's signature (checked where it arrived) and time window: its claims, or why not.
+    func verifySignature(_ token: TokenCheck) throws(SignalingError) -> AccessToken {
         guard !token.isEmpty else { throw SignalingError(.tokenMissing, "no token") }
-        let claims: AccessToken
         do {
-            claims = try token.signed.get()
+            let claims = try token.signed.get()
             try claims.checkTime(now: clock())
+            return claims
         } catch {
             switch error.kind {
             case .expired: throw SignalingError(.tokenExpired, error.reason)
@@ -310,6 +310,11 @@ public final class SFU: SignalingSink, @unchecked Sendable {
             case .malformed, .badSignature: throw SignalingError(.tokenInvalid, error.reason)
             }
         }
+    }
+
+    /// The rest of a token's check, on the loop: its signature was checked where it arrived.
+    func verify(_ token: TokenCheck, channel: String, uid: String) throws(SignalingError) -> AccessToken {
+        let claims = try verifySignature(token)
         let lifetime = claims.expiresAt - max(claims.issuedAt, claims.notBefore)
         guard lifetime <= configuration.limits.maxTokenLifetimeSeconds else {
             throw SignalingError(.tokenInvalid, "the token lives \(lifetime) s; this server takes tokens of at most "

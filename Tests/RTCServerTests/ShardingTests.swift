@@ -100,6 +100,28 @@ struct ShardingTests {
         await sfu.shutdown()
     }
 
+    @Test("a resume is checked token first: a forged token is tokenInvalid whether or not the session exists (nothing learnt about sessions); a good token for no session is resumeFailed")
+    func forgedResume() async throws {
+        let sfu = try await start()
+        let client = TestClient(uid: "v", sfu: sfu, group: Self.group)
+        guard case .joined(let joined)? = try await client.join(channel: "kept", token: testToken(uid: "v", channel: "kept")) else {
+            Issue.record("join failed")
+            return
+        }
+        sfu.disconnected(client.peer)
+        var codes: [String: SignalingError.Code] = [:]
+        for (name, token, sid) in [("forged, live session", testToken(uid: "v", channel: "kept", secret: "not-the-secret"), joined.participant.sid),
+                                   ("forged, no session", testToken(uid: "v", channel: "kept", secret: "not-the-secret"), "PA_nope"),
+                                   ("good token, no session", testToken(uid: "v", channel: "kept"), "PA_nope")] {
+            let probe = TestClient(uid: "v", sfu: sfu, group: Self.group)
+            let id = probe.send(.resume(ResumeRequest(token: token, participantSid: sid)))
+            if case .error(let error)? = try await probe.reply(to: id) { codes[name] = error.code }
+        }
+        #expect(codes == ["forged, live session": .tokenInvalid, "forged, no session": .tokenInvalid, "good token, no session": .resumeFailed],
+                "\(codes)")
+        await sfu.shutdown()
+    }
+
     @Test("a resume on a new connection reaches the shard its room is on")
     func resumeFollowsRoom() async throws {
         let sfu = try await start()
