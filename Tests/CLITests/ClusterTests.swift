@@ -166,7 +166,7 @@ struct ClusterTests {
         #expect(try redisCLI(redisPort, ["GET", "rtc:room:webmove"]).contains("B"))
     }
 
-    @Test("Redis killed and restarted: the running room keeps streaming (no gap over 1 s), the node logs it and registers again with its room")
+    @Test("Redis killed and restarted: the running room keeps streaming (no gap over 1 s), the node logs it and registers again with its room; a blip shorter than a heartbeat is logged too, with its length")
     func redisRestart() async throws {
         guard Self.redisAvailable else { Issue.record("redis-server is not installed (make test installs it)"); return }
         let dir = temporaryDirectory("cluster-redis")
@@ -196,6 +196,13 @@ struct ClusterTests {
         print("cluster: Redis down 3 s; \(during.count) frames from the cut on, longest gap \(longest / 1000) ms")
         #expect(during.count >= 45 && longest < 1_000_000, "frames \(during.count), longest gap \(longest) µs")
         #expect(node.errorText.contains("redis lost") && node.errorText.contains("redis is back"), "\(node.errorText.suffix(800))")
+        // A blip shorter than a heartbeat (Redis back at once): still one line each way, the length in the second.
+        kill(redis.pid, SIGKILL)
+        _ = await redis.wait(5)
+        (redis, _) = try await startRedis(port: redisPort)
+        func count(_ text: String) -> Int { node.errorText.components(separatedBy: text).count - 1 }
+        #expect(await eventually(10) { count("redis lost") == 2 && count("redis is back") == 2 }, "\(node.errorText.suffix(800))")
+        #expect(node.errorText.contains("outageSeconds"), "\(node.errorText.suffix(400))")
         #expect(viewer.isRunning && publisher.isRunning)
     }
 

@@ -62,6 +62,8 @@ public final class ClusterNode: Sendable {
         var connection: RedisConnection?
         var connecting = false
         var lost = false
+        /// When Redis was found gone (monotonic ns), for the outage's length.
+        var lostAtNs: UInt64 = 0
         var heartbeat: RepeatedTask?
         var stopped = false
     }
@@ -126,18 +128,37 @@ public final class ClusterNode: Sendable {
                 return
             }
             guard !state.withLockedValue({ $0.stopped }) else { return }
+            // A connection that closed since the last beat (Redis restarted, the path blinked) is an
+            // outage too, however short: said once, with its length when it ends.
+            if connection != nil { markLost("the connection closed") }
             let fresh = try await RedisConnection.connect(redisURL, group: group, timeout: .milliseconds(500))
             state.withLockedValue { $0.connection = fresh }
             try await beat(on: fresh)
-            if state.withLockedValue({ let was = $0.lost; $0.lost = false; return was }) {
-                logger.notice("redis is back: node registered again with its rooms", metadata: ["redis": "\(redisURL)"])
+            if let since = state.withLockedValue({ state -> UInt64? in
+                defer { state.lost = false }
+                return state.lost ? state.lostAtNs : nil
+            }) {
+                let seconds = Double(NIODeadline.now().uptimeNanoseconds &- since) / 1e9
+                logger.notice("redis is back: node registered again with its rooms",
+                              metadata: ["redis": "\(redisURL)", "outageSeconds": "\(String(format: "%.1f", seconds))"])
             }
         } catch {
-            if !state.withLockedValue({ let was = $0.lost; $0.lost = true; return was }) {
-                logger.error("redis lost: rooms here keep running, new rooms are placed here until it is back",
-                             metadata: ["redis": "\(redisURL)", "error": "\(error)"])
-            }
+            markLost("\(error)")
             state.withLockedValue { $0.connection?.close(); $0.connection = nil }
+        }
+    }
+
+    /// Notes that Redis is gone (logged once per outage).
+    private func markLost(_ why: String) {
+        let first = state.withLockedValue { state -> Bool in
+            guard !state.lost else { return false }
+            state.lost = true
+            state.lostAtNs = NIODeadline.now().uptimeNanoseconds
+            return true
+        }
+        if first {
+            logger.error("redis lost: rooms here keep running, new rooms are placed here until it is back",
+                         metadata: ["redis": "\(redisURL)", "error": "\(why)"])
         }
     }
 
