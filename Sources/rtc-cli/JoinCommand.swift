@@ -425,6 +425,12 @@ final class Bot: Sendable {
                 case .roomMetadataChanged(let metadata):
                     print("server roomMetadata \(metadata.replacingOccurrences(of: "\n", with: " "))")
                     fflush(nil)
+                case .error(let error) where error.code == .transportFailed && error.reason.contains("could not connect"):
+                    // No media path at all: one line naming the cause, and the bot ends with a failure.
+                    let line = Array("rtc-cli: media failed: \(error.reason)\n".utf8)
+                    _ = line.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+                    fflush(nil)
+                    exit(4)
                 case .error(let error):
                     if printStats { print("\(uid): error \(error)"); fflush(nil) }
                 case .streamMessage(let from, _, let bytes, let topic) where data.print:

@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import RTCServer
+import RTCTestSupport
 import RTCTransport
 import Signaling
 import TestKit
@@ -224,6 +225,39 @@ struct TURNInteropTests {
                 await port.remove(session)
             }
             await port.close()
+        }
+    }
+
+    @Test("rtc-cli join --relay-only whose TURN server refuses the credentials the server hands out: it ends within the connect timeout, exits non-zero, and its one line names TURN and the 401")
+    func cliRelayRefused() async throws {
+        try await withCoturn { coturnPort in
+            let server = try ChildProcess([cliPath, "server", "--port", "0", "--udp-port", "0", "--secret", "cli-turn-secret-0123",
+                                           "--turn-url", "turn:127.0.0.1:\(coturnPort)?transport=udp", "--turn-secret", "not-coturns-secret",
+                                           "--log-level", "error"])
+            defer { server.stop() }
+            var url: String?
+            _ = await eventually(20) {
+                url = server.output.lazy.compactMap { $0.split(separator: " ").first { $0.hasPrefix("ws://") }.map(String.init) }.first
+                return url != nil
+            }
+            let signaling = try #require(url, "server: \(server.errorText)")
+            func join(_ uid: String, _ extra: [String]) throws -> ChildProcess {
+                try ChildProcess([cliPath, "join", "--server", signaling, "--channel", "turn", "--uid", uid, "--secret", "cli-turn-secret-0123",
+                                  "--quiet"] + extra)
+            }
+            let publisher = try join("pub", ["--video", "pattern", "--duration", "20"])
+            defer { publisher.stop() }
+            try await Task.sleep(for: .seconds(1))
+            let started = Date()
+            let viewer = try join("viewer", ["--video", "none", "--audio", "none", "--relay-only", "--duration", "30"])
+            defer { viewer.stop() }
+            let status = await viewer.wait(20)
+            let elapsed = Date().timeIntervalSince(started)
+            let line = viewer.errorText.split(separator: "\n").first { $0.contains("media failed") }.map(String.init) ?? ""
+            #expect(status != nil && status != 0, "still running after \(elapsed) s: \(viewer.output.suffix(3)) \(viewer.errorText)")
+            #expect(line.contains("TURN") && line.contains("401"), "\(viewer.errorText)")
+            #expect(elapsed < 12, "it took \(elapsed) s")
+            print("relay-only, TURN refusing: rtc-cli join ended after \(String(format: "%.1f", elapsed)) s: \(line)")
         }
     }
 

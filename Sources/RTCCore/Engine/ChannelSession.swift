@@ -327,7 +327,7 @@ final class ChannelSession: @unchecked Sendable {
     /// unanswered, or expired) while signaling is up: `reconnecting` with `mediaInterrupted`, and
     /// ICE restarts until the path is back, then `connected` with `resumed`.
     private func mediaTransportChanged(_ transport: SessionDescriptionMessage.Transport, to state: MediaTransportState) {
-        enum Change { case lost(announce: Bool), recovered(announce: Bool) }
+        enum Change { case lost(announce: Bool), recovered(announce: Bool), neverConnected(String) }
         let connection = context.events.connectionState
         let change: Change? = lock.withLock {
             guard !leaving, !tornDown else { return nil }
@@ -336,6 +336,11 @@ final class ChannelSession: @unchecked Sendable {
                 mediaConnected.insert(transport)
                 guard mediaLost.remove(transport) != nil else { return nil }
                 return .recovered(announce: mediaLost.isEmpty && !signalingLost && connection == .reconnecting)
+            case .failed(let reason) where !mediaConnected.contains(transport):
+                // No path at all (every candidate pair failed; relay-only and the TURN server refused
+                // or is silent): the join cannot give media, and says why instead of waiting.
+                guard mediaLost.insert(transport).inserted else { return nil }
+                return .neverConnected(reason)
             case .disconnected, .failed:
                 guard mediaConnected.contains(transport), mediaLost.insert(transport).inserted else { return nil }
                 return .lost(announce: connection == .connected)
@@ -349,6 +354,9 @@ final class ChannelSession: @unchecked Sendable {
             Task { await self.recoverMedia(transport) }
         case .recovered(let announce):
             if announce { context.events.setConnectionState(.connected, .resumed) }
+        case .neverConnected(let reason):
+            emit(.error(RTCEngineError(.transportFailed, "the \(transport.rawValue) transport could not connect: \(reason)")))
+            context.events.setConnectionState(.failed, .joinFailed)
         case nil:
             break
         }
