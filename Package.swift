@@ -174,7 +174,7 @@ let package = Package(
 
         // MARK: Tests
         .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "CMemory", "TestKit"]),
-        .testTarget(name: "RTCMediaTests", dependencies: ["RTCMedia", "RTCFuzzHarness"]),
+        .testTarget(name: "RTCMediaTests", dependencies: ["RTCMedia", "RTCFuzzHarness", "TestKit"]),
         .testTarget(name: "ScreenCaptureTests", dependencies: ["ScreenCapture", "RTCFuzzHarness"]),
         .testTarget(
             name: "ScreenShareUserTests",

@@ -22,7 +22,8 @@ export const PROTOCOL_VERSION = "1.3";
 export const PROTOCOL_VERSION_OBJECT = {major: 1, minor: 3};
 export const SDK_NAME = "rtc-js";
 export const SDK_VERSION = "0.1";
-export const DEFAULT_SCREEN_SHARE_SUFFIX = "_sub";
+import {DEFAULT_SCREEN_SHARE_SUFFIX, screenShareUID} from "./screen-share-uid.js";
+export {DEFAULT_SCREEN_SHARE_SUFFIX, screenShareUID, isScreenShareUID, screenShareHost} from "./screen-share-uid.js";
 
 /**
  * Browsers give camera, microphone and screen capture only to secure contexts: https://, or
@@ -53,11 +54,6 @@ export function defaultSignalingURL() {
   const secure = typeof location !== "undefined" && location.protocol === "https:";
   const host = typeof location !== "undefined" && location.host ? location.host : "127.0.0.1:7880";
   return `${secure ? "wss" : "ws"}://${host}/rtc`;
-}
-
-/** The uid a host's screen share joins as. */
-export function screenShareUID(hostUid, suffix = DEFAULT_SCREEN_SHARE_SUFFIX) {
-  return hostUid.endsWith(suffix) ? hostUid : hostUid + suffix;
 }
 
 /** `{mid: {kind, direction, streamID, trackID}}` from an SDP (`a=msid:<stream> <track>` per m-section). */

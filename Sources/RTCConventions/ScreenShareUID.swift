@@ -12,8 +12,9 @@ public struct ScreenShareUID: Sendable, Hashable {
 
     public init(suffix: String = ScreenShareUID.standard) { self.suffix = suffix }
 
-    /// The uid the screen sharer of `hostUID` joins with.
-    public func sharer(of hostUID: String) -> String { hostUID + suffix }
+    /// The uid the screen sharer of `hostUID` joins with; a screen-share uid is its own (the same
+    /// rule as `Web/screen-share-uid.js`, both checked against `Tests/Fixtures/screen-share-uids.json`).
+    public func sharer(of hostUID: String) -> String { isScreenShare(hostUID) ? hostUID : hostUID + suffix }
 
     /// True when `uid` names a screen-share participant: `<host><suffix>` with a non-empty host.
     public func isScreenShare(_ uid: String) -> Bool {

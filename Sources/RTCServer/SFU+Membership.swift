@@ -138,7 +138,7 @@ extension SFU {
         for other in room.participants.values where other.sees(participant) {
             other.send(.participantLeft(uid: participant.uid, reason: reason))
         }
-        if let share = directory.participant(uid: context.screenShare.sharer(of: participant.uid), in: room.name) {
+        if let share = directory.participant(uid: context.screenShare.sharer(of: participant.uid), in: room.name), share !== participant {
             share.send(.leave(reason: .ownerLeft))
             let peer = share.peer
             remove(share, reason: .ownerLeft)
