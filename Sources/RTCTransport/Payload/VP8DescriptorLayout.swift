@@ -2,21 +2,27 @@ import NIOCore
 
 /// Where a VP8 RTP payload keeps what a forwarder reads and rewrites when it switches a receiver
 /// between simulcast layers (RFC 7741 §4.2 and RFC 6386 §9.1): the picture id and TL0PICIDX
-/// offsets, the temporal layer, and whether the packet starts a keyframe (with the keyframe's size
-/// when its header is in the packet). Read once per packet without copying; a payload too short for
-/// what its bits announce gives nil, never a trap.
+/// offsets, the temporal layer, and whether the packet starts a keyframe (with the keyframe's size).
+/// Read once per packet without copying; a payload too short for what its bits announce gives nil,
+/// never a trap. The one parser of the descriptor: ``VP8PayloadDescriptor`` reads its values through
+/// it, and its keyframe rule is ``VP8FrameHeader``'s.
 public struct VP8DescriptorLayout: Sendable, Hashable {
     /// Offset of the picture id in the payload, nil when the descriptor has none.
     public var pictureIDOffset: Int?
     /// Whether the picture id is the 15-bit (two-byte) form.
     public var longPictureID: Bool
     public var tl0PictureIndexOffset: Int?
+    /// Offset of the TID/Y/KEYIDX byte, when the descriptor has one.
+    public var temporalKeyOffset: Int?
     public var temporalLayer: UInt8?
+    /// The descriptor's length: where the VP8 bytes start.
+    public var length: Int
     /// The packet begins a frame (S=1, partition 0).
     public var startsFrame: Bool
-    /// The packet begins a frame and that frame is a keyframe (the frame tag's P bit is 0).
+    /// The packet begins a frame and that frame is a keyframe: the frame tag's P bit is 0 and the
+    /// start code `9d 01 2a` follows (RFC 6386 §9.1, ``VP8FrameHeader/keyframeSize(_:)``).
     public var startsKeyframe: Bool
-    /// The keyframe's width and height (RFC 6386 §9.1), when `startsKeyframe` and the header is whole.
+    /// The keyframe's width and height, when `startsKeyframe`.
     public var keyframeWidth: Int?
     public var keyframeHeight: Int?
 
@@ -32,6 +38,7 @@ public struct VP8DescriptorLayout: Sendable, Hashable {
         pictureIDOffset = nil
         longPictureID = false
         tl0PictureIndexOffset = nil
+        temporalKeyOffset = nil
         temporalLayer = nil
         if first & 0x80 != 0 {
             guard let x = byte(at) else { return nil }
@@ -49,24 +56,22 @@ public struct VP8DescriptorLayout: Sendable, Hashable {
             }
             if x & 0x30 != 0 {
                 guard let value = byte(at) else { return nil }
+                temporalKeyOffset = at - base
                 if x & 0x20 != 0 { temporalLayer = value >> 6 }
                 at += 1
             }
         }
         guard at <= payload.writerIndex else { return nil }
+        length = at - base
         let frameStart = first & 0x10 != 0 && first & 0x07 == 0
         startsFrame = frameStart
         startsKeyframe = false
         keyframeWidth = nil
         keyframeHeight = nil
-        if frameStart, let tag = byte(at), tag & 0x01 == 0 {
+        if frameStart, let size = VP8FrameHeader.keyframeSize({ byte(at + $0) }) {
             startsKeyframe = true
-            // Frame tag (3 bytes), start code 9d 01 2a, then 14-bit width and height, little-endian.
-            if byte(at + 3) == 0x9D, byte(at + 4) == 0x01, byte(at + 5) == 0x2A,
-               let w0 = byte(at + 6), let w1 = byte(at + 7), let h0 = byte(at + 8), let h1 = byte(at + 9) {
-                keyframeWidth = Int(UInt16(w1 & 0x3F) << 8 | UInt16(w0))
-                keyframeHeight = Int(UInt16(h1 & 0x3F) << 8 | UInt16(h0))
-            }
+            keyframeWidth = size.width
+            keyframeHeight = size.height
         }
     }
 

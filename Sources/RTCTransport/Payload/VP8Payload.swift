@@ -52,40 +52,26 @@ public struct VP8PayloadDescriptor: Sendable, Hashable {
         self.keyIndex = keyIndex.map { $0 & 0x1F }
     }
 
-    /// Parses the descriptor at the front of `buffer`, consuming it only on success.
+    /// Parses the descriptor at the front of `buffer`, consuming it only on success. The layout
+    /// (``VP8DescriptorLayout``, the one parser) says where each field is; this reads their values.
     public init(parsing buffer: inout ByteBuffer) throws(ParseError) {
-        var cursor = buffer
-        guard let first = cursor.readInteger(as: UInt8.self) else { throw ParseError(.truncated, "VP8 payload descriptor") }
-        var pictureID: UInt16?, long = false, tl0: UInt8?, tid: UInt8?, sync = false, key: UInt8?
-        if first & 0x80 != 0 {
-            guard let x = cursor.readInteger(as: UInt8.self) else { throw ParseError(.truncated, "VP8 descriptor X byte") }
-            if x & 0x80 != 0 {
-                guard let high = cursor.readInteger(as: UInt8.self) else { throw ParseError(.truncated, "VP8 PictureID") }
-                if high & 0x80 != 0 {
-                    guard let low = cursor.readInteger(as: UInt8.self) else { throw ParseError(.truncated, "VP8 15-bit PictureID") }
-                    pictureID = UInt16(high & 0x7F) << 8 | UInt16(low)
-                    long = true
-                } else {
-                    pictureID = UInt16(high)
-                }
+        let base = buffer.readerIndex
+        guard let layout = VP8DescriptorLayout(payload: buffer), let first = buffer.getInteger(at: base, as: UInt8.self) else {
+            throw ParseError(.truncated, "VP8 payload descriptor")
+        }
+        var tid: UInt8?, sync = false, key: UInt8?
+        if let offset = layout.temporalKeyOffset, let x = buffer.getInteger(at: base + 1, as: UInt8.self),
+           let value = buffer.getInteger(at: base + offset, as: UInt8.self) {
+            if x & 0x20 != 0 {
+                tid = value >> 6
+                sync = value & 0x20 != 0
             }
-            if x & 0x40 != 0 {
-                guard let value = cursor.readInteger(as: UInt8.self) else { throw ParseError(.truncated, "VP8 TL0PICIDX") }
-                tl0 = value
-            }
-            if x & 0x30 != 0 {
-                guard let value = cursor.readInteger(as: UInt8.self) else { throw ParseError(.truncated, "VP8 TID/KEYIDX") }
-                if x & 0x20 != 0 {
-                    tid = value >> 6
-                    sync = value & 0x20 != 0
-                }
-                if x & 0x10 != 0 { key = value & 0x1F }
-            }
+            if x & 0x10 != 0 { key = value & 0x1F }
         }
         self.init(nonReference: first & 0x20 != 0, startOfPartition: first & 0x10 != 0, partitionIndex: first & 0x07,
-                  pictureID: pictureID, longPictureID: long, tl0PictureIndex: tl0, temporalLayer: tid, layerSync: sync,
-                  keyIndex: key)
-        buffer = cursor
+                  pictureID: layout.pictureID(inPayload: buffer), longPictureID: layout.longPictureID,
+                  tl0PictureIndex: layout.tl0PictureIndex(inPayload: buffer), temporalLayer: tid, layerSync: sync, keyIndex: key)
+        buffer.moveReaderIndex(forwardBy: layout.length)
     }
 
     private var hasExtension: Bool { pictureID != nil || tl0PictureIndex != nil || temporalLayer != nil || keyIndex != nil }
@@ -139,10 +125,20 @@ public struct VP8FrameHeader: Sendable, Hashable {
         isKeyframe = head[0] & 0x01 == 0
         firstPartitionSize = Int(head[0] >> 5) | Int(head[1]) << 3 | Int(head[2]) << 11
         if isKeyframe {
-            guard head.count >= 10, head[3] == 0x9D, head[4] == 0x01, head[5] == 0x2A else { return nil }
-            width = Int(head[6]) | Int(head[7] & 0x3F) << 8
-            height = Int(head[8]) | Int(head[9] & 0x3F) << 8
+            guard let size = Self.keyframeSize({ $0 < head.count ? head[$0] : nil }) else { return nil }
+            width = size.width
+            height = size.height
         }
+    }
+
+    /// The keyframe rule (RFC 6386 §9.1), one for the client and the server: a frame tag with
+    /// P = 0, then the start code `9d 01 2a`, then the 14-bit width and height (little-endian).
+    /// `byte(i)` gives the frame's byte `i` (nil past its end); nil when the bytes do not start a
+    /// whole keyframe header. No allocation: the forwarding path reads it in place.
+    public static func keyframeSize(_ byte: (Int) -> UInt8?) -> (width: Int, height: Int)? {
+        guard let tag = byte(0), tag & 0x01 == 0, byte(3) == 0x9D, byte(4) == 0x01, byte(5) == 0x2A,
+              let w0 = byte(6), let w1 = byte(7), let h0 = byte(8), let h1 = byte(9) else { return nil }
+        return (Int(w0) | Int(w1 & 0x3F) << 8, Int(h0) | Int(h1 & 0x3F) << 8)
     }
 }
 
