@@ -23,6 +23,7 @@ export const PROTOCOL_VERSION_OBJECT = {major: 1, minor: 3};
 export const SDK_NAME = "rtc-js";
 export const SDK_VERSION = "0.1";
 import {DEFAULT_SCREEN_SHARE_SUFFIX, screenShareUID} from "./screen-share-uid.js";
+import {RejoinBackoff} from "./rejoin-policy.js";
 export {DEFAULT_SCREEN_SHARE_SUFFIX, screenShareUID, isScreenShareUID, screenShareHost} from "./screen-share-uid.js";
 
 /**
@@ -319,11 +320,13 @@ export class RTCClient extends EventTarget {
     const args = this._joinArgs;
     const urls = [args.url, ...(args.fallbackURLs || [])];
     const deadline = Date.now() + args.rejoinTimeoutMs;
-    let delay = 100, wait = 100, attempt = 0;
+    // The same backoff as the Swift engine's (Web/rejoin-policy.js): the first attempt at once.
+    const backoff = new RejoinBackoff();
+    let wait = 0;
     while (Date.now() < deadline && !this._leftByUser) {
-      await new Promise((resolve) => setTimeout(resolve, wait));
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
       if (this._leftByUser || this.ws) break;
-      const url = urls[attempt % urls.length];
+      const url = urls[backoff.unreachable % urls.length];
       try {
         await this._open(url);
       } catch (error) {
@@ -332,9 +335,7 @@ export class RTCClient extends EventTarget {
         // reached may be gone for good: the next URL, after the growing backoff.
         const answered = !!(error && error.code);
         this.log(`joining again at ${url} failed: ${error && error.code ? error.code + " " : ""}${error && (error.reason || error.message)}`);
-        if (!answered) attempt += 1;
-        delay = Math.min(delay * 2, 2000);
-        wait = answered ? Math.min(delay, 500) : delay;
+        wait = backoff.failed(answered);
         continue;
       }
       this._rejoining = false;

@@ -51,3 +51,36 @@ struct ScreenShareUIDTests {
         #expect(run.status == 0 && run.out.contains("\"ok\":true"), "\(run.out) \(run.err)")
     }
 }
+
+/// The rejoin backoff: one table for Swift and the web client (Tests/Fixtures/rejoin-policy.json).
+@Suite("Rejoin backoff")
+struct RejoinBackoffTests {
+    struct Run: Decodable {
+        var name: String
+        var failures: [Bool]
+        var waitsMs: [Int]
+        var unreachable: Int
+    }
+
+    @Test("the shared table: the wait after each failure and the unreachable count")
+    func sharedTable() throws {
+        struct Table: Decodable { var runs: [Run] }
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/rejoin-policy.json")
+        let table = try JSONDecoder().decode(Table.self, from: Data(contentsOf: url))
+        #expect(table.runs.count >= 3)
+        for run in table.runs {
+            var backoff = RejoinBackoff()
+            let waits = run.failures.map { backoff.failed(answered: $0) }
+            #expect(waits == run.waitsMs && backoff.unreachable == run.unreachable, "\(run.name): \(waits)")
+        }
+    }
+
+    @Test("the web client's backoff (node, Web/rejoin-policy.js) passes the same table")
+    func sharedTableInJavaScript() throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Tools/rejoin_vectors.mjs").path
+        let run = try runTool(["node", script], timeout: 30)
+        #expect(run.status == 0 && run.out.contains("\"ok\":true"), "\(run.out) \(run.err)")
+    }
+}

@@ -1,6 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import RTCConventions
 import RTCTransport
 import Signaling
 
@@ -343,22 +344,19 @@ public final class RTCEngine: @unchecked Sendable {
     private func rejoin(after session: ChannelSession) async {
         await tearDown(session)
         hub.setConnectionState(.reconnecting, .interrupted)
-        var delayMs = 100
-        var attempt = 0
+        var backoff = RejoinBackoff()
         let deadline = MediaClock.monotonicUs() + Int64(configuration.rejoinTimeoutSeconds) * 1_000_000
         while MediaClock.monotonicUs() < deadline {
             guard lock.withLock({ self.session == nil && !self.leftByUser }) else { return }
             do {
                 try await join(token: session.token, channel: session.channel, uid: session.uid, options: session.options, rejoining: true,
-                               attempt: attempt)
+                               attempt: backoff.unreachable)
                 return
             } catch {
                 // A server that answered (an error code) is up: try it again soon. One that could
                 // not be reached may be gone for good: the next URL, after the growing backoff.
-                let answered = (error as? RTCEngineError)?.serverCode != nil
-                if !answered { attempt += 1 }
-                try? await Task.sleep(for: .milliseconds(answered ? min(delayMs, 500) : delayMs))
-                delayMs = min(delayMs * 2, 2000)
+                let wait = backoff.failed(answered: (error as? RTCEngineError)?.serverCode != nil)
+                try? await Task.sleep(for: .milliseconds(wait))
             }
         }
         hub.setConnectionState(.failed, .interrupted)
