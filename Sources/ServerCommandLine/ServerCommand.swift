@@ -83,6 +83,11 @@ public struct ServerCommand: AsyncParsableCommand {
     var allowOwnerlessShare = false
     @Option(name: .customLong("resume-window"), help: "Seconds a dropped participant may resume within (and holds its uid).")
     var resumeWindow: Int = 20
+    @Option(name: .customLong("ping-interval"), help: "Seconds between the pings clients send (told in joined).")
+    var pingInterval: Int = 5
+    @Option(name: .customLong("ping-timeout"),
+            help: "Seconds of silence after which a client's session is dropped, and a WHIP session whose media is gone leaves; more than --ping-interval.")
+    var pingTimeout: Int = 15
     // Limits (ServerLimits): what one client may use.
     @Option(name: .customLong("join-deadline"), help: "Seconds a connection has to upgrade and join before it is closed.")
     var joinDeadline: Int = ServerLimits().joinDeadlineSeconds
@@ -178,6 +183,9 @@ public struct ServerCommand: AsyncParsableCommand {
             throw ValidationError("\(name) must be 1...1000000, not \(value)")
         }
         guard maxTokenLifetime >= 60 else { throw ValidationError("--max-token-lifetime must be at least 60 s") }
+        guard (1...300).contains(pingInterval), (2...600).contains(pingTimeout), pingTimeout > pingInterval else {
+            throw ValidationError("--ping-interval (1 to 300 s) must be less than --ping-timeout (2 to 600 s): \(pingInterval) and \(pingTimeout)")
+        }
         guard (1...262_144).contains(maxDataMessageBytes) else { throw ValidationError("--max-data-message-bytes must be 1...262144") }
         guard dataMessagesPerSecond.isFinite, dataMessagesPerSecond >= 1, dataBytesPerSecond.isFinite, dataBytesPerSecond >= 1 else {
             throw ValidationError("--data-messages-per-second and --data-bytes-per-second must be at least 1")
@@ -225,6 +233,8 @@ public struct ServerCommand: AsyncParsableCommand {
         configuration.nodeID = nodeID
         configuration.nodeSignalingURL = nodeURL
         configuration.resumeWindow = resumeWindow
+        configuration.pingInterval = pingInterval
+        configuration.pingTimeout = pingTimeout
         configuration.screenShareNeedsOwner = !allowOwnerlessShare
         configuration.limits.joinDeadlineSeconds = joinDeadline
         configuration.limits.maxTokenLifetimeSeconds = maxTokenLifetime

@@ -318,16 +318,16 @@ struct RoomServiceTests {
         let viewer = try LiveKitInteropTests.swiftBot(url, room: "dead", uid: "viewer", ["--video", "none", "--audio", "none",
                                                                                          "--frame-log", dir + "/frames.log", "--duration", "40"])
         defer { viewer.stop() }
-        let publisher = try LiveKitInteropTests.swiftBot(url, room: "dead", uid: "camera", ["--video", "pattern", "--duration", "14"])
+        let publisher = try LiveKitInteropTests.swiftBot(url, room: "dead", uid: "camera", ["--video", "pattern", "--duration", "9"])
         defer { publisher.stop() }
         // Joins and leaves: more events than the queue holds (each short bot: joined, 2 published, 2 unpublished, left).
-        for index in 0..<5 {
+        for index in 0..<3 {
             let bot = try LiveKitInteropTests.swiftBot(url, room: "dead", uid: "churn\(index)", ["--video", "pattern", "--duration", "2"])
             _ = await bot.wait(20)
         }
         _ = await publisher.wait(30)
         let frames = ((try? String(contentsOfFile: dir + "/frames.log", encoding: .utf8)) ?? "").split(separator: "\n")
-        #expect(frames.count >= 150, "the viewer decoded \(frames.count) frames of the camera while the webhooks hung")
+        #expect(frames.count >= 90, "the viewer decoded \(frames.count) frames of the camera while the webhooks hung")
         let metrics = try runTool(["python3", "-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())",
                                    "http://127.0.0.1:\(port)/metrics"]).out
         func value(_ name: String) -> Int { Int(metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }?.split(separator: " ").last ?? "") ?? -1 }

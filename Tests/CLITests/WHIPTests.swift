@@ -15,8 +15,9 @@ struct WHIPTests {
     static func tool(_ name: String) -> String { tools.appendingPathComponent(name).path }
 
     /// The server, its WHIP endpoint base (http://127.0.0.1:PORT) and its signaling URL.
+    /// Pings every 2 s and 6 s of silence: a vanished WHIP publisher leaves 6 s after its media is gone.
     static func server() async throws -> (ChildProcess, String, String) {
-        let (server, url, port) = try await DataChannelInteropTests.server()
+        let (server, url, port) = try await DataChannelInteropTests.server(["--ping-interval", "2", "--ping-timeout", "6"])
         return (server, "http://127.0.0.1:\(port)", url)
     }
 
