@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Joins and a long run under loss, measured across network namespaces (issue 16's figures):
 # server, publisher and viewer each in a namespace of their own behind a router namespace. The
-# router's kernel drops 10 % of the forwarded UDP each way (nftables `numgen random`); the delay
+# router's kernel drops 10 % of every forwarded packet each way, TCP (signaling) included as a real
+# lossy link does (nftables `numgen random`; UDP_ONLY=1 drops only UDP, the earlier mode); the delay
 # comes from `rtc-cli proxy` in the server's namespace (the kernel here has no netem): 30 ms each
 # way, 60 ms RTT; the long run's freezes come from the viewer's --frame-log. The server listens on 10.89.0.1 and announces the proxy's 10.89.0.2, so every
 # client's media goes through the proxy. (The drops are on the router's forward path: a packet a
 # host's own OUTPUT chain drops fails the sender's sendto with EPERM instead of vanishing.)
 #
-#   Benchmarks/lossy-namespaces.sh [RTC_CLI] [JOINS] [SECONDS]     (root; cleans up on exit)
+#   [UDP_ONLY=1] Benchmarks/lossy-namespaces.sh [RTC_CLI] [JOINS] [SECONDS]     (root; cleans up on exit)
 set -euo pipefail
 CLI=${1:-.build/debug/rtc-cli}
 JOINS=${2:-10}
@@ -40,23 +41,26 @@ for h in s p v; do
     ip -n ${P}r link set ${P}r$n up
     n=$((n + 1))
 done
-# 10 % of the UDP each way between the clients and the server's network, dropped by the router.
-ip netns exec ${P}r nft -f - <<'NFT'
+# 10 % of the packets each way between the clients and the server's network (UDP only with
+# UDP_ONLY=1), dropped by the router.
+if [ -n "${UDP_ONLY:-}" ]; then MATCH="meta l4proto udp"; WHAT="UDP"; else MATCH=""; WHAT="every packet (TCP too)"; fi
+ip netns exec ${P}r nft -f - <<NFT
 table ip loss {
     chain gate {
         type filter hook forward priority 0;
-        meta l4proto udp numgen random mod 10 == 0 drop
+        $MATCH numgen random mod 10 == 0 drop
     }
 }
 NFT
 ip -n ${P}s addr add 10.89.0.2/24 dev ${P}h0
 ip netns exec ${P}s "$CLI" proxy --listen 10.89.0.2:7882 --target 10.89.0.1:7882 --delay-ms 30 > "$OUT/proxy.log" 2>&1 &
-ip netns exec ${P}s "$CLI" server --host 10.89.0.1 --port 7880 --udp-port 7882 --secret s --announce-ip 10.89.0.2 \
+# One media thread: the proxy relays the one UDP port (a second thread would put rooms on 7883).
+ip netns exec ${P}s "$CLI" server --host 10.89.0.1 --port 7880 --udp-port 7882 --media-threads 1 --secret s --announce-ip 10.89.0.2 \
     --log-level error > "$OUT/server.log" 2>&1 &
 sleep 2
 SERVER=ws://10.89.0.1:7880/rtc
 
-echo "== $JOINS joins at 10 % loss each way (kernel) and 60 ms RTT (proxy): join to the first decoded frame (640x360 publisher)"
+echo "== $JOINS joins at 10 % loss of $WHAT each way (kernel) and 60 ms RTT (proxy): join to the first decoded frame (640x360 publisher)"
 ip netns exec ${P}p "$CLI" join --server $SERVER --channel joins --uid 1001 --secret s --no-subscribe --quiet \
     --duration $((JOINS * 5 + 10)) > "$OUT/pub1.log" 2>&1 &
 sleep 2

@@ -172,7 +172,7 @@ struct RoomServiceTests {
         print("webhooks for room api: \(names.joined(separator: ", "))")
     }
 
-    @Test("bad input: no token, a participant's token, a token for another room, an unknown method, a malformed body, a 1 MB and a 20 KB metadata: a Twirp error each, and the server still answers")
+    @Test("bad input: no token, a participant's token, a token for another room, an unknown method, a malformed body, a 1 MB and a 20 KB metadata, a flood past the rate: a Twirp error each, and the server still answers")
     func badInput() async throws {
         let (server, url, _) = try await LiveKitInteropTests.server()
         defer { server.stop() }
@@ -198,6 +198,13 @@ struct RoomServiceTests {
             #expect(!(result["msg"] as? String ?? "").isEmpty, "a message says why: \(result)")
         }
         // The JSON form answers JSON (the last call).
+        // A flood of calls with one key: the burst (200, plus 50 a second) answered, the rest refused with 429, and the server goes on.
+        let flood = try await Self.calls(url, [#"Flood {"count": 600}"#, #"Sleep {"seconds": 1.5}"#, #"ListRooms {}"#])
+        let statuses = flood.first?["result"] as? [String: Int] ?? [:]
+        #expect((statuses["200"] ?? 0) >= 200 && (statuses["429"] ?? 0) > 0 && (statuses["200"] ?? 0) + (statuses["429"] ?? 0) == 600,
+                "\(statuses)")
+        #expect(flood.last?["ok"] as? Bool == true, "after the flood: \(flood.last ?? [:])")
+        print("600 calls at once with one key: \(statuses)")
         let lastBody = results.last?["body"] as? String ?? ""
         #expect(lastBody.contains("\"identity\":\"swift\""), "\(results.last ?? [:])")
         #expect(server.isRunning, "the server is still up: \(server.errorText.suffix(300))")

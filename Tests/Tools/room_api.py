@@ -103,6 +103,23 @@ async def run_calls(args):
             if method == "Sleep":
                 await asyncio.sleep(spec.get("seconds", 1))
                 continue
+            if method == "Flood":
+                # `count` ListRooms calls at once with one key: how many the server answered with each status.
+                token = api.AccessToken(args.api_key, args.api_secret).with_grants(api.VideoGrants(room_list=True)).to_jwt()
+                headers = {"Content-Type": "application/protobuf", "Authorization": "Bearer " + token}
+                url = args.url.rstrip("/") + "/twirp/livekit.RoomService/ListRooms"
+                async with aiohttp.ClientSession() as session:
+                    async def one():
+                        async with session.post(url, data=b"", headers=headers) as response:
+                            await response.read()
+                            return response.status
+                    statuses = await asyncio.gather(*[one() for _ in range(spec.get("count", 300))])
+                counts = {}
+                for status in statuses:
+                    counts[str(status)] = counts.get(str(status), 0) + 1
+                line.update({"ok": True, "result": counts})
+                print(json.dumps(line), flush=True)
+                continue
             if method == "WaitParticipants":
                 # Until the room lists `count` participants (or `timeout` s): what the next calls need.
                 deadline = time.monotonic() + spec.get("timeout", 20)
