@@ -336,9 +336,10 @@ final class ChannelSession: @unchecked Sendable {
                 mediaConnected.insert(transport)
                 guard mediaLost.remove(transport) != nil else { return nil }
                 return .recovered(announce: mediaLost.isEmpty && !signalingLost && connection == .reconnecting)
-            case .failed(let reason) where !mediaConnected.contains(transport):
+            case .failed(let reason) where transport == .subscriber && !mediaConnected.contains(transport):
                 // No path at all (every candidate pair failed; relay-only and the TURN server refused
-                // or is silent): the join cannot give media, and says why instead of waiting.
+                // or is silent): the join cannot give media, and says why instead of waiting. (The
+                // publisher transport's first connect fails the publish itself, naming the candidates.)
                 guard mediaLost.insert(transport).inserted else { return nil }
                 return .neverConnected(reason)
             case .disconnected, .failed:
