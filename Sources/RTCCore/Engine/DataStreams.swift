@@ -162,8 +162,13 @@ final class DataStreams: @unchecked Sendable {
     }
 
     private func sendOnLoop(_ bytes: [UInt8], reliable: Bool, endpoint: DataChannelEndpoint) {
-        let (stream, waiting) = lock.withLock { (reliable ? open.reliable : open.lossy, !backlog.isEmpty) }
-        guard let stream else {
+        let (stream, waiting, earlier) = lock.withLock {
+            (reliable ? open.reliable : open.lossy, !backlog.isEmpty, queued.contains { $0.reliable == reliable })
+        }
+        // Its channel not open yet, or earlier messages of its kind still queued for it: behind them.
+        // (A message that overtook the queue arrived before the first ones: seen at 10 % loss, where
+        // the reliable channel opened well before the lossy one.)
+        guard let stream, !earlier else {
             lock.withLock { if queued.count < Self.queueLimit { queued.append((reliable, bytes)) } }
             return
         }
@@ -207,11 +212,13 @@ final class DataStreams: @unchecked Sendable {
         }
     }
 
+    /// Sends the queued messages whose channel is open now, in order; the others wait for theirs.
     private func flush(_ endpoint: DataChannelEndpoint) {
         let ready = lock.withLock { () -> [(reliable: Bool, bytes: [UInt8])] in
-            guard open.reliable != nil, open.lossy != nil else { return [] }
-            defer { queued.removeAll() }
-            return queued
+            let (now, later) = (queued.filter { ($0.reliable ? open.reliable : open.lossy) != nil },
+                                queued.filter { ($0.reliable ? open.reliable : open.lossy) == nil })
+            queued = later
+            return now
         }
         for message in ready { sendOnLoop(message.bytes, reliable: message.reliable, endpoint: endpoint) }
     }
