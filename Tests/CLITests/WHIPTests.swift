@@ -135,40 +135,6 @@ struct WHIPTests {
         #expect(try DataChannelInteropTests.report(again)["status"] as? Int == 201)
     }
 
-    @Test("side by side: a Swift viewer's first frame of the same aiortc pattern published over WHIP and over our signaling (figures, one run each)")
-    func firstFrameSideBySide() async throws {
-        let (server, base, url) = try await Self.server()
-        defer { server.stop() }
-        let dir = temporaryDirectory("whip-first")
-        var whip: [Double] = [], signaling: [Double] = []
-        for run in 0..<2 {
-            let overWHIP = run == 0
-            let room = "first\(run)", log = "\(dir)/\(run).log"
-            let viewer = try ChildProcess([cliPath, "join", "--server", url, "--channel", room, "--uid", "viewer", "--token",
-                                           testToken(uid: "viewer", channel: room), "--video", "none", "--audio", "none", "--quiet",
-                                           "--frame-log", log, "--duration", "12"])
-            try await Task.sleep(for: .seconds(1.5))
-            let publisher = overWHIP
-                ? try ChildProcess(["python3", Self.tool("whip_client.py"), "publish", "--url", "\(base)/whip/\(room)", "--token",
-                                    testToken(uid: "pub", channel: room), "--clip", "pattern", "--seconds", "4"])
-                : try ChildProcess(["python3", Self.tool("aiortc_publisher.py"), "--server", url, "--channel", room, "--uid", "pub", "--token",
-                                    testToken(uid: "pub", channel: room), "--seconds", "4"])
-            _ = await publisher.wait(40)
-            viewer.stop()
-            _ = await viewer.wait(10)
-            let report = try DataChannelInteropTests.report(publisher)
-            let start = (report[overWHIP ? "startMono" : "joinMono"] as? Double) ?? .nan
-            let first = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").first
-                .flatMap { Double($0.split(separator: " ").first ?? "") }.map { $0 / 1_000_000 }
-            let ms = first.map { ($0 - start) * 1000 } ?? .nan
-            #expect(ms.isFinite && ms > 0, "run \(run) (\(overWHIP ? "WHIP" : "signaling")): no first frame: \(report)")
-            if overWHIP { whip.append(ms) } else { signaling.append(ms) }
-        }
-        print("first frame at a Swift viewer of aiortc's pattern: over WHIP \(whip.map { Int($0) }) ms, "
-            + "over our signaling \(signaling.map { Int($0) }) ms; ratio WHIP/signaling "
-            + "\(String(format: "%.2f", (whip.first ?? .nan) / (signaling.first ?? .nan)))")
-    }
-
     @Test("plain JS in headless Chromium publishes by WHIP and another page watches it by WHEP (fetch + RTCPeerConnection, no SDK), the room's and the uid's URL")
     func chromiumWHIPToWHEP() async throws {
         let (server, base, _) = try await Self.server()
