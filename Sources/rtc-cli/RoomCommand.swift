@@ -25,13 +25,7 @@ struct RoomCommand: ParsableCommand {
         }
 
         func target(_ method: String) throws -> HTTPPost.Target {
-            var base = url
-            for (from, to) in [("ws://", "http://"), ("wss://", "https://")] where base.lowercased().hasPrefix(from) {
-                base = to + base.dropFirst(from.count)
-            }
-            while base.hasSuffix("/") { base.removeLast() }
-            if base.hasSuffix("/rtc") { base.removeLast(4) }
-            do { return try HTTPPost.target(base + "/twirp/livekit.RoomService/" + method) } catch {
+            do { return try HTTPPost.target(server: url, path: "/twirp/livekit.RoomService/" + method) } catch {
                 throw ValidationError("--url: \(error.description)")
             }
         }

@@ -153,10 +153,7 @@ final class RoomServiceAPI: Sendable {
     }
 
     private func pass(method: String, to signalingURL: String, body: [UInt8], headers: HTTPHeaders, loop: EventLoop) async throws -> HTTPReply {
-        var base = signalingURL
-        for (from, to) in [("ws://", "http://"), ("wss://", "https://")] where base.hasPrefix(from) { base = to + base.dropFirst(from.count) }
-        if base.hasSuffix("/rtc") { base.removeLast(4) }
-        let target = try HTTPPost.target(base + Self.prefix + method)
+        let target = try HTTPPost.target(server: signalingURL, path: Self.prefix + method)
         var passed: [(String, String)] = [(Self.forwardedHeader, "1")]
         for name in ["Authorization", "Content-Type"] { if let value = headers.first(name: name) { passed.append((name, value)) } }
         let response = try await HTTPPost.send(target, headers: passed, body: body, on: loop, tls: tls, timeout: .seconds(10)).get()

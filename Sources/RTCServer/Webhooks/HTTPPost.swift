@@ -25,6 +25,19 @@ public enum HTTPPost {
         public var body: [UInt8]
     }
 
+    /// `path` on the HTTP side of a server given as its signaling URL or origin: `ws://H:P/rtc`,
+    /// `wss://…`, `http://H:P` or `https://…` (the server API's callers: a node passing a call on,
+    /// `rtc-cli room`).
+    public static func target(server: String, path: String) throws(Failure) -> Target {
+        var base = server
+        for (from, to) in [("ws://", "http://"), ("wss://", "https://")] where base.lowercased().hasPrefix(from) {
+            base = to + base.dropFirst(from.count)
+        }
+        while base.hasSuffix("/") { base.removeLast() }
+        if base.hasSuffix("/rtc") { base.removeLast(4) }
+        return try target(base + path)
+    }
+
     /// `http://host[:port][/path]` or `https://…`; anything else is a clear error.
     public static func target(_ url: String) throws(Failure) -> Target {
         let secure: Bool
