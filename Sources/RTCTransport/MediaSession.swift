@@ -136,11 +136,11 @@ public final class MediaSession: @unchecked Sendable {
         return remote.candidates.filter(canSendTo)
     }
 
-    /// Checks a candidate found after the start (an ICE-TCP connection), on the event loop; the
-    /// checks to `stopping` end (``ICEAgent/addCandidate(_:stopping:now:)``).
-    func addRemoteCandidateOnLoop(_ address: SocketAddress, stopping: [SocketAddress]) {
+    /// Checks a candidate found after the start (an ICE-TCP connection, a relayed path), on the
+    /// event loop; the checks to `stopping` end (``ICEAgent/addCandidate(_:stopping:lowerPriority:now:)``).
+    func addRemoteCandidateOnLoop(_ address: SocketAddress, stopping: [SocketAddress], lowerPriority: Bool = false) {
         if !addedCandidates.contains(address) { addedCandidates.append(address) }
-        apply(ice.addCandidate(address, stopping: stopping, now: Self.now()))
+        apply(ice.addCandidate(address, stopping: stopping, lowerPriority: lowerPriority, now: Self.now()))
         rearmTimer()
     }
 
@@ -149,6 +149,13 @@ public final class MediaSession: @unchecked Sendable {
 
     /// Whether ICE has not found a path yet, on the event loop.
     var isSearchingOnLoop: Bool { ice.isSearching }
+
+    /// Whether ICE has found no path yet, or only a lower-priority one that a direct path may still
+    /// replace, on the event loop.
+    var mayStillMoveOnLoop: Bool { ice.isSearching || ice.onLowerPriorityPath }
+
+    /// The selected address, on the event loop.
+    var selectedAddressOnLoop: SocketAddress? { ice.selectedAddress }
 
     /// The current local ICE credentials (they change on restart).
     public var localCredentials: EventLoopFuture<ICECredentials> { eventLoop.submit { self.ice.local } }

@@ -87,9 +87,12 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
     public let session: MediaSession
     /// The UDP socket and any ICE-TCP connection to the peer.
     private let paths: MediaPaths
-    private var fallback: Scheduled<Void>?
+    /// Timers of the start (ICE-TCP, relays), cancelled at close.
+    private var scheduled: [Scheduled<Void>] = []
     /// Binds the socket again should it close on its own (``SocketKeeper``); set once at bind.
     private var keeper: SocketKeeper?
+    /// ICE-TCP connections open now (tests: one not taken is closed).
+    var openTCPConnections: EventLoopFuture<Int> { channel.eventLoop.submit { self.paths.tcp.count } }
     /// How many times the socket was bound again, on the event loop.
     public var socketRebinds: EventLoopFuture<Int> { channel.eventLoop.submit { self.keeper?.rebinds ?? 0 } }
 
@@ -128,6 +131,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
                                eventLoop: channel.eventLoop, writer: paths.write)
         session.transportOf = paths.transport(of:)
         session.canSendTo = paths.canSend(to:)
+        session.onSelectedAddress = { [weak self] address in self?.selected(address) }
     }
 
     func route(_ envelope: AddressedEnvelope<ByteBuffer>) {
@@ -248,9 +252,12 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         get { session.onStateChange }
         set { session.onStateChange = newValue }
     }
-    /// Starts ICE towards `remote`. If UDP brings no answer within `tcpFallbackAfter`, connects to
-    /// the peer's passive ICE-TCP candidates and allocates on the TURN servers, and checks through
-    /// whichever comes up. With `relayOnly`, only through the TURN servers, from the start.
+    /// Starts ICE towards `remote`: checks to its UDP candidates, and from the start (RFC 8445's
+    /// checks on every pair at once, by priority) ICE-TCP connections to its passive candidates,
+    /// checked at a lower priority (``ICEAgent/addCandidate(_:stopping:lowerPriority:now:)``: a
+    /// direct UDP path that answers is kept or taken over), and allocations on the TURN servers,
+    /// whose relayed checks replace the direct ones once those have been silent for `relayAfter`.
+    /// With `relayOnly`, only through the TURN servers.
     public func start(remote: TransportParameters) {
         let configuration = session.configuration
         var direct = remote
@@ -264,42 +271,65 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
                 guard !configuration.turnServers.isEmpty else {
                     return self.session.failOnLoop("relay only, and no TURN server to relay through")
                 }
-                return self.startRelays(remote, stopping: [])
+                return self.startRelays(remote, stopping: [], notBefore: .now())
             }
-            guard let delay = configuration.tcpFallbackAfter, !remote.tcpCandidates.isEmpty || !configuration.turnServers.isEmpty else { return }
-            self.fallback?.cancel()
-            // Direct first: ICE-TCP to the server's passive candidates, then (if that has not come
-            // up within the same delay, or there are none) the TURN relays.
-            self.fallback = self.channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) { [weak self] in
-                guard let self, self.session.isSearchingOnLoop else { return }
-                guard !remote.tcpCandidates.isEmpty else { return self.startRelays(remote, stopping: remote.candidates) }
-                self.fallBackToTCP(remote)
-                guard !configuration.turnServers.isEmpty else { return }
-                self.fallback = self.channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) { [weak self] in
-                    guard let self, self.session.isSearchingOnLoop else { return }
-                    self.startRelays(remote, stopping: remote.candidates)
+            if let delay = configuration.iceTCPAfter, !remote.tcpCandidates.isEmpty {
+                if delay <= 0 {
+                    self.connectTCP(remote)
+                } else {
+                    self.scheduled.append(self.channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) { [weak self] in
+                        self?.connectTCP(remote)
+                    })
                 }
+            }
+            if let delay = configuration.relayAfter, !configuration.turnServers.isEmpty {
+                self.startRelays(remote, stopping: remote.candidates, notBefore: .now() + .nanoseconds(Int64(delay * 1e9)))
             }
         }
     }
 
-    /// On the loop: allocates on each TURN server (two at most); the first whose peers are
-    /// permitted carries checks to the peer's UDP candidates (the direct checks to them stop).
-    private func startRelays(_ remote: TransportParameters, stopping: [SocketAddress]) {
-        let session = self.session, paths = self.paths
+    /// On the loop: a path was selected. ICE-TCP connections and relays that do not carry it are
+    /// closed (a relay releases its allocation), unless it is a lower-priority path a direct one
+    /// may still replace: then only the relays go, which would not be taken any more.
+    private func selected(_ address: SocketAddress) {
+        for (server, relay) in paths.relayServers where paths.relayed[address] !== relay {
+            relay.close()
+            paths.relayServers[server] = nil
+            for (peer, owner) in paths.relayed where owner === relay { paths.relayed[peer] = nil }
+        }
+        guard !session.mayStillMoveOnLoop else { return }
+        for (remote, connection) in paths.tcp where remote != address { connection.close(promise: nil) }
+    }
+
+    /// On the loop: allocates on each TURN server (two at most); once the first is permitted to
+    /// reach the peer and not before `notBefore`, if no path has answered yet, checks to the
+    /// peer's UDP candidates go through it (the direct checks to `stopping` end).
+    private func startRelays(_ remote: TransportParameters, stopping: [SocketAddress], notBefore: NIODeadline) {
+        let session = self.session, paths = self.paths, loop = channel.eventLoop
         var failures: [String] = []
         let servers = session.configuration.turnServers.prefix(2)
         for server in servers where paths.relayServers[server.address] == nil {
-            let relay = TURNRelay(server: server, udp: { [paths] in paths.udp }, loop: channel.eventLoop) { bytes, from in
+            let relay = TURNRelay(server: server, udp: { [paths] in paths.udp }, loop: loop) { bytes, from in
                 session.receive(bytes, from: from)
             }
             paths.relayServers[server.address] = relay
-            relay.onPermitted = { [weak relay] in
-                guard let relay, session.isSearchingOnLoop else { return }
+            @Sendable func take() {
+                guard paths.relayServers[server.address] === relay else { return }
+                guard session.isSearchingOnLoop else {
+                    // Another path answered first: the allocation is not needed.
+                    relay.close()
+                    paths.relayServers[server.address] = nil
+                    return
+                }
                 for candidate in remote.candidates where paths.relayed[candidate] == nil {
                     paths.relayed[candidate] = relay
                     session.addRemoteCandidateOnLoop(candidate, stopping: stopping)
                 }
+            }
+            relay.onPermitted = { [weak self] in
+                let wait = notBefore - .now()
+                guard wait > .zero, let self else { return take() }
+                self.scheduled.append(loop.scheduleTask(in: wait) { take() })
             }
             relay.onFailure = { reason in
                 failures.append(reason)
@@ -311,8 +341,9 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         }
     }
 
-    /// On the loop: connects to the peer's passive candidates while ICE is still searching.
-    private func fallBackToTCP(_ remote: TransportParameters) {
+    /// On the loop: connects to the peer's passive candidates while ICE has found no path; each
+    /// connection is checked at a lower priority than UDP.
+    private func connectTCP(_ remote: TransportParameters) {
         guard session.isSearchingOnLoop else { return }
         let session = self.session, paths = self.paths
         for candidate in remote.tcpCandidates.prefix(4) {
@@ -323,7 +354,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
                     connection.close(promise: nil)
                     return
                 }
-                session.addRemoteCandidateOnLoop(address, stopping: remote.candidates)
+                session.addRemoteCandidateOnLoop(address, stopping: [], lowerPriority: true)
             }
         }
     }
@@ -351,12 +382,12 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         await closeSockets {}
     }
 
-    /// Stops the keeper and the fallback, closes every path and then the UDP socket; `first` runs on the loop before.
+    /// Stops the keeper and the start's timers, closes every path and then the UDP socket; `first` runs on the loop before.
     private func closeSockets(_ first: @escaping @Sendable () -> Void) async {
         let udp = try? await channel.eventLoop.submit { () -> Channel in
             first()
             self.keeper?.stop()
-            self.fallback?.cancel()
+            for timer in self.scheduled { timer.cancel() }
             self.paths.closeAll()
             return self.paths.udp
         }.get()

@@ -60,12 +60,16 @@ public struct MediaTransportConfiguration: Sendable {
     /// Server: the port of a passive ICE-TCP listener (RFC 6544, framing of RFC 4571) beside the UDP
     /// port, for clients whose UDP is blocked; 0 picks one; nil: none.
     public var tcpPort: Int?
-    /// Client: seconds without an answer over UDP after which checks go over TCP to the peer's
-    /// passive candidates too (the UDP checks stop then, so the peer's choice cannot flip back);
-    /// nil: never.
-    public var tcpFallbackAfter: Double? = 0.8
-    /// Client: TURN servers to relay through when the direct paths stay silent (with the ICE-TCP
-    /// fallback), or always with `relayOnly`.
+    /// Client: seconds after the start at which ICE-TCP connections to the peer's passive
+    /// candidates are made and checked, at a lower priority than UDP (a UDP path that answers is
+    /// kept, or taken over from TCP); 0: with the UDP checks, from the start; nil: never.
+    public var iceTCPAfter: Double? = 0
+    /// Client: the TURN servers' allocations start with the checks; relayed checks replace the
+    /// direct UDP ones once no path has answered for this many seconds (a direct check lost once
+    /// is retransmitted after 0.1 s: that one gets its chance); nil: never, unless `relayOnly`.
+    public var relayAfter: Double? = 0.15
+    /// Client: TURN servers to relay through when the direct paths stay silent, or always with
+    /// `relayOnly`.
     public var turnServers: [TURNServer] = []
     /// STUN servers (`stun:` URLs) asked for this side's server-reflexive address when the
     /// transport is bound (``MediaTransport/bind(_:group:)``, waiting at most `stunTimeout`).

@@ -61,6 +61,7 @@ struct JoinCommand: AsyncParsableCommand {
             + (relays.isEmpty ? [] : [ICEServer(urls: relays, username: iceUsername, credential: iceCredential)])
     }
     @Flag(name: .customLong("relay-only"), help: "Send media only through a TURN server (iceTransportPolicy relay).") var relayOnly = false
+    @Flag(name: .customLong("no-ice-tcp"), help: "Do not check the server's ICE-TCP candidates (UDP and the TURN servers only).") var noICETCP = false
     @Flag(help: "Print no stats lines.") var quiet = false
     @Option(help: "Simulcast layers of the video: 1, 2 (dual stream: full and quarter size) or 3 (full, half, quarter).")
     var simulcast: Int = 1
@@ -264,7 +265,7 @@ struct JoinCommand: AsyncParsableCommand {
                                       settings: VideoEncoderConfiguration(dimensions: size, frameRate: fps, bitrateKbps: bitrate),
                                       subscribe: !noSubscribe, record: record, printStats: !quiet, bind: bind,
                                       iceServers: iceServers,
-                                      relayOnly: relayOnly, iceTrust: iceTrust,
+                                      relayOnly: relayOnly, iceTCP: !noICETCP, iceTrust: iceTrust,
                                       layers: Bot.Layers(simulcast: simulcast, streamType: streamType.flatMap(VideoStreamType.init(rawValue:)),
                                                          frameLog: frameLog),
                                       recordOptions: ChannelRecorder.Options(layout: ChannelRecorder.Options.Layout(rawValue: recordFormat) ?? .tracks,
@@ -349,7 +350,7 @@ final class Bot: Sendable {
     static func start(server: String, channel: String, uid: String, token: String, role: ClientRole, video: BotVideoSource,
                       audio: BotAudioSource, settings: VideoEncoderConfiguration, subscribe: Bool, record: String?,
                       printStats: Bool, bind: String = "::", iceServers: [ICEServer]? = nil, relayOnly: Bool = false,
-                      iceTrust: String? = nil, layers: Layers = Layers(),
+                      iceTCP: Bool = true, iceTrust: String? = nil, layers: Layers = Layers(),
                       recordOptions: ChannelRecorder.Options = ChannelRecorder.Options(),
                       source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone),
                       fallbackServers: [String] = [], data: (open: Bool, print: Bool) = (false, false),
@@ -359,6 +360,7 @@ final class Bot: Sendable {
         configuration.bindAddress = bind
         configuration.iceServers = iceServers
         configuration.iceTransportPolicy = relayOnly ? .relay : .all
+        configuration.iceTCP = iceTCP
         configuration.turnTrustedCertificates = iceTrust
         configuration.statsIntervalSeconds = 1
         configuration.dataChannels = data.open

@@ -180,7 +180,7 @@ struct CrossHostTests {
         }
     }
 
-    @Test("side by side with aiortc as the viewer: behind a home NAT, and with UDP blocked (ours over ICE-TCP, aiortc through coturn over TCP)")
+    @Test("side by side with aiortc as the viewer: behind a home NAT, and with UDP blocked (ours over ICE-TCP, and without it through coturn over TCP as aiortc)")
     func aiortcSideBySide() async throws {
         guard aiortcLabAvailable() else { return }
         let lab = try NetworkLab()
@@ -196,7 +196,8 @@ struct CrossHostTests {
         try await Task.sleep(for: .seconds(2))
         let seconds = "12"
         let credentials = TURNCredentials.make(secret: Self.turnSecret, uid: "3002", now: Int64(Date().timeIntervalSince1970), ttl: 600)
-        // Four viewers at once, each for 12 s: ours and aiortc behind the NAT, ours and aiortc with UDP blocked.
+        // Five viewers at once, each for 12 s: ours and aiortc behind the NAT, ours (over ICE-TCP, and
+        // told to leave it: over the TURN server the server hands out) and aiortc with UDP blocked.
         let viewers: [(name: String, record: String?, process: LabProcess)] = [
             ("ours, behind NAT", "\(dir)/nat", try join(lab, on: natHost, server: serverHost, uid: "2001", quiet: false,
                                                         ["--role", "audience", "--record", "\(dir)/nat", "--duration", seconds])),
@@ -206,6 +207,9 @@ struct CrossHostTests {
             ("aiortc, UDP blocked", nil, try aiortc(lab, on: blockedHost, server: serverHost, uid: "3002",
                                                     ["--seconds", seconds, "--ice-server", turnURL, "--ice-username", credentials.username,
                                                      "--ice-credential", credentials.credential])),
+            ("ours, UDP blocked, TURN", "\(dir)/blocked-turn", try join(lab, on: blockedHost, server: serverHost, uid: "2003", quiet: false,
+                                                                       ["--role", "audience", "--record", "\(dir)/blocked-turn", "--no-ice-tcp",
+                                                                        "--duration", seconds])),
         ]
         var rows: [String] = []
         for viewer in viewers {
@@ -224,12 +228,12 @@ struct CrossHostTests {
                 first = (json["firstFrameMs"] as? NSNumber)?.doubleValue
                 path = json["path"] as? String ?? "? \(json["errors"] ?? "")"
             }
-            rows.append("\(viewer.name.padding(toLength: 22, withPad: " ", startingAt: 0)) \(String(frames).padding(toLength: 8, withPad: " ", startingAt: 0)) "
+            rows.append("\(viewer.name.padding(toLength: 24, withPad: " ", startingAt: 0)) \(String(frames).padding(toLength: 8, withPad: " ", startingAt: 0)) "
                         + "\((first.map { String(format: "%.0f ms", $0) } ?? "none").padding(toLength: 12, withPad: " ", startingAt: 0)) \(path)")
             #expect(frames >= 100, "\(viewer.name): \(frames) frames in \(seconds) s")
         }
-        print("side by side, 640x360 at 15 fps for \(seconds) s:\nviewer                 frames   first frame  path\n" + rows.joined(separator: "\n"))
-        #expect(rows[0].contains("udp") && rows[2].contains("tcp 10.77.0.1:7883") && rows[3].contains("relay"), "\(rows)")
+        print("side by side, 640x360 at 15 fps for \(seconds) s:\nviewer                   frames   first frame  path\n" + rows.joined(separator: "\n"))
+        #expect(rows[0].contains("udp") && rows[2].contains("tcp 10.77.0.1:7883") && rows[3].contains("relay") && rows[4].contains("relay/tcp"), "\(rows)")
     }
 
     @Test("a room on the server's second media thread (its own libsrtp2 copy): a publisher behind a home NAT, ours and aiortc viewing from another host; each gets >= 100 frames over the second thread's port")
@@ -268,7 +272,7 @@ struct CrossHostTests {
         #expect(oursPath.contains("10.77.0.1:7883") && theirPath.contains("10.77.0.1:7883"), "\(oursPath) | \(theirPath)")
     }
 
-    @Test("side by side with aiortc as the publisher: behind a home NAT, and with UDP blocked (ours over ICE-TCP, aiortc through coturn over TCP); one viewer on another host gets >= 95 % of each one's frames")
+    @Test("side by side with aiortc as the publisher: behind a home NAT, and with UDP blocked (ours over ICE-TCP, and without it through coturn over TCP as aiortc); one viewer on another host gets >= 95 % of each one's frames")
     func aiortcPublisherSideBySide() async throws {
         guard aiortcLabAvailable() else { return }
         let lab = try NetworkLab()
@@ -284,7 +288,8 @@ struct CrossHostTests {
         let seconds = "12"
         let credentials = TURNCredentials.make(secret: Self.turnSecret, uid: "1004", now: Int64(Date().timeIntervalSince1970), ttl: 600)
         let ours = ["--size", "640x360", "--fps", "15", "--bitrate", "800", "--duration", seconds, "--no-subscribe"]
-        // Four publishers at once: ours and aiortc behind the NAT, ours and aiortc with UDP blocked.
+        // Five publishers at once: ours and aiortc behind the NAT, ours (over ICE-TCP, and told to
+        // leave it: over the TURN server the server hands out) and aiortc with UDP blocked.
         let launchedUs = Self.monotonicUs()
         let publishers: [(name: String, uid: String, ours: Bool, process: LabProcess)] = [
             // Ours behind the NAT asks coturn for its server-reflexive address (STUN): the stats then
@@ -297,6 +302,8 @@ struct CrossHostTests {
             ("aiortc, UDP blocked", "1004", false, try aiortc(lab, on: blockedHost, server: serverHost, uid: "1004", script: "aiortc_publisher.py",
                                                               ["--seconds", seconds, "--ice-server", turnURL, "--ice-username", credentials.username,
                                                                "--ice-credential", credentials.credential])),
+            ("ours, UDP blocked, TURN", "1005", true, try join(lab, on: blockedHost, server: serverHost, uid: "1005", quiet: false,
+                                                               ours + ["--no-ice-tcp"])),
         ]
         for publisher in publishers {
             #expect(await publisher.process.wait(60) == 0, "\(publisher.name): \(publisher.process.output.suffix(3)) \(publisher.process.errorText.suffix(500))")
@@ -324,13 +331,14 @@ struct CrossHostTests {
                 path = json["path"] as? String ?? "? \(json["errors"] ?? "")"
             }
             let first = decoded.first.flatMap { Int64($0[0]) }.map { Double($0 - joinUs) / 1000 }
-            rows.append("\(publisher.name.padding(toLength: 22, withPad: " ", startingAt: 0)) \("\(decoded.count)/\(sent)".padding(toLength: 10, withPad: " ", startingAt: 0)) "
+            rows.append("\(publisher.name.padding(toLength: 24, withPad: " ", startingAt: 0)) \("\(decoded.count)/\(sent)".padding(toLength: 10, withPad: " ", startingAt: 0)) "
                         + "\((first.map { String(format: "%.0f ms", $0) } ?? "none").padding(toLength: 12, withPad: " ", startingAt: 0)) \(path)")
             #expect(sent >= 150 && Double(decoded.count) >= 0.95 * Double(sent), "\(publisher.name): \(decoded.count) of \(sent) frames decoded")
         }
         print("side by side, publishers of 640x360 at 15 fps for \(seconds) s, one viewer on another host:\n"
-            + "publisher              decoded/sent first frame  path\n" + rows.joined(separator: "\n"))
-        #expect(rows[0].contains("udp 10.77.0.1:7882 from srflx ") && rows[2].contains("tcp 10.77.0.1:7883") && rows[3].contains("relay"),
+            + "publisher                decoded/sent first frame  path\n" + rows.joined(separator: "\n"))
+        #expect(rows[0].contains("udp 10.77.0.1:7882 from srflx ") && rows[2].contains("tcp 10.77.0.1:7883") && rows[3].contains("relay")
+                    && rows[4].contains("relay/tcp"),
                 "\(rows)")
     }
 

@@ -45,22 +45,22 @@ struct ICETCPTests {
         return try await SharedMediaPort.bind(server, group: MediaTransportTests.group)
     }
 
-    /// A client that falls back to TCP after `fallback` seconds, and its session on `port`.
-    func client(of port: SharedMediaPort, fallback: Double) async throws -> (client: MediaTransport, session: MediaSession) {
+    /// A client that checks ICE-TCP beside UDP from the start, and its session on `port`.
+    func client(of port: SharedMediaPort) async throws -> (client: MediaTransport, session: MediaSession) {
         var configuration = MediaTransportConfiguration.client()
-        configuration.tcpFallbackAfter = fallback
+        configuration.iceTCPAfter = 0
         let client = try await MediaTransport.bind(configuration, group: MediaTransportTests.group)
         let session = try await port.makeSession(remote: TransportParameters(
             ice: client.localParameters.ice, fingerprint: client.localParameters.fingerprint, candidates: [], dtlsRole: .client)).get()
         return (client, session)
     }
 
-    @Test("the server offers passive TCP candidates; with its UDP candidate silent the client checks over TCP, and DTLS and SRTP run over it both ways")
+    @Test("the server offers passive TCP candidates; with its UDP candidate silent the client's TCP check (made from the start) is taken, and DTLS and SRTP run over it both ways")
     func fallback() async throws {
         let group = MediaTransportTests.group
         let port = try await tcpPort()
         let tcp = try #require(port.tcpAddress)
-        let (client, session) = try await client(of: port, fallback: 0.5)
+        let (client, session) = try await client(of: port)
         let atServer = NIOLockedValueBox<[UInt16]>([]), atClient = NIOLockedValueBox<[UInt16]>([])
         session.onRTP = { packet in atServer.withLockedValue { $0.append(packet.getInteger(at: 2, as: UInt16.self) ?? 0) } }
         client.onRTP = { packet in atClient.withLockedValue { $0.append(packet.getInteger(at: 2, as: UInt16.self) ?? 0) } }
@@ -93,15 +93,22 @@ struct ICETCPTests {
         await port.close()
     }
 
-    @Test("with UDP answering, the client stays on UDP and never opens TCP")
+    @Test("with UDP answering too, both are checked and UDP is kept: the server never takes the TCP path, and the client closes its TCP connection")
     func udpPreferred() async throws {
         let port = try await tcpPort()
-        let (client, session) = try await client(of: port, fallback: 0.3)
+        let (client, session) = try await client(of: port)
+        let serverPaths = NIOLockedValueBox<[String]>([])
         client.start(remote: port.localParameters(credentials: session.localParameters.ice))
         #expect(await eventually { try await client.state.get() == .connected })
-        try await Task.sleep(for: .milliseconds(600))
+        // Sampled while the TCP check may still be on its way and after: the server's path never moves.
+        for _ in 0..<12 {
+            let path = try await session.stats.get().transport ?? "none"
+            serverPaths.withLockedValue { $0.append(path) }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(serverPaths.withLockedValue { $0 }.allSatisfy { $0 == "udp" }, "\(serverPaths.withLockedValue { $0 })")
         #expect(try await client.stats.get().transport == "udp")
-        #expect(try await session.stats.get().transport == "udp")
+        #expect(await eventually { try await client.openTCPConnections.get() == 0 })
         await client.close()
         await port.close()
     }

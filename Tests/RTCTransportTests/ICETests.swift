@@ -70,6 +70,49 @@ struct ICETests {
         #expect(client.handleTimers(now: 1.0).datagrams.isEmpty)
     }
 
+    @Test("a lower-priority path (ICE-TCP) checked from the start: while UDP answers, its checks never nominate and the lite server stays on UDP; with UDP silent it is selected and nominated at once; UDP answering later takes over")
+    func lowerPriorityPath() throws {
+        let tcp = try SocketAddress(ipAddress: "127.0.0.1", port: 7883), clientTCP = try SocketAddress(ipAddress: "127.0.0.1", port: 50000)
+        // Both answer, the TCP check last: nothing flips.
+        do {
+            let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
+            _ = server.start(remote: client.local, candidates: [], now: 0)
+            let udpChecks = client.start(remote: server.local, candidates: [serverAddress], now: 0)
+            let tcpChecks = client.addCandidate(tcp, lowerPriority: true, now: 0.001)
+            #expect(try STUNMessage(parsing: tcpChecks.datagrams[0].bytes).hasUseCandidate == false)
+            pump(udpChecks, from: client, fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 0.01)
+            pump(tcpChecks, from: client, fromAddress: clientTCP, to: server, toAddress: tcp, now: 0.02)
+            #expect(client.selectedAddress == serverAddress && server.selectedAddress == clientAddress)
+            #expect(!client.onLowerPriorityPath)
+            // No TCP retransmission: the checks to it stopped when UDP answered.
+            #expect(client.handleTimers(now: 0.5).datagrams.allSatisfy { $0.to == serverAddress })
+        }
+        // UDP silent: the TCP answer selects TCP and nominates it in the same step.
+        do {
+            let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
+            _ = server.start(remote: client.local, candidates: [], now: 0)
+            _ = client.start(remote: server.local, candidates: [serverAddress], now: 0)
+            let tcpChecks = client.addCandidate(tcp, lowerPriority: true, now: 0.001)
+            let request = tcpChecks.datagrams[0].bytes
+            let answer = server.receive(request, from: clientTCP, now: 0.01)
+            #expect(server.selectedAddress == clientTCP && server.state == .checking)
+            let picked = client.receive(answer.datagrams[0].bytes, from: tcp, now: 0.02)
+            #expect(client.selectedAddress == tcp && client.state == .connected && client.onLowerPriorityPath)
+            let nomination = try #require(picked.datagrams.first)
+            #expect(try nomination.to == tcp && STUNMessage(parsing: nomination.bytes).hasUseCandidate)
+            pump(picked, from: client, fromAddress: clientTCP, to: server, toAddress: tcp, now: 0.03)
+            #expect(server.state == .connected && server.selectedAddress == clientTCP)
+            // The UDP check's retransmission is still going; once answered, UDP takes over.
+            let retransmit = client.handleTimers(now: 0.1)
+            #expect(retransmit.datagrams.contains { $0.to == serverAddress })
+            pump(retransmit, from: client, fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 0.11)
+            #expect(client.selectedAddress == serverAddress && !client.onLowerPriorityPath)
+            #expect(server.selectedAddress == clientAddress)
+            // ... and stays there: the checks left go to UDP only.
+            #expect(client.handleTimers(now: 0.4).datagrams.allSatisfy { $0.to == serverAddress })
+        }
+    }
+
     @Test("a wrong password is answered 401 and fails the check with the reason")
     func wrongPassword() {
         let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)

@@ -320,6 +320,7 @@ final class ChannelSession: @unchecked Sendable {
         transport.iceTimers.disconnectAfter = timeout
         (transport.turnServers, transport.stunServers) = lock.withLock { (turnServers, stunServers) }
         transport.relayOnly = configuration.iceTransportPolicy == .relay
+        if !configuration.iceTCP { transport.iceTCPAfter = nil }
         return transport
     }
 

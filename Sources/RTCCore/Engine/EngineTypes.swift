@@ -125,9 +125,13 @@ public struct RTCEngineConfiguration: Sendable {
     /// ICE-lite server learns a client's mapped address from its checks anyway, so they change which
     /// candidates are offered, not which path is taken).
     public var iceServers: [ICEServer]?
-    /// `.all`: direct paths first (UDP, then ICE-TCP and TURN when UDP stays silent); `.relay`:
-    /// only through a TURN server.
+    /// `.all`: every path from the start: UDP, ICE-TCP to the server's passive candidates at a
+    /// lower priority (UDP kept when both answer), and TURN relays that carry the checks once no
+    /// direct path has answered for 150 ms; `.relay`: only through a TURN server.
     public var iceTransportPolicy: ICETransportPolicy = .all
+    /// Whether the server's ICE-TCP candidates are checked (with `.all`); false leaves a network
+    /// that blocks UDP to the TURN servers.
+    public var iceTCP = true
     /// A PEM file of certificates to trust for `turns:` servers instead of the system's roots.
     public var turnTrustedCertificates: String?
 

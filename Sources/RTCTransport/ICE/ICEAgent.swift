@@ -70,6 +70,8 @@ public final class ICEAgent {
     private struct Transaction {
         var bytes: [UInt8]
         var to: SocketAddress
+        /// Sent with USE-CANDIDATE.
+        var nominating: Bool
         var sentAt: Double
         var firstSentAt: Double
         var nextRetransmit: Double
@@ -77,6 +79,9 @@ public final class ICEAgent {
     }
     private var transactions: [[UInt8]: Transaction] = [:]
     private var remoteCandidates: [SocketAddress] = []
+    /// Candidates checked at a lower priority (ICE-TCP, relayed): without USE-CANDIDATE until one
+    /// of them is the only path that answered, and left for any other candidate that answers.
+    private var lowerPriority: Set<SocketAddress> = []
     private var startedAt: Double?
     private var lastConsent: Double?
     private var nextConsentCheck: Double?
@@ -100,7 +105,7 @@ public final class ICEAgent {
         startedAt = now
         setState(.checking, &output)
         if role == .controlling {
-            for candidate in candidates { sendCheck(to: candidate, now: now, &output) }
+            for candidate in candidates { sendCheck(to: candidate, nominate: !lowerPriority.contains(candidate), now: now, &output) }
         }
         return output
     }
@@ -116,9 +121,16 @@ public final class ICEAgent {
     }
 
     /// A remote candidate found after the start (an ICE-TCP connection to the peer's passive
-    /// candidate): checks go to it now. Checks to `stopping` end, so the peer (ICE-lite, which
-    /// follows the latest nomination) is not pulled back to a path that was silent.
-    public func addCandidate(_ address: SocketAddress, stopping: [SocketAddress] = [], now: Double) -> ICEOutput {
+    /// candidate, a relayed path): checks go to it now. Checks to `stopping` end, so the peer
+    /// (ICE-lite, which follows the latest nomination) is not pulled back to a path that was silent.
+    ///
+    /// A `lowerPriority` candidate is checked beside the others without nominating it: an ICE-lite
+    /// peer takes a check's source only while it has no path, and a nominating check always wins,
+    /// so the peer cannot flip to it while another path answers. Once it answers and no other
+    /// candidate has, it is selected and nominated (a check with USE-CANDIDATE on it, at once);
+    /// should another candidate answer later, the agent moves there and nominates that one.
+    public func addCandidate(_ address: SocketAddress, stopping: [SocketAddress] = [], lowerPriority: Bool = false,
+                             now: Double) -> ICEOutput {
         var output = ICEOutput()
         guard role == .controlling, remote != nil else { return output }
         switch state {
@@ -127,9 +139,13 @@ public final class ICEAgent {
         }
         transactions = transactions.filter { !stopping.contains($0.value.to) }
         if !remoteCandidates.contains(address) { remoteCandidates.append(address) }
-        sendCheck(to: address, now: now, &output)
+        if lowerPriority { self.lowerPriority.insert(address) } else { self.lowerPriority.remove(address) }
+        sendCheck(to: address, nominate: !lowerPriority, now: now, &output)
         return output
     }
+
+    /// Whether the selected path is a lower-priority one (ICE-TCP, relayed) that another may replace.
+    public var onLowerPriorityPath: Bool { selectedAddress.map(lowerPriority.contains) ?? false }
 
     /// Whether no check has been answered yet (still looking for a path).
     public var isSearching: Bool { state == .checking && selectedAddress == nil }
@@ -143,17 +159,18 @@ public final class ICEAgent {
         output.state = new
     }
 
-    private func sendCheck(to address: SocketAddress, now: Double, _ output: inout ICEOutput) {
+    private func sendCheck(to address: SocketAddress, nominate: Bool = true, now: Double, _ output: inout ICEOutput) {
         guard let remote else { return }
         let id = STUNMessage.randomTransactionID()
         var attributes: [STUNAttribute] = [
             .username("\(remote.ufrag):\(local.ufrag)"), .priority(ICEPriority.peerReflexive),
             .iceControlling(tieBreaker: tieBreaker),
         ]
-        if role == .controlling { attributes.append(.useCandidateFlag) }
+        let nominating = role == .controlling && nominate
+        if nominating { attributes.append(.useCandidateFlag) }
         let request = STUNMessage(messageClass: .request, transactionID: id, attributes: attributes)
         let bytes = request.serialized(integrityKey: Array(remote.pwd.utf8), fingerprint: true)
-        transactions[id] = Transaction(bytes: bytes, to: address, sentAt: now, firstSentAt: now,
+        transactions[id] = Transaction(bytes: bytes, to: address, nominating: nominating, sentAt: now, firstSentAt: now,
                                        nextRetransmit: now + timers.initialRetransmit, interval: timers.initialRetransmit)
         output.datagrams.append((bytes, address))
     }
@@ -210,10 +227,16 @@ public final class ICEAgent {
         roundTripTime = now - transaction.sentAt
         lastConsent = now
         nextConsentCheck = now + timers.consentInterval
-        if selectedAddress == nil || state != .connected {
-            selectedAddress = transaction.to
-            mappedAddress = response.xorMappedAddress.flatMap { try? SocketAddress(stun: $0) }.map(DualStack.unmapped)
-            output.selectedAddress = transaction.to
+        let lower = lowerPriority.contains(transaction.to)
+        if lower, !transaction.nominating {
+            // A lower-priority path answered. It is taken only while nothing else has answered,
+            // and then nominated at once; the checks to the other candidates go on, so a direct
+            // path that answers later still wins.
+            guard selectedAddress == nil || state != .connected else { return setState(.connected, &output) }
+            select(transaction.to, response, now: now, &output)
+            sendCheck(to: transaction.to, nominate: true, now: now, &output)
+        } else if selectedAddress == nil || state != .connected || (onLowerPriorityPath && !lower) {
+            select(transaction.to, response, now: now, &output)
             // The checks to the other candidates stop, and the chosen pair is nominated once more
             // shortly: an ICE-lite peer follows the latest nomination, and a check to another of its
             // candidates still in flight must not be the last one it sees.
@@ -221,6 +244,13 @@ public final class ICEAgent {
             nextConsentCheck = now + 0.2
         }
         setState(.connected, &output)
+    }
+
+    private func select(_ address: SocketAddress, _ response: STUNMessage, now: Double, _ output: inout ICEOutput) {
+        selectedAddress = address
+        mappedAddress = response.xorMappedAddress.flatMap { try? SocketAddress(stun: $0) }.map(DualStack.unmapped)
+        output.selectedAddress = address
+        nextConsentCheck = now + 0.2
     }
 
     private func handleError(_ response: STUNMessage, bytes: [UInt8], now: Double, _ output: inout ICEOutput) {
@@ -275,7 +305,7 @@ public final class ICEAgent {
         }
         if role == .controlling, let nextConsentCheck, now >= nextConsentCheck, let selectedAddress {
             self.nextConsentCheck = now + timers.consentInterval
-            sendCheck(to: selectedAddress, now: now, &output)
+            sendCheck(to: selectedAddress, nominate: true, now: now, &output)
         }
         if let lastConsent, state == .connected || isDisconnected {
             let silence = now - lastConsent
