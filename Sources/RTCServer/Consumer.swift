@@ -10,6 +10,8 @@ import RTCTransport
 final class Consumer: @unchecked Sendable {
     private let context: SFUContext
     private let terminator: RTCPTerminator
+    /// Picks layers again at once for a leg whose estimate just fell (``LayerController``).
+    weak var layers: LayerController?
 
     init(context: SFUContext, terminator: RTCPTerminator) {
         self.context = context
@@ -39,6 +41,15 @@ final class Consumer: @unchecked Sendable {
                    estimate < 0.9 * (subscriber.downstream.reportedBps ?? .infinity) {
                     terminator.sendPublisherLimits(nowUs: nowUs)
                 }
+                // ... and its layers are picked again now, not at the next tick (up to 250 ms later).
+                if let estimate = subscriber.downstream.estimateBps(nowUs: nowUs),
+                   estimate < 0.85 * (subscriber.downstream.layersChosenAtBps ?? .infinity) {
+                    context.logger.debug("leg estimate fell", metadata: [
+                        "uid": "\(subscriber.uid)", "estimate": "\(Int(estimate))", "atMs": "\(nowUs / 1000)",
+                        "queueMs": "\(Int(subscriber.downstream.estimator.queueDelayMs))", "usage": "\(subscriber.downstream.estimator.usage)",
+                    ])
+                    layers?.updateAll(of: subscriber, nowUs: nowUs)
+                }
             case .nack(let nack):
                 context.counters.nacksReceived += 1
                 guard let subscription = subscriber.subscriptions.first(where: { $0.rewriter.outputSSRC == nack.mediaSSRC }) else { continue }
@@ -56,6 +67,12 @@ final class Consumer: @unchecked Sendable {
         let streams = subscription.track.streams
         for sequence in lost {
             let source = subscription.rewriter.source(of: sequence)
+            // A layer being left for a narrowed link: its repairs would only queue ahead of the
+            // smaller layer's keyframe (the frames they belong to are given up).
+            if subscription.shedsCurrentLayer, source.layer != subscription.targetLayer {
+                context.counters.retransmissionsSkipped += 1
+                continue
+            }
             guard source.layer < streams.count, var packet = streams[source.layer].cache.packet(source.sequence) else { continue }
             guard subscriber.downstream.mayRetransmit(bytes: packet.payload.readableBytes + 30, nowUs: nowUs) else {
                 context.counters.retransmissionsSkipped += 1

@@ -110,6 +110,14 @@ struct DownstreamCongestion {
     /// The estimate the latest limit to publishers was computed from: a fall of 10 % below it sends
     /// the limits at once rather than at the next second.
     var reportedBps: Double?
+    /// The estimate the leg's layers were last picked with: a fall of 15 % below it picks them
+    /// again at once (``LayerController/updateAll(of:nowUs:)``).
+    var layersChosenAtBps: Double?
+
+    /// Whether the leg is queueing now (overuse, or a standing queue of 50 ms): what it is sent
+    /// must also leave room for the queue to drain.
+    var isCongested: Bool { estimator.usage == .overusing || estimator.queueDelayMs > Self.congestedQueueMs }
+    static let congestedQueueMs = 50.0
 
     /// What the leg may be moved up to (bits per second): its estimate while the estimate never
     /// had to come down (the path showed no limit yet); after that, only what a probe of the last

@@ -39,6 +39,7 @@ final class LayerController: @unchecked Sendable {
 
     func tick(nowUs: Int64) {
         for participant in directory.allParticipants {
+            participant.downstream.layersChosenAtBps = participant.downstream.estimateBps(nowUs: nowUs)
             var neededBps = 0.0
             for subscription in participant.subscriptions where subscription.track.hasLayers {
                 neededBps += update(subscription, nowUs: nowUs)
@@ -63,9 +64,27 @@ final class LayerController: @unchecked Sendable {
         let budget = RTCPTerminator.videoShare(of: subscription.subscriber, nowUs: nowUs)
             ?? (subscription.currentLayer == nil ? Self.startBudgetBps : nil)
         let upBudget = RTCPTerminator.share(of: subscription.subscriber.downstream.upSwitchBps(nowUs: nowUs), for: subscription.subscriber)
-        guard let (index, reason) = LayerSelector.select(layers, request: request, budgetBps: budget, upBudgetBps: upBudget,
-                                                         current: subscription.currentLayer)
+        guard let selected = LayerSelector.select(layers, request: request, budgetBps: budget, upBudgetBps: upBudget,
+                                                  current: subscription.currentLayer)
         else { return 0 }
+        var index = selected.index
+        let reason = selected.reason
+        // A move down on a leg that queues (its link just narrowed): straight to the smallest layer,
+        // whose keyframe is the quickest through the narrowed link (a step to a middle layer costs
+        // a keyframe of it and often a second step down), and the current layer stops at once
+        // rather than at that keyframe: each packet more of it only lengthens the queue the
+        // keyframe waits behind. The leg climbs back by probes. Measured through a 400 kbit/s tbf
+        // with 300 ms of queue (`SimulcastNetworkTests.cappedViewer`).
+        let downward = isBelow(index, subscription.currentLayer, in: layers)
+        let congested = downward && reason == .estimate && subscription.subscriber.downstream.isCongested
+        if congested, let smallest = LayerSelector.ranked(layers).first(where: \.selectable) {
+            index = smallest.index
+        }
+        if index == subscription.currentLayer {
+            subscription.shedsCurrentLayer = false
+        } else if congested {
+            subscription.shedsCurrentLayer = true
+        }
         let reasonChanged = reason != subscription.layerReason
         subscription.layerReason = reason
         // What it would get if every layer were sent: dynacast keeps that layer wanted, so a layer
@@ -76,6 +95,7 @@ final class LayerController: @unchecked Sendable {
         if index != subscription.targetLayer {
             context.logger.debug("layer target", metadata: [
                 "uid": "\(subscription.subscriber.uid)", "layer": "\(index)", "reason": "\(reason)", "budget": "\(budget.map { Int($0) } ?? -1)",
+                "atMs": "\(nowUs / 1000)", "congested": "\(congested)",
                 "up": "\(upBudget.map { Int($0) } ?? -1)",
                 "layers": "\(layers.map { "\($0.index):\($0.width ?? 0)x\($0.height ?? 0)@\(Int($0.bitrateBps / 1000))\($0.selectable ? "" : "-")" })",
             ])
@@ -83,6 +103,8 @@ final class LayerController: @unchecked Sendable {
             subscription.targetSinceUs = index == subscription.currentLayer ? nil : nowUs
         }
         if index != subscription.currentLayer {
+            // A layer paused for want of viewers is asked back now, not at the next tick.
+            if track.streams[index].pausedByServer { dynacast(track, nowUs: nowUs) }
             consumer.requestKeyframe(track, stream: track.streams[index], nowUs: nowUs)  // throttled per stream
         } else if reasonChanged {
             subscription.announceLayer()
@@ -95,6 +117,14 @@ final class LayerController: @unchecked Sendable {
               let next = ranked[(at + 1)...].first(where: { $0.selectable && $0.bitrateBps > 0 })
         else { return 0 }
         return max(0, next.bitrateBps * LayerSelector.upHeadroom - (subscription.currentStream?.rate.lastBitsPerSecond ?? 0))
+    }
+
+    /// Whether layer `index` ranks below `current` (smaller).
+    private func isBelow(_ index: Int, _ current: Int?, in layers: [LayerSelector.Layer]) -> Bool {
+        guard let current, index != current else { return false }
+        let ranked = LayerSelector.ranked(layers)
+        guard let at = ranked.firstIndex(where: { $0.index == index }), let from = ranked.firstIndex(where: { $0.index == current }) else { return false }
+        return at < from
     }
 
     /// A single stream with temporal layers: the base layer alone for a subscriber that asks for
@@ -127,6 +157,7 @@ final class LayerController: @unchecked Sendable {
 
     /// Runs ``update(_:nowUs:)`` for every layered subscription of `participant` (its request changed).
     func updateAll(of participant: Participant, nowUs: Int64) {
+        participant.downstream.layersChosenAtBps = participant.downstream.estimateBps(nowUs: nowUs)
         for subscription in participant.subscriptions where subscription.track.hasLayers { update(subscription, nowUs: nowUs) }
     }
 

@@ -342,6 +342,9 @@ final class Subscription: @unchecked Sendable {
     var layerReason: LayerReason = .request
     /// When the target layer last moved away from the current one (its keyframe is awaited).
     var targetSinceUs: Int64?
+    /// The leg queues and waits for a smaller layer's keyframe: the current layer is no longer
+    /// sent meanwhile (``LayerController``), so the queue drains before that keyframe comes.
+    var shedsCurrentLayer = false
 
     init(track: PublishedTrack, subscriber: Participant, mid: String) {
         self.track = track

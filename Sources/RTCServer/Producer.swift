@@ -195,8 +195,13 @@ final class Producer: @unchecked Sendable {
                 let up = subscription.currentLayer.map { track.streams[$0].rate.lastBitsPerSecond < stream.rate.lastBitsPerSecond } ?? true
                 subscription.currentLayer = layer
                 subscription.targetSinceUs = nil
+                subscription.shedsCurrentLayer = false
                 context.counters.recordLayerSwitch(up: up)
+                context.logger.debug("layer switch", metadata: ["uid": "\(subscription.subscriber.uid)", "layer": "\(layer)", "atMs": "\(arrivalUs / 1000)"])
                 subscription.announceLayer()
+            } else if subscription.shedsCurrentLayer {
+                subscription.rewriter.drop()
+                continue
             }
             packet.header = original
             let legSequenceAt = Self.renumber(&packet.header, for: subscription.subscriber, sequenceAt: sequenceAt)

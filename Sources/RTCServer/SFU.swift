@@ -67,6 +67,7 @@ public final class SFU: SignalingSink, @unchecked Sendable {
         consumer = Consumer(context: context, terminator: terminator)
         layers = LayerController(context: context, directory: directory, consumer: consumer)
         producer.layers = layers
+        consumer.layers = layers
     }
 
     /// Housekeeping once a second, simulcast layers every 250 ms, transport-wide feedback to

@@ -60,7 +60,7 @@ final class SubscriberTransport: @unchecked Sendable {
         transport.onRTP = { [weak subscriber] datagram in subscriber?.received(rtp: datagram) }
         transport.onRTCP = { [weak subscriber] datagram in subscriber?.received(rtcp: datagram) }
         try await subscriber.loop.submit {
-            subscriber.feedbackTask = subscriber.loop.scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .milliseconds(100)) {
+            subscriber.feedbackTask = subscriber.loop.scheduleRepeatedTask(initialDelay: .milliseconds(50), delay: .milliseconds(50)) {
                 [weak subscriber] _ in subscriber?.sendFeedback()
             }
         }.get()
@@ -161,7 +161,9 @@ final class SubscriberTransport: @unchecked Sendable {
         }
     }
 
-    /// Every 100 ms on the loop: transport-wide feedback, from which the server estimates this leg.
+    /// Every 50 ms on the loop (as libwebrtc's receiver at these rates): transport-wide feedback,
+    /// from which the server estimates this leg. A link that narrows at once shows in it 50 ms sooner
+    /// than with the 100 ms it was.
     private func sendFeedback() {
         guard inbound.hasPendingFeedback else { return }
         let media = videoReceivers.keys.first ?? audioReceivers.keys.first ?? 0
