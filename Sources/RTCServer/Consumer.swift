@@ -67,9 +67,11 @@ final class Consumer: @unchecked Sendable {
         let streams = subscription.track.streams
         for sequence in lost {
             let source = subscription.rewriter.source(of: sequence)
-            // A layer being left for a narrowed link: its repairs would only queue ahead of the
-            // smaller layer's keyframe (the frames they belong to are given up).
-            if subscription.shedsCurrentLayer, source.layer != subscription.targetLayer {
+            // Only the layer forwarded now is repaired: what was sent of another one came before
+            // the keyframe of this one (a switch happens at a keyframe), and the decoder needs
+            // nothing from before a keyframe. A layer being left for a narrowed link is not
+            // repaired either: its repairs would queue ahead of the smaller layer's keyframe.
+            if source.layer != subscription.currentLayer || subscription.shedsCurrentLayer {
                 context.counters.retransmissionsSkipped += 1
                 continue
             }

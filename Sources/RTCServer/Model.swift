@@ -345,6 +345,8 @@ final class Subscription: @unchecked Sendable {
     /// The leg queues and waits for a smaller layer's keyframe: the current layer is no longer
     /// sent meanwhile (``LayerController``), so the queue drains before that keyframe comes.
     var shedsCurrentLayer = false
+    /// Set from such a move down until the leg's queue has drained (``LegPacer``).
+    var pacer: LegPacer?
 
     init(track: PublishedTrack, subscriber: Participant, mid: String) {
         self.track = track

@@ -195,6 +195,11 @@ final class Producer: @unchecked Sendable {
                 let up = subscription.currentLayer.map { track.streams[$0].rate.lastBitsPerSecond < stream.rate.lastBitsPerSecond } ?? true
                 subscription.currentLayer = layer
                 subscription.targetSinceUs = nil
+                if subscription.shedsCurrentLayer {
+                    startPacing(subscription, nowUs: arrivalUs)
+                } else if subscription.pacer != nil {
+                    endPacing(subscription, session: session, nowUs: arrivalUs)
+                }
                 subscription.shedsCurrentLayer = false
                 context.counters.recordLayerSwitch(up: up)
                 context.logger.debug("layer switch", metadata: ["uid": "\(subscription.subscriber.uid)", "layer": "\(layer)", "atMs": "\(arrivalUs / 1000)"])
@@ -211,10 +216,63 @@ final class Producer: @unchecked Sendable {
             if let layout, vp8.pictureID != nil || vp8.tl0 != nil {
                 layout.write(pictureID: vp8.pictureID, tl0: vp8.tl0, into: &out, payloadStart: out.writerIndex - packet.payload.readableBytes)
             }
+            if let pacer = subscription.pacer {
+                if !pacer.enqueue(LegPacer.Item(packet: out, payloadBytes: packet.payload.readableBytes, sequenceAt: legSequenceAt)) {
+                    context.counters.packetsDropped += 1
+                }
+                continue
+            }
             emit(&out, payloadBytes: packet.payload.readableBytes, on: subscription, session: session, at: legSequenceAt, nowUs: arrivalUs)
             wrote = true
         }
         if wrote { context.port.flush() }
+    }
+
+    /// Paces `subscription` (just moved down to the smallest layer on a leg whose link collapsed)
+    /// at a share of what its link delivered lately, until its queue is empty after
+    /// ``LegPacer/durationUs`` (or the leg is calm again and nothing waits).
+    private func startPacing(_ subscription: Subscription, nowUs: Int64) {
+        subscription.pacer?.timer?.cancel()
+        let pacer = LegPacer(bps: pacingRate(subscription, nowUs: nowUs), nowUs: nowUs)
+        subscription.pacer = pacer
+        context.counters.legPacings += 1
+        context.logger.debug("leg paced", metadata: ["uid": "\(subscription.subscriber.uid)", "bps": "\(Int(pacer.bps))", "atMs": "\(nowUs / 1000)"])
+        pacer.timer = context.loop.scheduleRepeatedTask(initialDelay: .zero, delay: LegPacer.tick) { [weak self, weak subscription, weak pacer] task in
+            guard let self, let subscription, let pacer, subscription.pacer === pacer, let session = subscription.subscriber.subscriber else {
+                task.cancel()
+                return
+            }
+            let now = self.context.nowUs
+            // Its time is up: what is left goes now, and the leg sends as it comes again.
+            guard now < pacer.untilUs else { return self.endPacing(subscription, session: session, nowUs: now) }
+            let sent = pacer.drain(nowUs: now) { item in
+                self.emit(&item.packet, payloadBytes: item.payloadBytes, on: subscription, session: session, at: item.sequenceAt, nowUs: now)
+            }
+            if sent > 0 { self.context.port.flush() }
+            if pacer.isEmpty, now - nowUs > 300_000, !subscription.subscriber.downstream.isCongested {
+                self.endPacing(subscription, session: session, nowUs: now)
+            }
+        }
+    }
+
+    /// The pace for `subscription` now (``LegPacer/rate(share:layerBps:)``).
+    private func pacingRate(_ subscription: Subscription, nowUs: Int64) -> Double {
+        let downstream = subscription.subscriber.downstream
+        let delivered = min(downstream.estimator.acknowledgedBps ?? .infinity, downstream.estimateBps(nowUs: nowUs) ?? .infinity)
+        let share = RTCPTerminator.share(of: LegPacer.share * delivered, for: subscription.subscriber) ?? 0
+        let layerBps = subscription.currentStream?.rate.costBitsPerSecond(nowUs: nowUs) ?? 0
+        return LegPacer.rate(share: share, layerBps: layerBps)
+    }
+
+    /// Ends `subscription`'s pacing: what it holds goes out now, in order, ahead of what follows.
+    private func endPacing(_ subscription: Subscription, session: MediaSession, nowUs: Int64) {
+        guard let pacer = subscription.pacer else { return }
+        subscription.pacer = nil
+        pacer.timer?.cancel()
+        let sent = pacer.drainAll { item in
+            emit(&item.packet, payloadBytes: item.payloadBytes, on: subscription, session: session, at: item.sequenceAt, nowUs: nowUs)
+        }
+        if sent > 0 { context.port.flush() }
     }
 
     /// Counts a rewritten packet for its subscription, stamps the leg's transport-wide number and

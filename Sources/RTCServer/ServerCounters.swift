@@ -45,6 +45,8 @@ public struct ServerCounters: Sendable, Hashable {
     public var layerSwitchesUp = 0
     public var layerSwitchesDown = 0
     public var legProbes = 0
+    /// Legs paced after their link collapsed (``LegPacer``).
+    public var legPacings = 0
     public var layerPauses = 0
     /// Forwarding latency histogram: counts of packets forwarded within each bound (µs), and the sum.
     public var forwardLatencyBuckets: [Int] = Array(repeating: 0, count: ServerCounters.latencyBoundsUs.count)
@@ -86,6 +88,7 @@ public struct ServerCounters: Sendable, Hashable {
         layerSwitchesUp += other.layerSwitchesUp
         layerSwitchesDown += other.layerSwitchesDown
         legProbes += other.legProbes
+        legPacings += other.legPacings
         layerPauses += other.layerPauses
         forwardLatencyCount += other.forwardLatencyCount
         forwardLatencySumUs += other.forwardLatencySumUs

@@ -18,7 +18,7 @@ final class ServerMetrics: @unchecked Sendable {
     private let rooms, participants, tracks: CoreMetrics.Gauge
     private let packetsIn, bytesIn, packetsOut, bytesOut, nacks, retransmissions, keyframeRequests, keyframeThrottled,
                 signalingErrors, dropped, rtxRepairs, rtxDropped, iceRestarts, downstreamFeedback, publisherLimits,
-                limitRefusals, permissionRefusals, duplicateIdentities, closedUnjoined, switchesUp, switchesDown, legProbes,
+                limitRefusals, permissionRefusals, duplicateIdentities, closedUnjoined, switchesUp, switchesDown, legProbes, legPacings,
                 layerPauses, dataIn, dataOut, dataBytesIn, dataDropped: CoreMetrics.Counter
     private var last = ServerCounters()
 
@@ -52,6 +52,7 @@ final class ServerMetrics: @unchecked Sendable {
         switchesUp = CoreMetrics.Counter(label: "rtc_layer_switches_total", dimensions: [("direction", "up")], factory: factory)
         switchesDown = CoreMetrics.Counter(label: "rtc_layer_switches_total", dimensions: [("direction", "down")], factory: factory)
         legProbes = counter("rtc_leg_probes_total")
+        legPacings = counter("rtc_leg_pacings_total")
         layerPauses = counter("rtc_layer_requests_total")
         dataIn = counter("rtc_data_messages_in_total")
         dataOut = counter("rtc_data_messages_out_total")
@@ -87,6 +88,7 @@ final class ServerMetrics: @unchecked Sendable {
         add(switchesUp, counters.layerSwitchesUp, last.layerSwitchesUp)
         add(switchesDown, counters.layerSwitchesDown, last.layerSwitchesDown)
         add(legProbes, counters.legProbes, last.legProbes)
+        add(legPacings, counters.legPacings, last.legPacings)
         add(layerPauses, counters.layerPauses, last.layerPauses)
         add(dataIn, counters.dataMessagesIn, last.dataMessagesIn)
         add(dataOut, counters.dataMessagesOut, last.dataMessagesOut)

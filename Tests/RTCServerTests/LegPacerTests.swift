@@ -1,0 +1,49 @@
+import NIOCore
+import Testing
+@testable import RTCServer
+
+@Suite("Pacing a leg after its link collapsed")
+struct LegPacerTests {
+    @Test("the pace: half the link, within 1.2 to 2.5 times the layer, never under 64 kbit/s", arguments: [
+        // (share of the link, the layer's rate, the pace)
+        (400_000.0, 130_000.0, 325_000.0),  // a link share far above: the keyframe spread at 2.5x the layer
+        (200_000.0, 130_000.0, 200_000.0),  // in between: the share
+        (100_000.0, 130_000.0, 156_000.0),  // under the layer: 1.2x the layer still goes through
+        (0.0, 0.0, 64_000.0),  // nothing known: the floor
+    ])
+    func rate(share: Double, layer: Double, pace: Double) {
+        #expect(abs(LegPacer.rate(share: share, layerBps: layer) - pace) < 1e-6)
+    }
+
+    func item(_ size: Int) -> LegPacer.Item {
+        LegPacer.Item(packet: ByteBuffer(repeating: 0, count: size), payloadBytes: size - 12, sequenceAt: nil)
+    }
+
+    @Test("packets go in order at the pace: the first at once, then one each 1200 bytes' time")
+    func paced() {
+        // 320 kbit/s: 1200 bytes every 30 ms.
+        let pacer = LegPacer(bps: 320_000, nowUs: 0)
+        for size in [1200, 1200, 1200, 1200, 600] { #expect(pacer.enqueue(item(size))) }
+        var sent: [(us: Int64, size: Int)] = []
+        var now: Int64 = 0
+        while !pacer.isEmpty, now <= 200_000 {
+            pacer.drain(nowUs: now) { sent.append((now, $0.packet.readableBytes)) }
+            now += 5_000
+        }
+        #expect(sent.map(\.size) == [1200, 1200, 1200, 1200, 600])
+        #expect(sent.map(\.us) == [0, 30_000, 60_000, 90_000, 105_000], "\(sent.map(\.us))")  // the last is half the size
+    }
+
+    @Test("it holds 256 packets at most (more are refused), and at its end everything left goes at once, in order")
+    func capacityAndEnd() {
+        let pacer = LegPacer(bps: 64_000, nowUs: 0)
+        for index in 0..<LegPacer.capacity { #expect(pacer.enqueue(item(100 + index % 50))) }
+        #expect(!pacer.enqueue(item(100)))
+        #expect(pacer.drain(nowUs: 0) { _ in } >= 1)
+        var sizes: [Int] = []
+        let left = pacer.drainAll { sizes.append($0.packet.readableBytes) }
+        #expect(left == sizes.count && pacer.isEmpty)
+        #expect(sizes == Array((LegPacer.capacity - left)..<LegPacer.capacity).map { 100 + $0 % 50 })
+        #expect(pacer.untilUs == LegPacer.durationUs)
+    }
+}
