@@ -207,20 +207,28 @@ final class ChannelSession: @unchecked Sendable {
             lock.withLock { _publisher = publisher }
         }
         let report: @Sendable (RTCEngineError) -> Void = { [events = context.events] error in events.emit(.error(error)) }
+        // Both tracks are announced at once (the requests carry ids; their replies come in one
+        // round trip, not one each): on a lossy or long path each serial round trip costs.
+        var announcements: [(PublisherTransport.NewSender, PublishTrackRequest)] = []
         if wantVideo {
             let sender = publisher.makeVideoSender(source: options.videoSource, configuration: settings.video,
                                                    simulcastLayers: settings.simulcastLayers)
             sender.onError = report
             // A layered track's streams are bound by their stream ids, not an SSRC announced here.
-            try await announce(.video(sender), on: publisher, request: PublishTrackRequest(
-                kind: .video, source: options.videoSource, mid: sender.mid, ssrc: sender.simulcastRids.isEmpty ? sender.state.ssrc : nil))
+            announcements.append((.video(sender), PublishTrackRequest(
+                kind: .video, source: options.videoSource, mid: sender.mid, ssrc: sender.simulcastRids.isEmpty ? sender.state.ssrc : nil)))
         }
         if wantAudio {
             let source = options.audioSource
             let sender = publisher.makeAudioSender(source: source, processing: settings.audioProcessing ?? (source == .microphone))
             sender.onError = report
-            try await announce(.audio(sender), on: publisher, request: PublishTrackRequest(
-                kind: .audio, source: source, mid: sender.mid, ssrc: sender.state.ssrc))
+            announcements.append((.audio(sender), PublishTrackRequest(kind: .audio, source: source, mid: sender.mid, ssrc: sender.state.ssrc)))
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (sender, request) in announcements {
+                group.addTask { try await self.announce(sender, on: publisher, request: request) }
+            }
+            try await group.waitForAll()
         }
         let answer = try await publisher.negotiate(signaling: signaling, streamID: lock.withLock { participantSid },
                                                    sessionID: UInt64(rtcpSSRC))
