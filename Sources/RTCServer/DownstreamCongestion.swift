@@ -100,7 +100,10 @@ struct DownstreamCongestion {
 
     /// Retransmissions may spend a quarter of the estimate (a bucket of up to 200 ms of it): on a
     /// leg that is over its capacity, repairs for the losses would otherwise add to the overload.
-    private var retransmissions = RetransmissionBudget(share: 0.25, windowUs: 200_000)
+    /// The bucket holds one full packet at least: under 192 kbit/s 200 ms of a quarter is less than
+    /// one, and no repair could ever go (a viewer moved to the smallest layer on a collapsed link
+    /// then waited out every loss and asked for a keyframe through the queue: 1-2 s frozen).
+    private var retransmissions = RetransmissionBudget(share: 0.25, windowUs: 200_000, floorBytes: 1500)
 
     /// Whether a repair of `bytes` fits the leg's budget now (always, without an estimate).
     mutating func mayRetransmit(bytes: Int, nowUs: Int64) -> Bool {

@@ -36,11 +36,13 @@ final class LegPacer: @unchecked Sendable {
     static let minimumBps = 64_000.0
 
     /// The pace for a layer of `layerBps`: `share` of the link, but never more than 2.5 times the
-    /// layer (its keyframe is spread out, not sent as a burst: both figures lag a collapse by a
-    /// feedback interval or two) nor less than 1.2 times it (the layer itself must get through).
+    /// layer or 250 kbit/s, whichever is more (its keyframe is spread out, not sent as a burst: both
+    /// figures lag a collapse by a feedback interval or two, and a layer just resumed is measured
+    /// low), nor less than 1.2 times the layer (the layer itself must get through).
     static func rate(share: Double, layerBps: Double) -> Double {
-        max(minimumBps, 1.2 * layerBps, min(2.5 * layerBps, share))
+        max(minimumBps, 1.2 * layerBps, min(max(2.5 * layerBps, spreadBps), share))
     }
+    static let spreadBps = 250_000.0
 
     init(bps: Double, nowUs: Int64) {
         self.bps = bps

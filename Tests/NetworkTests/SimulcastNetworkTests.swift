@@ -51,7 +51,7 @@ struct SimulcastNetworkTests {
     /// to keep `make test` short; the figures in docs/simulcast.md are over 5 and more).
     static var collapseRuns: Int { ProcessInfo.processInfo.environment["RTC_COLLAPSE_RUNS"].flatMap(Int.init) ?? 2 }
 
-    @Test("three layers of 720p30, two viewers, one capped at 400 kbit/s: the clean one gets 1280x720 at full rate, the capped one a lower layer without freezing, the publisher keeps its full layer; the cap lifted, the capped viewer is back on 1280x720; then its downlink collapses to 400 kbit/s at once while it watches 1280x720, several times: it settles on the smallest layer within a second (measured: under 500 ms), and it is back on 1280x720 after each lift")
+    @Test("three layers of 720p30, two viewers, one capped at 400 kbit/s: the clean one gets 1280x720 at full rate, the capped one a lower layer without freezing, the publisher keeps its full layer; the cap lifted, the capped viewer is back on 1280x720; then its downlink collapses to 400 kbit/s at once while it watches 1280x720, several times: no gap of a second between its decoded frames (measured: under 500 ms), and it is back on 1280x720 after each lift")
     func cappedViewer() async throws {
         guard NetworkLab.availableOrKnownIssue() else { return }
         let lab = try NetworkLab()
@@ -64,20 +64,19 @@ struct SimulcastNetworkTests {
         defer { server.stop() }
         try lab.capDownlink(of: cappedHost, kbit: 400)
         let runs = Self.collapseRuns
-        // Joined capped: 14 s; back up: at most 10 s; each collapse: 3 s on 1280x720, 5 s down, at most 10 s back up.
-        let seconds = 14 + 10 + runs * 18 + 2
+        // The clients run until they are stopped (SIGTERM) once the collapses are done.
         let publisher = try cross.join(lab, on: publisherHost, server: serverHost, uid: "1001", quiet: false,
                                        ["--size", "1280x720", "--fps", "30", "--bitrate", "1700", "--simulcast", "3",
-                                        "--no-subscribe", "--duration", "\(seconds + 4)"])
+                                        "--no-subscribe"])
         defer { publisher.stop() }
         try await Task.sleep(for: .milliseconds(1000))
         let start = Self.monotonicUs()
         let clean = try cross.join(lab, on: cleanHost, server: serverHost, uid: "2001", quiet: false,
-                                   ["--video", "none", "--audio", "none", "--frame-log", "\(dir)/clean.log", "--duration", "\(seconds)"])
+                                   ["--video", "none", "--audio", "none", "--frame-log", "\(dir)/clean.log"])
         defer { clean.stop() }
         let cappedLog = "\(dir)/capped.log"
         let capped = try cross.join(lab, on: cappedHost, server: serverHost, uid: "2002", quiet: false,
-                                    ["--video", "none", "--audio", "none", "--frame-log", cappedLog, "--duration", "\(seconds)"])
+                                    ["--video", "none", "--audio", "none", "--frame-log", cappedLog])
         defer { capped.stop() }
         // Joined under the cap: 14 s capped, then free.
         try await Task.sleep(for: .seconds(14))
@@ -86,7 +85,7 @@ struct SimulcastNetworkTests {
         let back = try await Self.firstFrame(in: cappedLog, width: 1280, after: lift, within: 10)
         let backAfter = back.map { Double($0.us - lift) / 1e6 }
         // Collapses: watching 1280x720, the downlink falls to 400 kbit/s at once (tbf, 300 ms of queue).
-        var collapses: [(cutMs: Int64, gapMs: Int64, sizes: [String], backAfter: Double?)] = []
+        var collapses: [(cutMs: Int64, gapMs: Int64, switchMs: Int64?, sizes: [String], backAfter: Double?)] = []
         for _ in 0..<runs where back != nil {
             guard try await Self.firstFrame(in: cappedLog, width: 1280, after: Self.monotonicUs(), within: 10) != nil else { break }
             // Watching 1280x720 for 3 s: long enough for the server to pause the layers nobody gets (2 s).
@@ -100,11 +99,16 @@ struct SimulcastNetworkTests {
             let gap = Self.longestGap(frames, from: cut, to: up)
             let settledSizes = Set(frames.filter { $0.us > up - 2_000_000 && $0.us < up }.map { "\($0.width)x\($0.height)" }).sorted()
             let again = try await Self.firstFrame(in: cappedLog, width: 1280, after: up, within: 10)
-            collapses.append((cut / 1000, gap / 1000, settledSizes, again.map { Double($0.us - up) / 1e6 }))
+            // The switch as the viewer sees it: from its last 1280x720 frame to its first smaller one.
+            let firstSmall = frames.first { $0.us > cut && $0.width < 1280 }
+            let lastFull = firstSmall.flatMap { small in frames.last { $0.us < small.us && $0.width == 1280 } }
+            let switchMs = firstSmall.flatMap { small in lastFull.map { (small.us - $0.us) / 1000 } }
+            collapses.append((cut / 1000, gap / 1000, switchMs, settledSizes, again.map { Double($0.us - up) / 1e6 }))
         }
-        #expect(await clean.wait(Double(seconds) + 10) == 0, "clean: \(clean.errorText)")
-        #expect(await capped.wait(Double(seconds) + 10) == 0, "capped: \(capped.errorText)")
-        #expect(await publisher.wait(30) == 0, "publisher: \(publisher.errorText)")
+        for process in [clean, capped, publisher] { kill(process.pid, SIGTERM) }
+        #expect(await clean.wait(15) == 0, "clean: \(clean.errorText)")
+        #expect(await capped.wait(15) == 0, "capped: \(capped.errorText)")
+        #expect(await publisher.wait(15) == 0, "publisher: \(publisher.errorText)")
 
         let cleanFrames = Self.frames("\(dir)/clean.log"), cappedFrames = Self.frames(cappedLog)
         // The settled capped phase: from 8 s after joining to the lift.
@@ -118,8 +122,8 @@ struct SimulcastNetworkTests {
         let cappedFPS = Double(cappedWindow.count) / (Double(lift - settled) / 1e6)
         // The publisher's own line: "send video N kbps F fps 1280x720" for its full layer, second by second.
         let sendLines = publisher.output.filter { $0.contains("send video") }
-        let publisherFull = sendLines.dropFirst(10).prefix(seconds - 12).allSatisfy { $0.contains("1280x720") }
-        let publisherFPS = sendLines.dropFirst(10).prefix(seconds - 12).compactMap { line -> Int? in
+        let publisherFull = sendLines.dropFirst(10).dropLast(2).allSatisfy { $0.contains("1280x720") }
+        let publisherFPS = sendLines.dropFirst(10).dropLast(2).compactMap { line -> Int? in
             guard let part = line.components(separatedBy: " | ").first(where: { $0.hasPrefix("send video") }) else { return nil }
             let words = part.split(separator: " ")
             return words.firstIndex(of: "fps").flatMap { Int(words[$0 - 1]) }
@@ -128,7 +132,8 @@ struct SimulcastNetworkTests {
             + "capped (400 kbit/s) viewer \(cappedSizes) at \(String(format: "%.1f", cappedFPS)) fps, longest gap \(cappedGap / 1000) ms; "
             + "publisher full layer fps \(publisherFPS); cap lifted: 1280x720 again after \(backAfter.map { String(format: "%.1f", $0) } ?? "never") s")
         for (index, collapse) in collapses.enumerated() {
-            print("simulcast across hosts: collapse \(index + 1) at \(collapse.cutMs) to 400 kbit/s while on 1280x720: longest gap \(collapse.gapMs) ms, "
+            print("simulcast across hosts: collapse \(index + 1) at \(collapse.cutMs) to 400 kbit/s while on 1280x720: "
+                + "last 1280x720 frame to the first smaller one \(collapse.switchMs.map { "\($0) ms" } ?? "never"), longest gap \(collapse.gapMs) ms, "
                 + "settled on \(collapse.sizes), 1280x720 again \(collapse.backAfter.map { String(format: "%.1f", $0) } ?? "never") s after the lift")
         }
         try? (server.output + [server.errorText]).joined(separator: "\n").write(toFile: "\(dir)/server.out", atomically: true, encoding: .utf8)
@@ -141,9 +146,11 @@ struct SimulcastNetworkTests {
         #expect(backAfter.map { $0 <= 10 } == true, "back on the full layer after \(String(describing: backAfter)) s")
         #expect(collapses.count == runs, "\(collapses.count) of \(runs) collapses ran (each needs the viewer on 1280x720 first)")
         for (index, collapse) in collapses.enumerated() {
-            // Measured 302-438 ms over 10 collapses on this machine (the goal is 500 ms; 1038-2479 ms
-            // before the fast down-switch). The bound has slack for a loaded 2-core machine and
-            // still catches a return to the old freezes; the figure is printed above.
+            // Measured 325-429 ms over 10 collapses (the goal is 500 ms; 1038-2479 ms before the fast
+            // down-switch). The bound has slack for a loaded 2-core machine and still catches a
+            // return to the old freezes, or to the later one a repair the leg's budget never let
+            // through used to cost (a keyframe round trip through the queue: 1-2 s).
+            #expect(collapse.switchMs.map { $0 < 1000 } == true, "collapse \(index + 1): \(String(describing: collapse.switchMs)) ms without a frame at the switch")
             #expect(collapse.gapMs < 1000, "collapse \(index + 1): no frame for \(collapse.gapMs) ms")
             #expect(!collapse.sizes.isEmpty && !collapse.sizes.contains("1280x720"), "collapse \(index + 1): settled on \(collapse.sizes)")
             #expect(collapse.backAfter.map { $0 <= 10 } == true, "collapse \(index + 1): back on 1280x720 after \(String(describing: collapse.backAfter)) s")

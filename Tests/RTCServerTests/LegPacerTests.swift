@@ -4,9 +4,10 @@ import Testing
 
 @Suite("Pacing a leg after its link collapsed")
 struct LegPacerTests {
-    @Test("the pace: half the link, within 1.2 to 2.5 times the layer, never under 64 kbit/s", arguments: [
+    @Test("the pace: half the link, at most 2.5 times the layer or 250 kbit/s, at least 1.2 times the layer and 64 kbit/s", arguments: [
         // (share of the link, the layer's rate, the pace)
         (400_000.0, 130_000.0, 325_000.0),  // a link share far above: the keyframe spread at 2.5x the layer
+        (400_000.0, 67_000.0, 250_000.0),  // a layer measured low (just resumed): 250 kbit/s
         (200_000.0, 130_000.0, 200_000.0),  // in between: the share
         (100_000.0, 130_000.0, 156_000.0),  // under the layer: 1.2x the layer still goes through
         (0.0, 0.0, 64_000.0),  // nothing known: the floor

@@ -132,6 +132,19 @@ final class ChannelSession: @unchecked Sendable {
         let pinned = context.settings().pinned
         var events = lock.withLock { directory.apply(joined.others, pinned: pinned) }
         if let metadata = joined.roomMetadata { events.append(.roomMetadataChanged(metadata)) }
+        // The ICE servers are in place before the first signaling event is handled: the server's
+        // subscriber offer may come right behind `joined`, and its transport takes them (a
+        // relay-only join once failed with "no TURN server" when the offer won that race).
+        let relays = ICEServer.turnServers(context.configuration.iceServers ?? joined.iceServers,
+                                           trustedCertificates: context.configuration.turnTrustedCertificates)
+        // An ICE server that cannot be used is told to the app (an error event), not a failed join:
+        // the direct paths may well work.
+        for reason in relays.skipped { emit(.error(RTCEngineError(.invalidArgument, "ICE server skipped: \(reason)"))) }
+        lock.withLock {
+            participantSid = joined.participant.sid
+            turnServers = relays.usable
+            stunServers = relays.stun
+        }
         let playout = MediaThread(name: "audio-playout", tickIntervalUs: 20_000) { [weak self] in self?.playoutTick() }
         let rtcpTask = context.group.next().scheduleRepeatedTask(initialDelay: .milliseconds(500), delay: .seconds(1)) { [weak self] _ in
             self?.rtcpTick()
@@ -149,15 +162,7 @@ final class ChannelSession: @unchecked Sendable {
                 await self.signalingConnection(event)
             }
         }
-        let relays = ICEServer.turnServers(context.configuration.iceServers ?? joined.iceServers,
-                                           trustedCertificates: context.configuration.turnTrustedCertificates)
-        // An ICE server that cannot be used is told to the app (an error event), not a failed join:
-        // the direct paths may well work.
-        for reason in relays.skipped { emit(.error(RTCEngineError(.invalidArgument, "ICE server skipped: \(reason)"))) }
         lock.withLock {
-            participantSid = joined.participant.sid
-            turnServers = relays.usable
-            stunServers = relays.stun
             self.playout = playout
             self.rtcpTask = rtcpTask
             self.eventTask = eventTask
