@@ -101,18 +101,19 @@ final class Consumer: @unchecked Sendable {
     }
 
     /// A keyframe for what `subscription` needs: the layer it waits to switch to, else the one it gets.
-    func requestKeyframe(for subscription: Subscription, nowUs: Int64) {
+    /// `newSubscriber`: its transport just connected (``Throttle/allow(nowMs:newSubscriber:)``).
+    func requestKeyframe(for subscription: Subscription, nowUs: Int64, newSubscriber: Bool = false) {
         let streams = subscription.track.streams
         guard let layer = subscription.targetLayer ?? subscription.currentLayer, layer < streams.count else { return }
-        requestKeyframe(subscription.track, stream: streams[layer], nowUs: nowUs)
+        requestKeyframe(subscription.track, stream: streams[layer], nowUs: nowUs, newSubscriber: newSubscriber)
     }
 
     /// Asks a track's publisher for a keyframe of one of its streams with a PLI, at most once per
     /// interval per stream; requests inside the interval coalesce into one sent when it ends.
-    func requestKeyframe(_ track: PublishedTrack, stream: PublishedStream, nowUs: Int64) {
+    func requestKeyframe(_ track: PublishedTrack, stream: PublishedStream, nowUs: Int64, newSubscriber: Bool = false) {
         guard track.info.kind == .video, let ssrc = stream.ssrc, let session = track.owner.publisher else { return }
         let nowMs = nowUs / 1000
-        guard stream.keyframeThrottle.allow(nowMs: nowMs) else {
+        guard stream.keyframeThrottle.allow(nowMs: nowMs, newSubscriber: newSubscriber) else {
             context.counters.keyframeRequestsThrottled += 1
             // Coalesce: one request goes out when the window ends, so a subscriber that asked
             // inside it (a new one, most often) is not left waiting for its own retry.

@@ -149,7 +149,18 @@ struct Throttle {
         !outstanding && (lastEarly.map { nowMs - $0 >= intervalMs } ?? true)
     }
 
-    mutating func allow(nowMs: Int64) -> Bool {
+    /// `newSubscriber`: the request is for a subscriber that has had no keyframe yet (its transport
+    /// just connected). It goes 100 ms after the last unless a keyframe is already on its way (that
+    /// one will reach it too), whatever the interval: viewers joining together each get their
+    /// first frame without waiting out the interval behind the others' (it costs one keyframe per
+    /// new subscriber at most, 100 ms apart, and a subscriber asking again is held as before).
+    mutating func allow(nowMs: Int64, newSubscriber: Bool = false) -> Bool {
+        if newSubscriber, let last, nowMs - last < intervalMs {
+            guard !outstanding, nowMs - last >= Self.answeredFloorMs else { return false }
+            self.last = nowMs
+            outstanding = true
+            return true
+        }
         if let last, nowMs - last < intervalMs {
             guard earlyAllowed(nowMs: nowMs), nowMs - last >= Self.answeredFloorMs else { return false }
             lastEarly = nowMs

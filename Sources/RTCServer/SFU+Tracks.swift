@@ -301,7 +301,7 @@ extension SFU {
                 if participant.publisher == nil { participant.mediaTransport(state, now: self.clock()) }
                 guard state == .connected else { return }
                 let nowUs = self.context.nowUs
-                for subscription in participant.subscriptions { self.consumer.requestKeyframe(for: subscription, nowUs: nowUs) }
+                for subscription in participant.subscriptions { self.consumer.requestKeyframe(for: subscription, nowUs: nowUs, newSubscriber: true) }
             }
             participant.subscriber = session
         case .success(.updated):

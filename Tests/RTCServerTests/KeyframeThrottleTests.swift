@@ -8,11 +8,13 @@ struct KeyframeThrottleTests {
         var atMs: Int64
         var keyframe = false
         var allowed = false
+        var newSubscriber = false
         var testDescription: String { keyframe ? "\(atMs) ms keyframe" : "\(atMs) ms request → \(allowed ? "sent" : "held")" }
     }
 
     static func request(_ atMs: Int64, _ allowed: Bool) -> Step { Step(atMs: atMs, allowed: allowed) }
     static func keyframe(_ atMs: Int64) -> Step { Step(atMs: atMs, keyframe: true) }
+    static func newSubscriber(_ atMs: Int64, _ allowed: Bool) -> Step { Step(atMs: atMs, allowed: allowed, newSubscriber: true) }
 
     static let cases: [(String, [Step])] = [
         ("unanswered: one per 500 ms", [request(0, true), request(100, false), request(499, false), request(500, true)]),
@@ -24,6 +26,9 @@ struct KeyframeThrottleTests {
             request(0, true), keyframe(50), request(100, true), keyframe(150), request(250, false), request(599, false),
             request(600, true), keyframe(650), request(700, true), keyframe(750), request(800, false), request(1199, false),
             request(1200, true)]),
+        ("viewers joining together: each new one 100 ms after the last answered keyframe, none while one is on its way", [
+            newSubscriber(0, true), keyframe(40), newSubscriber(60, false), newSubscriber(100, true), newSubscriber(120, false),
+            keyframe(150), newSubscriber(220, true), keyframe(260), request(300, false), newSubscriber(330, true)]),
     ]
 
     @Test("requests against keyframes", arguments: cases)
@@ -34,7 +39,7 @@ struct KeyframeThrottleTests {
                 throttle.answered()
                 #expect(!throttle.outstanding)
             } else {
-                #expect(throttle.allow(nowMs: step.atMs) == step.allowed, "\(name): \(step.testDescription)")
+                #expect(throttle.allow(nowMs: step.atMs, newSubscriber: step.newSubscriber) == step.allowed, "\(name): \(step.testDescription)")
             }
         }
     }
