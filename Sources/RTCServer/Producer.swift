@@ -239,6 +239,8 @@ final class Producer: @unchecked Sendable {
         context.logger.debug("leg paced", metadata: ["uid": "\(subscription.subscriber.uid)", "bps": "\(Int(pacer.bps))", "atMs": "\(nowUs / 1000)"])
         pacer.timer = context.loop.scheduleRepeatedTask(initialDelay: .zero, delay: LegPacer.tick) { [weak self, weak subscription, weak pacer] task in
             guard let self, let subscription, let pacer, subscription.pacer === pacer, let session = subscription.subscriber.subscriber else {
+                // The leg is gone: nothing is held for it any more.
+                if let subscription, subscription.pacer === pacer { subscription.pacer = nil }
                 task.cancel()
                 return
             }
