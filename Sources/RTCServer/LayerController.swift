@@ -75,9 +75,11 @@ final class LayerController: @unchecked Sendable {
         // rather than at that keyframe: each packet more of it only lengthens the queue the
         // keyframe waits behind. The leg climbs back by probes. Measured through a 400 kbit/s tbf
         // with 300 ms of queue (`SimulcastNetworkTests.cappedViewer`).
-        let downward = isBelow(index, subscription.currentLayer, in: layers)
+        let ranked = LayerSelector.ranked(layers)
+        let rank = { (layer: Int?) in ranked.firstIndex { $0.index == layer } }
+        let downward = rank(index).map { at in rank(subscription.currentLayer).map { at < $0 } ?? false } ?? false
         let congested = downward && reason == .estimate && subscription.subscriber.downstream.isCongested
-        if congested, let smallest = LayerSelector.ranked(layers).first(where: \.selectable) {
+        if congested, let smallest = ranked.first(where: \.selectable) {
             index = smallest.index
         }
         if index == subscription.currentLayer {
@@ -112,19 +114,10 @@ final class LayerController: @unchecked Sendable {
         guard reason == .estimate, budget != nil else { return 0 }
         // What the next layer up (towards the one asked for) would add to the leg: probes go one
         // layer at a time, so a capped leg is never flooded with what the full layer needs.
-        let ranked = LayerSelector.ranked(layers)
-        guard let at = ranked.firstIndex(where: { $0.index == index }),
+        guard let at = rank(index),
               let next = ranked[(at + 1)...].first(where: { $0.selectable && $0.bitrateBps > 0 })
         else { return 0 }
         return max(0, next.bitrateBps * LayerSelector.upHeadroom - (subscription.currentStream?.rate.lastBitsPerSecond ?? 0))
-    }
-
-    /// Whether layer `index` ranks below `current` (smaller).
-    private func isBelow(_ index: Int, _ current: Int?, in layers: [LayerSelector.Layer]) -> Bool {
-        guard let current, index != current else { return false }
-        let ranked = LayerSelector.ranked(layers)
-        guard let at = ranked.firstIndex(where: { $0.index == index }), let from = ranked.firstIndex(where: { $0.index == current }) else { return false }
-        return at < from
     }
 
     /// A single stream with temporal layers: the base layer alone for a subscriber that asks for
