@@ -139,4 +139,35 @@ struct VP8Tests {
         #expect(throws: CodecError.self) { try decoder.decode([]) }
         #expect(throws: CodecError.self) { try decoder.decode([0x00, 0x01, 0x02, 0xFF, 0x12, 0x34]) }
     }
+
+    /// A screen encoder that drops frames, through the sequence of a live share under a narrow
+    /// uplink: the estimate falls from 2.5 Mbps to 294 kbps (its two temporal layers go to one),
+    /// two keyframes are asked for, some
+    /// frames are skipped for congestion, then 689 kbps. Once the path has room, it gives a frame
+    /// for every captured one; when each frame's duration was its gap since the last, libvpx
+    /// measured rates far off after the skips and dropped every other frame for seconds.
+    @Test("a frame-dropping screen encoder, after frames were skipped, gives every frame once the rate has room")
+    func screenAfterSkips() throws {
+        var settings = VP8EncoderConfiguration(width: 1280, height: 720, bitrateKbps: 2500, frameRate: 15)
+        settings.contentType = .screen
+        settings.allowFrameDropping = true
+        settings.keyframeInterval = 150
+        settings.temporalLayers = 2
+        let encoder = try VP8Encoder(configuration: settings)
+        let generator = try PatternGenerator(kind: .screen, size: VideoSize(width: 1280, height: 720), frameRate: FrameRate(15))
+        var given: [Bool] = []
+        for index in 0..<90 {
+            let kbps = index < 5 ? 2500 : index < 30 ? 294 : 689
+            if kbps != encoder.configuration.bitrateKbps { try encoder.setBitrate(kbps: kbps) }
+            if index == 5 { try encoder.setActiveTemporalLayers(1) }  // the estimate leaves no headroom
+            if index == 8 || index == 15 { encoder.requestKeyframe() }
+            if [5, 6, 7, 8, 9, 11, 40, 41, 42].contains(index) { continue }
+            var frame = generator.frame(at: index)
+            frame.timestampUs = Int64(index) * 66_667
+            given.append(try !encoder.encode(frame).isEmpty)
+        }
+        // The 40 frames captured from 3 s on (after the last skip).
+        let late = given.suffix(40)
+        #expect(late.filter { !$0 }.count <= 3, "\(given.map { $0 ? "|" : "." }.joined()) dropped \(late.filter { !$0 }.count) of the last 40 frames")
+    }
 }

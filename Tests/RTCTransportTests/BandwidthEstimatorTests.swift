@@ -18,15 +18,40 @@ struct SimulatedPath {
     /// (time, target) after each feedback.
     private(set) var targets: [(Int64, Double)] = []
 
-    init(capacityBps: Double) { self.capacityBps = capacityBps }
+    /// Screen-like sending instead of a steady flow: frames of this many bytes, as many per
+    /// second as the target pays for (at most 15), each paced out at 2.5 times the target.
+    var frameBytes: Int?
+    private var frameCreditBytes = 0.0
+    private var senderQueueBytes = 0
+    private var lastFrameUs: Int64 = 0
+
+    init(capacityBps: Double, frameBytes: Int? = nil) {
+        self.capacityBps = capacityBps
+        self.frameBytes = frameBytes
+    }
 
     /// Runs the path for `seconds` in 1 ms steps.
     mutating func run(seconds: Double) {
         let end = nowUs + Int64(seconds * 1e6)
         while nowUs < end {
             nowUs += 1_000
-            budgetBytes = min(budgetBytes + estimator.targetBps / 8 / 1000, 6_000)
-            while budgetBytes >= 1_200 {
+            if let frameBytes {
+                frameCreditBytes = min(frameCreditBytes + estimator.targetBps / 8 / 1000, Double(frameBytes))
+                if frameCreditBytes >= Double(frameBytes), nowUs - lastFrameUs >= 66_000 {
+                    frameCreditBytes = 0
+                    lastFrameUs = nowUs
+                    senderQueueBytes += frameBytes
+                }
+                budgetBytes = min(budgetBytes + 2.5 * estimator.targetBps / 8 / 1000, 6_000)
+                while budgetBytes >= 1_200 && senderQueueBytes > 0 {
+                    budgetBytes -= 1_200
+                    senderQueueBytes -= 1_200
+                    send(size: 1_200)
+                }
+            } else {
+                budgetBytes = min(budgetBytes + estimator.targetBps / 8 / 1000, 6_000)
+            }
+            while frameBytes == nil && budgetBytes >= 1_200 {
                 budgetBytes -= 1_200
                 send(size: 1_200)
             }
@@ -109,6 +134,52 @@ struct BandwidthEstimatorTests {
         let delays = path.queueingMs.map { $0 ?? .infinity }.sorted()
         let p95 = delays[delays.count * 95 / 100]
         #expect(p95 <= 200, "queueing p95 \(p95) ms over the run")
+    }
+
+    /// Large frames (36 kB, a screen's scroll at the coarsest quantizer) as the target pays for,
+    /// each paced at 2.5 times the target into a 1 Mbps path: a frame overruns the path and makes
+    /// it overuse, but between frames the path idles, so the average it acknowledged is about the
+    /// target itself. Cutting from that average spiralled down (the sender sends less, which it
+    /// then measured); the cut is from the rate the path delivered while busy.
+    @Test("large frames into a 1 Mbps path: an overuse cuts from what the path delivered while busy, not from the idle-diluted average")
+    func burstyFrames() {
+        var path = SimulatedPath(capacityBps: 1_000_000, frameBytes: 36_000)
+        path.run(seconds: 30)
+        let late = path.targets.filter { $0.0 >= 10_000_000 }.map(\.1).sorted()
+        let median = late[late.count / 2], least = late.first!
+        #expect(median >= 600_000 && median <= 1_000_000, "target median \(median) bps over 10-30 s")
+        #expect(least >= 400_000, "target fell to \(least) bps")
+        #expect(path.estimator.deliveryRateBps.map { $0 >= 800_000 && $0 <= 1_050_000 } == true,
+                "delivery rate \(String(describing: path.estimator.deliveryRateBps))")
+        // A frame crosses in under a third of a second; nothing is lost to the 1 s queue.
+        #expect(!path.queueingMs.contains { $0 == nil })
+        let delays = path.queueingMs.compactMap { $0 }.sorted()
+        #expect(delays[delays.count * 95 / 100] <= 400, "queueing p95 \(delays[delays.count * 95 / 100]) ms")
+    }
+
+    static let busyCases: [(arrivals: [Int64], bps: Double?)] = {
+        let train: [Int64] = (0..<10).map { Int64($0) * 10_000 }
+        return [
+            // 10 packets 10 ms apart, a 400 ms pause, 10 more: 1200 B per 10 ms is 960 kbps.
+            (train + train.map { $0 + 490_000 }, 960_000),
+            // One packet every 40 ms: never busy (the average alone measures it).
+            ((0..<12).map { Int64($0) * 40_000 }, nil),
+            // A batch of 12 arrivals within 1 ms: too little busy time to say anything.
+            ((0..<12).map { Int64($0) * 80 }, nil),
+            // A reordered arrival counts as no gap, and the next gap is from the later one: 9 packets over 85 ms.
+            ([0, 10_000, 5_000, 20_000, 30_000, 40_000, 50_000, 60_000, 70_000, 80_000], 1_200 * 8 * 9 / 0.085),
+        ]
+    }()
+
+    /// (arrival µs, bytes) → busy rate: gaps of 30 ms or more are idle; too little busy time is nil.
+    @Test("the rate while busy leaves idle gaps out", arguments: BandwidthEstimatorTests.busyCases)
+    func busyRate(arrivals: [Int64], bps: Double?) {
+        let measured = BandwidthEstimator.busyRate(arrivals.map { (arrivalUs: $0, bytes: 1_200) })
+        if let bps {
+            #expect(measured.map { abs($0 - bps) < 1 } == true, "\(String(describing: measured)) bps")
+        } else {
+            #expect(measured == nil)
+        }
     }
 
     /// Every `lossEvery`-th packet of each 20-packet report lost (shifting per report), with a flat delay.

@@ -364,7 +364,7 @@ struct CongestionTests {
     /// Screen at 720p15 under 0.6 Mbps: a quarter of what it asks for, and it keeps its size.
     /// (Screen content under 0.3 Mbps does not get through at all: see docs/resilience.md.)
     @Test("under a capped uplink, screen content keeps 1280x720 and gives frames; camera content gives resolution",
-          arguments: [(VideoContentHint.detail, 1_000_000.0), (.motion, 300_000)])
+          arguments: [(VideoContentHint.detail, 600_000.0), (.motion, 300_000)])
     func degradationPreference(hint: VideoContentHint, capBps: Double) async throws {
         let server = try await TestServer()
         var link = ImpairmentProfile(delayMs: 10)
@@ -401,20 +401,22 @@ struct CongestionTests {
         let sentBps = Double(trace.reduce(0) { $0 + $1.bytes }) * 8 / seconds
         print("degradation (\(screen ? "screen" : "camera")): \(window.count) frames in \(Int(seconds)) s at \(sizes.sorted()), "
             + String(format: "%.0f kbps into a %.0f kbps cap", sentBps / 1000, capBps / 1000))
-        // Screen content gives frames (this test pattern changes everywhere every frame: at the
-        // coarsest quantizer a 720p frame is tens of kB, so a fraction of a frame per second fits,
-        // and the estimate settles near 200 kbps; in some runs the sender falls into a state of a
-        // frame in several seconds: the known limit in docs/resilience.md).
-        // Frames keep coming (the rate is a figure of `rtc-cli bench resilience`).
-        #expect(window.count >= (screen ? 1 : 15), "\(window.count) frames decoded in \(Int(seconds)) s")
+        // Screen content gives frames: this test pattern scrolls its window of text every second,
+        // and at the coarsest quantizer such a 720p frame is tens of kB, a third of a second of
+        // this path. 20-47 frames came in 6 s (310-386 kbps) in six runs; before libvpx's clock
+        // was fixed (VPXFrameClock) and the estimate measured the path while busy
+        // (BandwidthEstimator.deliveryRateBps), it was 1-8 frames, and in one run in four a frame
+        // in several seconds. Camera content keeps its frame rate.
+        #expect(window.count >= (screen ? 10 : 15), "\(window.count) frames decoded in \(Int(seconds)) s")
         if screen {
             #expect(sizes == ["1280x720"], "screen content changed size: \(sizes)")
         } else {
             #expect(window.suffix(10).allSatisfy { $0.width == 640 && $0.height == 360 }, "camera content sizes \(sizes)")
         }
         #expect(sentBps <= capBps * 1.05)
-        // The screen asks for two temporal layers (its default), but a 1 Mbps uplink leaves the
-        // estimate no headroom for them at 720p15: it is sent in one (TemporalLayerPolicy).
+        // The screen asks for two temporal layers (its default), but a 0.6 Mbps uplink leaves the
+        // estimate no headroom for them at 720p15 (3 x its 197 kbps floor): it is sent in one
+        // (TemporalLayerPolicy).
         let encodedLayers = hostEvents.all.compactMap { event -> Int? in
             guard case .rtcStats(let stats) = event else { return nil }
             return stats.local.first { $0.kind == .video }?.temporalLayers

@@ -97,7 +97,7 @@ public final class VP8Encoder {
     /// ``setActiveTemporalLayers(_:)``; the pattern starts again at the frame with this index.
     public private(set) var activeTemporalLayers: Int
     private var patternStart: Int64 = 0
-    private var lastTimestampUs: Int64?
+    private var clock: VPXFrameClock
     private let converter = FrameConverter()
     /// libvpx's token buffer (a glibc mmapped chunk), when `initTrimmed` found it. In a budgeted
     /// process its pages go back to the kernel after every frame: the tokens are written and read
@@ -109,6 +109,7 @@ public final class VP8Encoder {
     public init(configuration: VP8EncoderConfiguration) throws(CodecError) {
         try configuration.validate()
         self.configuration = configuration
+        clock = VPXFrameClock(frameRate: configuration.frameRate)
         activeTemporalLayers = configuration.temporalLayers
         guard rtc_vpx_enc_config_default(&config) == VPX_CODEC_OK else {
             throw CodecError(.library, "VP8 encoder: no default configuration")
@@ -315,17 +316,8 @@ public final class VP8Encoder {
             flags |= rtc_vpx_flag_force_kf()
             keyframeRequested = false
         }
-        let nominal = Int64((1_000_000 / configuration.frameRate).rounded())
-        var duration = nominal
-        if let last = lastTimestampUs, frame.timestampUs > last {
-            // At most three frame intervals: after a gap (frames skipped for congestion, a paused
-            // source) CBR would otherwise grant the next frame the whole gap's bits, a burst the
-            // path has to queue.
-            duration = min(frame.timestampUs - last, nominal * 3)
-        }
-        lastTimestampUs = frame.timestampUs
-        let status = vpx_codec_encode(&context, &image, frame.timestampUs, UInt(duration), flags,
-                                      rtc_vpx_deadline_realtime())
+        let (presentation, duration) = clock.next(captureUs: frame.timestampUs)
+        let status = vpx_codec_encode(&context, &image, presentation, UInt(duration), flags, rtc_vpx_deadline_realtime())
         frameIndex += 1
         guard status == VPX_CODEC_OK else {
             throw CodecError(.library, "VP8 encode failed: \(Self.describe(&context, status))")

@@ -43,7 +43,7 @@ public final class VP8MultiResEncoder {
     private let images: UnsafeMutablePointer<vpx_image_t>
     private var initialized = false
     private var keyframeRequested: [Bool]
-    private var lastTimestampUs: Int64?
+    private var clock: VPXFrameClock
     private let converter = FrameConverter()
 
     /// Configures one layer per entry of `layerBitratesKbps` (1 to 3), index 0 at `width` x `height`
@@ -59,6 +59,7 @@ public final class VP8MultiResEncoder {
             Layer(width: size.width, height: size.height, bitrateKbps: kbps, isPaused: false)
         }
         self.frameRate = frameRate
+        clock = VPXFrameClock(frameRate: frameRate)
         self.cpuUsed = cpuUsed
         keyframeRequested = Array(repeating: false, count: sizes.count)
         contexts = .allocate(capacity: sizes.count)
@@ -284,16 +285,10 @@ public final class VP8MultiResEncoder {
             }
             keyframeRequested[index] = false
         }
-        let nominal = Int64((1_000_000 / frameRate).rounded())
-        var duration = nominal
-        if let last = lastTimestampUs, frame.timestampUs > last {
-            // As VP8Encoder: at most three intervals, so a gap does not grant the next frame its bits.
-            duration = min(frame.timestampUs - last, nominal * 3)
-        }
-        lastTimestampUs = frame.timestampUs
+        let (presentation, duration) = clock.next(captureUs: frame.timestampUs)
         // One call encodes every level, smallest first; per-level flags come from the control above.
         let status = withExtendedLifetime(pictures) {
-            vpx_codec_encode(contexts, images, frame.timestampUs, UInt(duration), 0, rtc_vpx_deadline_realtime())
+            vpx_codec_encode(contexts, images, presentation, UInt(duration), 0, rtc_vpx_deadline_realtime())
         }
         guard status == VPX_CODEC_OK else {
             throw CodecError(.library, "VP8 multi-res encode failed: \(describeEncodeFailure(status))")

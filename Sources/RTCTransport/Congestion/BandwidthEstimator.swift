@@ -45,6 +45,19 @@ public struct BandwidthEstimator: Sendable {
     private var lossBasedBps: Double
     /// What the receiver acknowledged over the last 500 ms (bits per second), nil before enough data.
     public private(set) var acknowledgedBps: Double?
+    /// How fast the path delivered while it was busy, over the same 500 ms (bits per second): the
+    /// arrivals' gaps of `busyGapUs` or more are idle time and left out, nil before enough busy
+    /// time. A sender of large, far-apart frames (screen content) acknowledges little on average
+    /// while each frame crosses at the path's rate; this is that rate.
+    public private(set) var deliveryRateBps: Double?
+    /// What the path is known to carry: the larger of the two rates above (the rate an overuse cuts
+    /// from, and the one growth stays near).
+    public var measuredBps: Double? {
+        switch (acknowledgedBps, deliveryRateBps) {
+        case let (average?, busy?): max(average, busy)
+        case let (average, busy): average ?? busy
+        }
+    }
 
     // Arrival groups.
     private var group: (firstSendUs: Int64, lastSendUs: Int64, lastArrivalUs: Int64)?
@@ -85,6 +98,14 @@ public struct BandwidthEstimator: Sendable {
     static let fastOveruseMs = 100.0
     /// A standing queue this long (ms) makes loss over 10 % count as congestion.
     static let lossQueueMs = 30.0
+    /// Arrivals this far apart are idle time, not the path at work: a 1200-byte packet every
+    /// 30 ms is 320 kbps, so a path slower than that (its packets always this far apart) is
+    /// measured by the average alone.
+    static let busyGapUs: Int64 = 30_000
+    /// Busy time to measure over: at least this long, in at least `busyMinimumGaps` gaps (a few
+    /// packets delivered in one batch say nothing of the rate).
+    static let busyMinimumUs: Int64 = 20_000
+    static let busyMinimumGaps = 8
 
     public init(startBps: Double = 300_000, minimumBps: Double = 50_000, maximumBps: Double = 2_500_000) {
         self.minimumBps = minimumBps
@@ -127,10 +148,26 @@ public struct BandwidthEstimator: Sendable {
                 let bits = Double(acknowledged.reduce(0) { $0 + $1.bytes } * 8)
                 acknowledgedBps = bits / (Double(latest - first) / 1e6)
             }
+            deliveryRateBps = Self.busyRate(acknowledged)
         }
         updateDelayBased(nowUs: nowUs, rttMs: rttMs)
         updateLossBased(lossFraction: Double(lost) / Double(feedback.count), nowUs: nowUs, rttMs: rttMs)
         return targetBps
+    }
+
+    /// Bits per second over the busy time of `arrivals` (in feedback order): each gap under
+    /// `busyGapUs` counts with the bytes of the packet that ended it. Nil with too little busy time.
+    static func busyRate(_ arrivals: [(arrivalUs: Int64, bytes: Int)]) -> Double? {
+        var busyUs: Int64 = 0, bytes = 0, gaps = 0
+        for (previous, packet) in zip(arrivals, arrivals.dropFirst()) {
+            let gap = max(packet.arrivalUs - previous.arrivalUs, 0)
+            guard gap < busyGapUs else { continue }
+            busyUs += gap
+            bytes += packet.bytes
+            gaps += 1
+        }
+        guard busyUs >= busyMinimumUs, gaps >= busyMinimumGaps else { return nil }
+        return Double(bytes * 8) / (Double(busyUs) / 1e6)
     }
 
     /// A probe measured that the path carries `bps`: the estimate jumps to it when that is more
@@ -233,7 +270,7 @@ public struct BandwidthEstimator: Sendable {
             // Below what got through, and further below it the longer the standing queue: 0.85 of
             // the acknowledged rate only drains a queue at 15 % of the capacity, so a queue built
             // while the drop went unseen (2.5 → 0.5 Mbps) would stand for seconds.
-            let measured = acknowledgedBps ?? delayBasedBps
+            let measured = measuredBps ?? delayBasedBps
             let cut = 0.85 * measured * min(max(1 - queueDelayMs / Self.drainTargetMs, 0.4), 1)
             linkCapacityBps = measured
             delayBasedBps = min(delayBasedBps, max(cut, minimumBps))
@@ -244,7 +281,7 @@ public struct BandwidthEstimator: Sendable {
             // No growth over a standing queue: it is still draining.
             guard elapsed > 0, queueDelayMs < Self.standingQueueMs else { return }
             // The path carries clearly more than the capacity last seen: that estimate is stale.
-            if let capacity = linkCapacityBps, let acknowledged = acknowledgedBps, acknowledged > 1.25 * capacity { linkCapacityBps = nil }
+            if let capacity = linkCapacityBps, let measured = measuredBps, measured > 1.25 * capacity { linkCapacityBps = nil }
             let before = delayBasedBps
             let nearCapacity = linkCapacityBps.map { abs(delayBasedBps - $0) < 0.15 * $0 } ?? false
             if nearCapacity {
@@ -261,7 +298,7 @@ public struct BandwidthEstimator: Sendable {
             // Never grow far ahead of what the receiver actually acknowledged; but a sender that
             // uses less than its estimate (a still screen sends little) keeps what it has: a quiet
             // path is no sign of a narrow one.
-            if let acknowledged = acknowledgedBps { delayBasedBps = max(before, min(delayBasedBps, 1.5 * acknowledged + 10_000)) }
+            if let measured = measuredBps { delayBasedBps = max(before, min(delayBasedBps, 1.5 * measured + 10_000)) }
             delayBasedBps = min(delayBasedBps, maximumBps)
         }
     }
