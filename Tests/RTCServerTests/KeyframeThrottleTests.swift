@@ -26,9 +26,10 @@ struct KeyframeThrottleTests {
             request(0, true), keyframe(50), request(100, true), keyframe(150), request(250, false), request(599, false),
             request(600, true), keyframe(650), request(700, true), keyframe(750), request(800, false), request(1199, false),
             request(1200, true)]),
-        ("viewers joining together: each new one 100 ms after the last answered keyframe, none while one is on its way", [
-            newSubscriber(0, true), keyframe(40), newSubscriber(60, false), newSubscriber(100, true), newSubscriber(120, false),
-            keyframe(150), newSubscriber(220, true), keyframe(260), request(300, false), newSubscriber(330, true)]),
+        ("viewers joining together: each new one once the last keyframe has arrived, none while one is on its way", [
+            newSubscriber(0, true), newSubscriber(20, false), keyframe(40), newSubscriber(45, true), newSubscriber(60, false),
+            newSubscriber(100, false), keyframe(150), newSubscriber(160, true), keyframe(200), request(230, false),
+            newSubscriber(330, true)]),
     ]
 
     @Test("requests against keyframes", arguments: cases)
