@@ -61,10 +61,20 @@ final class MediaPaths: @unchecked Sendable {
     private(set) var udp: Channel
     /// Established ICE-TCP connections by their remote address.
     private(set) var tcp: [SocketAddress: Channel] = [:]
-    /// Peers reached through a TURN relay, and the relays by their server's address (UDP ones
-    /// share the socket: what comes from their server is theirs).
-    var relayed: [SocketAddress: TURNRelay] = [:]
+    /// Relayed paths by their key (``relayKey(server:peer:)``): the relay and the peer it reaches;
+    /// and the relays by their server's address (UDP ones share the socket: what comes from their
+    /// server is theirs).
+    private(set) var relayed: [SocketAddress: (relay: TURNRelay, peer: SocketAddress)] = [:]
     var relayServers: [SocketAddress: TURNRelay] = [:]
+    /// The key of each (relay, peer) path, and every key ever given (a write to one whose relay is
+    /// gone is dropped: it is no address the UDP socket may send to).
+    private var relayKeys: [RelayPath: SocketAddress] = [:]
+    private var issuedKeys: Set<SocketAddress> = []
+    private var nextRelayKey = 0
+    private struct RelayPath: Hashable {
+        let relay: ObjectIdentifier
+        let peer: SocketAddress
+    }
     /// Bytes a TCP path may have waiting before media is dropped on it (STUN and DTLS are not).
     /// ICE-TCP connections one port keeps at once; more are closed as they come.
     static let maxConnections = 4096
@@ -97,10 +107,42 @@ final class MediaPaths: @unchecked Sendable {
         perAddress[ip] = perAddress[ip].flatMap { $0 > 1 ? $0 - 1 : nil }
     }
 
+    /// The key ICE knows the path to `peer` through `relay` by: an address of RFC 6666's
+    /// discard-only prefix (100::/64), which is no peer's, so that the relayed path and the direct
+    /// one to the same peer are two candidates, checked side by side. The port is the peer's.
+    func relayKey(_ relay: TURNRelay, serverIndex: Int, peer: SocketAddress) -> SocketAddress? {
+        let path = RelayPath(relay: ObjectIdentifier(relay), peer: peer)
+        if let key = relayKeys[path] { return key }
+        nextRelayKey += 1
+        let index = nextRelayKey
+        guard let key = try? SocketAddress(ipAddress: "100::\(serverIndex + 1):\(String(index, radix: 16))", port: peer.port ?? 0) else {
+            return nil
+        }
+        relayKeys[path] = key
+        issuedKeys.insert(key)
+        relayed[key] = (relay, peer)
+        return key
+    }
+
+    /// The key of the path through `relay` to `peer`, if it has one: what the relay delivers from
+    /// the peer comes from there.
+    func relayKey(_ relay: TURNRelay, peer: SocketAddress) -> SocketAddress? {
+        relayKeys.isEmpty ? nil : relayKeys[RelayPath(relay: ObjectIdentifier(relay), peer: peer)]
+    }
+
+    /// Forgets the paths through `relay` (closed).
+    func removeRelayed(_ relay: TURNRelay) {
+        for (key, path) in relayed where path.relay === relay { relayed[key] = nil }
+        relayKeys = relayKeys.filter { $0.key.relay != ObjectIdentifier(relay) }
+    }
+
+    /// The peer behind `address`: the relayed peer for a relay key, else the address itself.
+    func peer(of address: SocketAddress) -> SocketAddress { relayed.isEmpty ? address : relayed[address]?.peer ?? address }
+
     /// "tcp" for an address reached over ICE-TCP, "relay/udp" or "relay/tcp" through TURN, else "udp".
     func transport(of address: SocketAddress) -> String {
         if !tcp.isEmpty, tcp[address] != nil { return "tcp" }
-        return relayed[address]?.pathName ?? "udp"
+        return relayed[address]?.relay.pathName ?? "udp"
     }
 
     /// Writes `bytes` to `address` over its path; unflushed UDP writes go out together at the next
@@ -114,7 +156,10 @@ final class MediaPaths: @unchecked Sendable {
             connection.writeAndFlush(framed, promise: nil)
             return
         }
-        if !relayed.isEmpty, let relay = relayed[address] { return relay.send(bytes, to: address) }
+        if !issuedKeys.isEmpty, issuedKeys.contains(address) {
+            if let path = relayed[address] { path.relay.send(bytes, to: path.peer) }
+            return
+        }
         let envelope = AddressedEnvelope(remoteAddress: address, data: bytes)
         if flush { udp.writeAndFlush(envelope, promise: nil) } else { udp.write(envelope, promise: nil) }
     }
@@ -149,6 +194,7 @@ final class MediaPaths: @unchecked Sendable {
         perAddress.removeAll()
         for relay in relayServers.values { relay.close() }
         relayed.removeAll()
+        relayKeys.removeAll()
         relayServers.removeAll()
     }
 }

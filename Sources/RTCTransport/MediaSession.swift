@@ -44,6 +44,8 @@ public final class MediaSession: @unchecked Sendable {
     var onDatagramSent: ((ByteBuffer, SocketAddress) -> Void)?
     /// The transport ("udp"/"tcp") an address is reached over (its owner's paths).
     var transportOf: ((SocketAddress) -> String)?
+    /// The peer a selected address reaches (a relayed path's key is not the peer's address).
+    var peerOf: ((SocketAddress) -> SocketAddress)?
     /// Whether the owner's socket can send to an address at all (family, route); remote candidates
     /// it cannot are left out of the checks.
     var canSendTo: ((SocketAddress) -> Bool)?
@@ -75,8 +77,9 @@ public final class MediaSession: @unchecked Sendable {
             if let selected = self.ice.selectedAddress {
                 stats.transport = self.transportOf?(selected) ?? "udp"
                 stats.mappedAddress = self.ice.mappedAddress
-                let ip = selected.ipAddress ?? "?"
-                stats.remoteAddress = ip.contains(":") ? "[\(ip)]:\(selected.port ?? 0)" : "\(ip):\(selected.port ?? 0)"
+                let peer = self.peerOf?(selected) ?? selected
+                let ip = peer.ipAddress ?? "?"
+                stats.remoteAddress = ip.contains(":") ? "[\(ip)]:\(peer.port ?? 0)" : "\(ip):\(peer.port ?? 0)"
             }
             return stats
         }
@@ -137,10 +140,10 @@ public final class MediaSession: @unchecked Sendable {
     }
 
     /// Checks a candidate found after the start (an ICE-TCP connection, a relayed path), on the
-    /// event loop; the checks to `stopping` end (``ICEAgent/addCandidate(_:stopping:lowerPriority:now:)``).
-    func addRemoteCandidateOnLoop(_ address: SocketAddress, stopping: [SocketAddress], lowerPriority: Bool = false) {
+    /// event loop; the checks to `stopping` end (``ICEAgent/addCandidate(_:stopping:preference:now:)``).
+    func addRemoteCandidateOnLoop(_ address: SocketAddress, stopping: [SocketAddress], preference: CandidatePreference = .direct) {
         if !addedCandidates.contains(address) { addedCandidates.append(address) }
-        apply(ice.addCandidate(address, stopping: stopping, lowerPriority: lowerPriority, now: Self.now()))
+        apply(ice.addCandidate(address, stopping: stopping, preference: preference, now: Self.now()))
         rearmTimer()
     }
 
@@ -292,9 +295,12 @@ public final class MediaSession: @unchecked Sendable {
         case .stun:
             apply(ice.receive(Array(datagram.readableBytesView), from: source, now: now))
         case .dtls:
-            guard source == ice.selectedAddress, let dtls else { return drop() }
+            // From the selected path, or from one ICE saw answer and left for a better one while
+            // the handshake was under way (the peer's flight was already on its way there; the
+            // records are authenticated by the handshake itself). Replies go to the selected path.
+            guard let dtls, let selected = ice.selectedAddress, source == selected || ice.hasAnswered(source) else { return drop() }
             let replies = dtls.receive(Array(datagram.readableBytesView))
-            for reply in replies { write(ByteBuffer(bytes: reply), to: source) }
+            for reply in replies { write(ByteBuffer(bytes: reply), to: selected) }
             dtlsProgress()
             let records = dtls.takeApplicationData()
             if let association = dataChannels?.association {

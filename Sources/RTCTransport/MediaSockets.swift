@@ -130,6 +130,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
                                localCandidates: configuredCandidates(configuration, channel: channel),
                                eventLoop: channel.eventLoop, writer: paths.write)
         session.transportOf = paths.transport(of:)
+        session.peerOf = paths.peer(of:)
         session.canSendTo = paths.canSend(to:)
         session.onSelectedAddress = { [weak self] address in self?.selected(address) }
     }
@@ -253,11 +254,11 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         set { session.onStateChange = newValue }
     }
     /// Starts ICE towards `remote`: checks to its UDP candidates, and from the start (RFC 8445's
-    /// checks on every pair at once, by priority) ICE-TCP connections to its passive candidates,
-    /// checked at a lower priority (``ICEAgent/addCandidate(_:stopping:lowerPriority:now:)``: a
-    /// direct UDP path that answers is kept or taken over), and allocations on the TURN servers,
-    /// whose relayed checks replace the direct ones once those have been silent for `relayAfter`.
-    /// With `relayOnly`, only through the TURN servers.
+    /// checks on every pair at once, by priority) ICE-TCP connections to its passive candidates
+    /// and allocations on the TURN servers, whose paths are checked at a lower priority
+    /// (``ICEAgent/addCandidate(_:stopping:preference:now:)``: a direct UDP path that answers is
+    /// kept or taken over, and ICE-TCP ranks above a relay). Relayed checks start once a relay is permitted to reach the peer,
+    /// and not before `relayAfter`. With `relayOnly`, only through the TURN servers.
     public func start(remote: TransportParameters) {
         let configuration = session.configuration
         var direct = remote
@@ -271,7 +272,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
                 guard !configuration.turnServers.isEmpty else {
                     return self.session.failOnLoop("relay only, and no TURN server to relay through")
                 }
-                return self.startRelays(remote, stopping: [], notBefore: .now())
+                return self.startRelays(remote, notBefore: .now())
             }
             if let delay = configuration.iceTCPAfter, !remote.tcpCandidates.isEmpty {
                 if delay <= 0 {
@@ -283,7 +284,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
                 }
             }
             if let delay = configuration.relayAfter, !configuration.turnServers.isEmpty {
-                self.startRelays(remote, stopping: remote.candidates, notBefore: .now() + .nanoseconds(Int64(delay * 1e9)))
+                self.startRelays(remote, notBefore: .now() + .nanoseconds(Int64(delay * 1e9)))
             }
         }
     }
@@ -292,38 +293,44 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
     /// closed (a relay releases its allocation), unless it is a lower-priority path a direct one
     /// may still replace: then only the relays go, which would not be taken any more.
     private func selected(_ address: SocketAddress) {
-        for (server, relay) in paths.relayServers where paths.relayed[address] !== relay {
+        for (server, relay) in paths.relayServers where paths.relayed[address]?.relay !== relay {
             relay.close()
             paths.relayServers[server] = nil
-            for (peer, owner) in paths.relayed where owner === relay { paths.relayed[peer] = nil }
+            paths.removeRelayed(relay)
         }
         guard !session.mayStillMoveOnLoop else { return }
         for (remote, connection) in paths.tcp where remote != address { connection.close(promise: nil) }
     }
 
-    /// On the loop: allocates on each TURN server (two at most); once the first is permitted to
-    /// reach the peer and not before `notBefore`, if no path has answered yet, checks to the
-    /// peer's UDP candidates go through it (the direct checks to `stopping` end).
-    private func startRelays(_ remote: TransportParameters, stopping: [SocketAddress], notBefore: NIODeadline) {
+    /// On the loop: allocates on each TURN server (two at most); once one is permitted to reach
+    /// the peer, and not before `notBefore`, the peer's UDP candidates are checked through it too,
+    /// each as a path of its own beside the direct one (``MediaPaths/relayKey(_:serverIndex:peer:)``),
+    /// at the lowest priority: a relayed path is taken while no other answers.
+    private func startRelays(_ remote: TransportParameters, notBefore: NIODeadline) {
         let session = self.session, paths = self.paths, loop = channel.eventLoop
         var failures: [String] = []
         let servers = session.configuration.turnServers.prefix(2)
-        for server in servers where paths.relayServers[server.address] == nil {
+        for (index, server) in servers.enumerated() where paths.relayServers[server.address] == nil {
+            // The relay delivers what a peer sent as coming from that path's key.
+            let relayBox = NIOLoopBoundBox<TURNRelay?>(nil, eventLoop: loop)
             let relay = TURNRelay(server: server, udp: { [paths] in paths.udp }, loop: loop) { bytes, from in
-                session.receive(bytes, from: from)
+                let key = relayBox.value.flatMap { paths.relayKey($0, peer: from) }
+                guard let key else { return }
+                session.receive(bytes, from: key)
             }
+            relayBox.value = relay
             paths.relayServers[server.address] = relay
             @Sendable func take() {
                 guard paths.relayServers[server.address] === relay else { return }
                 guard session.isSearchingOnLoop else {
-                    // Another path answered first: the allocation is not needed.
+                    // Another path answered first (a relay ranks last): the allocation is not needed.
                     relay.close()
                     paths.relayServers[server.address] = nil
                     return
                 }
-                for candidate in remote.candidates where paths.relayed[candidate] == nil {
-                    paths.relayed[candidate] = relay
-                    session.addRemoteCandidateOnLoop(candidate, stopping: stopping)
+                for candidate in remote.candidates {
+                    guard let key = paths.relayKey(relay, serverIndex: index, peer: candidate) else { continue }
+                    session.addRemoteCandidateOnLoop(key, stopping: [], preference: .relayed)
                 }
             }
             relay.onPermitted = { [weak self] in
@@ -354,7 +361,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
                     connection.close(promise: nil)
                     return
                 }
-                session.addRemoteCandidateOnLoop(address, stopping: [], lowerPriority: true)
+                session.addRemoteCandidateOnLoop(address, stopping: [], preference: .tcp)
             }
         }
     }

@@ -64,10 +64,11 @@ public struct MediaTransportConfiguration: Sendable {
     /// candidates are made and checked, at a lower priority than UDP (a UDP path that answers is
     /// kept, or taken over from TCP); 0: with the UDP checks, from the start; nil: never.
     public var iceTCPAfter: Double? = 0
-    /// Client: the TURN servers' allocations start with the checks; relayed checks replace the
-    /// direct UDP ones once no path has answered for this many seconds (a direct check lost once
-    /// is retransmitted after 0.1 s: that one gets its chance); nil: never, unless `relayOnly`.
-    public var relayAfter: Double? = 0.15
+    /// Client: the TURN servers' allocations start with the checks; relayed paths are checked
+    /// beside the direct ones, at a lower priority (a direct path that answers is kept, or taken
+    /// over from the relay), once a relay is permitted and no sooner than this many seconds after
+    /// the start; 0: as soon as permitted; nil: never, unless `relayOnly`.
+    public var relayAfter: Double? = 0
     /// Client: TURN servers to relay through when the direct paths stay silent, or always with
     /// `relayOnly`.
     public var turnServers: [TURNServer] = []

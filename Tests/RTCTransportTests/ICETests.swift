@@ -78,7 +78,7 @@ struct ICETests {
             let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
             _ = server.start(remote: client.local, candidates: [], now: 0)
             let udpChecks = client.start(remote: server.local, candidates: [serverAddress], now: 0)
-            let tcpChecks = client.addCandidate(tcp, lowerPriority: true, now: 0.001)
+            let tcpChecks = client.addCandidate(tcp, preference: .tcp, now: 0.001)
             #expect(try STUNMessage(parsing: tcpChecks.datagrams[0].bytes).hasUseCandidate == false)
             pump(udpChecks, from: client, fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 0.01)
             pump(tcpChecks, from: client, fromAddress: clientTCP, to: server, toAddress: tcp, now: 0.02)
@@ -92,7 +92,7 @@ struct ICETests {
             let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
             _ = server.start(remote: client.local, candidates: [], now: 0)
             _ = client.start(remote: server.local, candidates: [serverAddress], now: 0)
-            let tcpChecks = client.addCandidate(tcp, lowerPriority: true, now: 0.001)
+            let tcpChecks = client.addCandidate(tcp, preference: .tcp, now: 0.001)
             let request = tcpChecks.datagrams[0].bytes
             let answer = server.receive(request, from: clientTCP, now: 0.01)
             #expect(server.selectedAddress == clientTCP && server.state == .checking)
@@ -110,6 +110,45 @@ struct ICETests {
             #expect(server.selectedAddress == clientAddress)
             // ... and stays there: the checks left go to UDP only.
             #expect(client.handleTimers(now: 0.4).datagrams.allSatisfy { $0.to == serverAddress })
+        }
+    }
+
+    /// A relayed path's key stands for the TURN server's relayed address on the server's side.
+    @Test("three ranks: a relay that answers first is taken, ICE-TCP answering later takes over from it, and direct UDP from that; a relay answering after ICE-TCP is left")
+    func relayedBelowTCP() throws {
+        let tcp = try SocketAddress(ipAddress: "127.0.0.1", port: 7883), clientTCP = try SocketAddress(ipAddress: "127.0.0.1", port: 50000)
+        let relay = try SocketAddress(ipAddress: "100::1:1", port: 7882), relayed = try SocketAddress(ipAddress: "127.0.0.9", port: 49152)
+        // The relay first, then TCP, then UDP.
+        do {
+            let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
+            _ = server.start(remote: client.local, candidates: [], now: 0)
+            let udpChecks = client.start(remote: server.local, candidates: [serverAddress], now: 0)
+            let tcpChecks = client.addCandidate(tcp, preference: .tcp, now: 0.001)
+            let relayChecks = client.addCandidate(relay, preference: .relayed, now: 0.002)
+            #expect(try STUNMessage(parsing: relayChecks.datagrams[0].bytes).hasUseCandidate == false)
+            let overRelay = server.receive(relayChecks.datagrams[0].bytes, from: relayed, now: 0.01)
+            let nominateRelay = client.receive(overRelay.datagrams[0].bytes, from: relay, now: 0.011)
+            #expect(client.selectedAddress == relay && client.onLowerPriorityPath)
+            pump(nominateRelay, from: client, fromAddress: relayed, to: server, toAddress: relay, now: 0.012)
+            #expect(server.selectedAddress == relayed)
+            pump(tcpChecks, from: client, fromAddress: clientTCP, to: server, toAddress: tcp, now: 0.02)
+            #expect(client.selectedAddress == tcp && client.onLowerPriorityPath)
+            #expect(server.selectedAddress == clientTCP)
+            pump(udpChecks, from: client, fromAddress: clientAddress, to: server, toAddress: serverAddress, now: 0.03)
+            #expect(client.selectedAddress == serverAddress && !client.onLowerPriorityPath)
+            #expect(server.selectedAddress == clientAddress)
+        }
+        // TCP first: the relay's answer changes nothing, on either side.
+        do {
+            let client = ICEAgent(role: .controlling), server = ICEAgent(role: .lite)
+            _ = server.start(remote: client.local, candidates: [], now: 0)
+            _ = client.start(remote: server.local, candidates: [serverAddress], now: 0)
+            let tcpChecks = client.addCandidate(tcp, preference: .tcp, now: 0.001)
+            let relayChecks = client.addCandidate(relay, preference: .relayed, now: 0.002)
+            pump(tcpChecks, from: client, fromAddress: clientTCP, to: server, toAddress: tcp, now: 0.01)
+            #expect(client.selectedAddress == tcp && server.selectedAddress == clientTCP)
+            pump(relayChecks, from: client, fromAddress: relayed, to: server, toAddress: relay, now: 0.02)
+            #expect(client.selectedAddress == tcp && server.selectedAddress == clientTCP)
         }
     }
 

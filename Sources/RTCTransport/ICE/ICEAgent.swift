@@ -45,6 +45,14 @@ public struct ICETimers: Sendable, Hashable {
 /// ICE-lite (server), which only answers checks and follows the peer's address.
 ///
 /// Not thread-safe: own one per transport, on its event loop.
+/// How a candidate ranks against others (RFC 8445 §5.1.2.2's type preferences, as this client
+/// checks them): direct UDP first, then ICE-TCP, then a TURN relay. Lower is better.
+public enum CandidatePreference: Int, Sendable, Comparable {
+    case direct, tcp, relayed
+
+    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+}
+
 public final class ICEAgent {
     public enum Role: Sendable, Hashable {
         /// Full ICE, controlling: sends checks with USE-CANDIDATE to the remote candidates.
@@ -79,9 +87,10 @@ public final class ICEAgent {
     }
     private var transactions: [[UInt8]: Transaction] = [:]
     private var remoteCandidates: [SocketAddress] = []
-    /// Candidates checked at a lower priority (ICE-TCP, relayed): without USE-CANDIDATE until one
-    /// of them is the only path that answered, and left for any other candidate that answers.
-    private var lowerPriority: Set<SocketAddress> = []
+    /// Candidates checked at a lower priority (ICE-TCP, relayed), by how much lower: without
+    /// USE-CANDIDATE until one of them is the best path that answered, and left for a better one
+    /// that answers.
+    private var lowerPriority: [SocketAddress: CandidatePreference] = [:]
     private var startedAt: Double?
     private var lastConsent: Double?
     private var nextConsentCheck: Double?
@@ -105,7 +114,7 @@ public final class ICEAgent {
         startedAt = now
         setState(.checking, &output)
         if role == .controlling {
-            for candidate in candidates { sendCheck(to: candidate, nominate: !lowerPriority.contains(candidate), now: now, &output) }
+            for candidate in candidates { sendCheck(to: candidate, nominate: lowerPriority[candidate] == nil, now: now, &output) }
         }
         return output
     }
@@ -115,6 +124,7 @@ public final class ICEAgent {
         self.local = local
         restarted = true
         transactions.removeAll()
+        answered.removeAll()
         lastConsent = nil
         nextConsentCheck = nil
         return start(remote: remote, candidates: candidates, now: now)
@@ -124,13 +134,15 @@ public final class ICEAgent {
     /// candidate, a relayed path): checks go to it now. Checks to `stopping` end, so the peer
     /// (ICE-lite, which follows the latest nomination) is not pulled back to a path that was silent.
     ///
-    /// A `lowerPriority` candidate is checked beside the others without nominating it: an ICE-lite
-    /// peer takes a check's source only while it has no path, and a nominating check always wins,
-    /// so the peer cannot flip to it while another path answers. Once it answers and no other
-    /// candidate has, it is selected and nominated (a check with USE-CANDIDATE on it, at once);
-    /// should another candidate answer later, the agent moves there and nominates that one.
-    public func addCandidate(_ address: SocketAddress, stopping: [SocketAddress] = [], lowerPriority: Bool = false,
-                             now: Double) -> ICEOutput {
+    /// A candidate of a lower `preference` (ICE-TCP, relayed) is checked beside the others without
+    /// nominating it: an ICE-lite peer takes a check's source only while it has no path, and a
+    /// nominating check always wins, so the peer cannot flip to it while another path answers.
+    /// Once it answers and no better candidate has, it is selected and nominated (a check with
+    /// USE-CANDIDATE on it, at once); should a better candidate answer later (direct UDP over
+    /// ICE-TCP over a relay, as RFC 8445's type preferences rank them), the agent moves there and
+    /// nominates that one.
+    public func addCandidate(_ address: SocketAddress, stopping: [SocketAddress] = [],
+                             preference: CandidatePreference = .direct, now: Double) -> ICEOutput {
         var output = ICEOutput()
         guard role == .controlling, remote != nil else { return output }
         switch state {
@@ -139,13 +151,22 @@ public final class ICEAgent {
         }
         transactions = transactions.filter { !stopping.contains($0.value.to) }
         if !remoteCandidates.contains(address) { remoteCandidates.append(address) }
-        if lowerPriority { self.lowerPriority.insert(address) } else { self.lowerPriority.remove(address) }
-        sendCheck(to: address, nominate: !lowerPriority, now: now, &output)
+        lowerPriority[address] = preference == .direct ? nil : preference
+        sendCheck(to: address, nominate: preference == .direct, now: now, &output)
         return output
     }
 
     /// Whether the selected path is a lower-priority one (ICE-TCP, relayed) that another may replace.
-    public var onLowerPriorityPath: Bool { selectedAddress.map(lowerPriority.contains) ?? false }
+    public var onLowerPriorityPath: Bool { selectedAddress.map { lowerPriority[$0] != nil } ?? false }
+
+    /// Remote addresses whose checks were answered (controlling side), the selected one among them.
+    private var answered: Set<SocketAddress> = []
+
+    /// Whether a check to `address` was answered: a path that worked, selected or left for a better one.
+    public func hasAnswered(_ address: SocketAddress) -> Bool { !answered.isEmpty && answered.contains(address) }
+
+    /// How the selected path ranks (nil before one is).
+    private var selectedPreference: CandidatePreference? { selectedAddress.map { lowerPriority[$0] ?? .direct } }
 
     /// Whether no check has been answered yet (still looking for a path).
     public var isSearching: Bool { state == .checking && selectedAddress == nil }
@@ -224,18 +245,20 @@ public final class ICEAgent {
         guard let transaction = transactions[response.transactionID], let remote else { return }
         guard STUNMessage.verifyIntegrity(bytes, key: Array(remote.pwd.utf8)) else { return }
         transactions[response.transactionID] = nil
+        answered.insert(transaction.to)
         roundTripTime = now - transaction.sentAt
         lastConsent = now
         nextConsentCheck = now + timers.consentInterval
-        let lower = lowerPriority.contains(transaction.to)
-        if lower, !transaction.nominating {
-            // A lower-priority path answered. It is taken only while nothing else has answered,
-            // and then nominated at once; the checks to the other candidates go on, so a direct
+        let preference = lowerPriority[transaction.to] ?? .direct
+        let better = selectedPreference.map { preference < $0 } ?? true
+        if preference != .direct, !transaction.nominating {
+            // A lower-priority path answered. It is taken only while nothing better has answered,
+            // and then nominated at once; the checks to the other candidates go on, so a better
             // path that answers later still wins.
-            guard selectedAddress == nil || state != .connected else { return setState(.connected, &output) }
+            guard selectedAddress == nil || state != .connected || better else { return setState(.connected, &output) }
             select(transaction.to, response, now: now, &output)
             sendCheck(to: transaction.to, nominate: true, now: now, &output)
-        } else if selectedAddress == nil || state != .connected || (onLowerPriorityPath && !lower) {
+        } else if selectedAddress == nil || state != .connected || better {
             select(transaction.to, response, now: now, &output)
             // The checks to the other candidates stop, and the chosen pair is nominated once more
             // shortly: an ICE-lite peer follows the latest nomination, and a check to another of its
