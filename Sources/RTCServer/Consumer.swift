@@ -132,6 +132,7 @@ final class Consumer: @unchecked Sendable {
             return
         }
         context.counters.keyframeRequestsForwarded += 1
+        context.logger.debug("keyframe requested", metadata: ["ssrc": "\(ssrc)", "new": "\(newSubscriber)", "atMs": "\(nowMs)"])
         session.sendRTCP(RTCPCompound.pictureLoss(sender: context.serverSSRC, media: ssrc))
     }
 }

@@ -11,8 +11,9 @@ struct DownstreamCongestion {
     var extensionID: UInt8?
     private var nextSequence: UInt16 = 0
     private var log = SendLog()
+    /// Cuts from the acknowledged average (``BandwidthEstimator/cutsFromBusyRate``).
     private(set) var estimator = BandwidthEstimator(startBps: DownstreamCongestion.maximumBps, minimumBps: 100_000,
-                                                    maximumBps: DownstreamCongestion.maximumBps)
+                                                    maximumBps: DownstreamCongestion.maximumBps, cutsFromBusyRate: false)
     private(set) var lastFeedbackUs: Int64?
     private(set) var feedbackReports = 0
     /// The probe running or awaiting its feedback (simulcast up-switches need capacity the layer

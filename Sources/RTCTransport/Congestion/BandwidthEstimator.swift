@@ -50,10 +50,18 @@ public struct BandwidthEstimator: Sendable {
     /// time. A sender of large, far-apart frames (screen content) acknowledges little on average
     /// while each frame crosses at the path's rate; this is that rate.
     public private(set) var deliveryRateBps: Double?
+    /// Whether an overuse cuts from (and growth stays near) the busy rate when it is the larger: a
+    /// sender whose own rate follows the estimate (an encoder) needs it, or its large frames far
+    /// apart spiral the estimate down. The SFU's legs leave it off: a leg whose link collapses
+    /// has its last 500 ms of fast arrivals in that rate and is cut too little, and in the
+    /// collapse tests across namespaces the viewer's longest gap was over 600 ms in 5 of 19
+    /// collapses with it (0 of 8 without, in the same session).
+    public let cutsFromBusyRate: Bool
     /// What the path is known to carry: the larger of the two rates above (the rate an overuse cuts
-    /// from, and the one growth stays near).
+    /// from, and the one growth stays near); the average alone without `cutsFromBusyRate`.
     public var measuredBps: Double? {
-        switch (acknowledgedBps, deliveryRateBps) {
+        guard cutsFromBusyRate else { return acknowledgedBps }
+        return switch (acknowledgedBps, deliveryRateBps) {
         case let (average?, busy?): max(average, busy)
         case let (average, busy): average ?? busy
         }
@@ -107,7 +115,8 @@ public struct BandwidthEstimator: Sendable {
     static let busyMinimumUs: Int64 = 20_000
     static let busyMinimumGaps = 8
 
-    public init(startBps: Double = 300_000, minimumBps: Double = 50_000, maximumBps: Double = 2_500_000) {
+    public init(startBps: Double = 300_000, minimumBps: Double = 50_000, maximumBps: Double = 2_500_000, cutsFromBusyRate: Bool = true) {
+        self.cutsFromBusyRate = cutsFromBusyRate
         self.minimumBps = minimumBps
         self.maximumBps = maximumBps
         delayBasedBps = startBps
