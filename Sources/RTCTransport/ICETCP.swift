@@ -61,7 +61,7 @@ final class MediaPaths: @unchecked Sendable {
     private(set) var udp: Channel
     /// Established ICE-TCP connections by their remote address.
     private(set) var tcp: [SocketAddress: Channel] = [:]
-    /// Relayed paths by their key (``relayKey(server:peer:)``): the relay and the peer it reaches;
+    /// Relayed paths by their key (``relayKey(_:serverIndex:peer:)``): the relay and the peer it reaches;
     /// and the relays by their server's address (UDP ones share the socket: what comes from their
     /// server is theirs).
     private(set) var relayed: [SocketAddress: (relay: TURNRelay, peer: SocketAddress)] = [:]

@@ -257,8 +257,9 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
     /// checks on every pair at once, by priority) ICE-TCP connections to its passive candidates
     /// and allocations on the TURN servers, whose paths are checked at a lower priority
     /// (``ICEAgent/addCandidate(_:stopping:preference:now:)``: a direct UDP path that answers is
-    /// kept or taken over, and ICE-TCP ranks above a relay). Relayed checks start once a relay is permitted to reach the peer,
-    /// and not before `relayAfter`. With `relayOnly`, only through the TURN servers.
+    /// kept or taken over, and ICE-TCP ranks above a relay). Relayed checks start once a relay is
+    /// permitted to reach the peer, and not before `relayAfter`. With `relayOnly`, only through
+    /// the TURN servers.
     public func start(remote: TransportParameters) {
         let configuration = session.configuration
         var direct = remote

@@ -40,11 +40,6 @@ public struct ICETimers: Sendable, Hashable {
     public init() {}
 }
 
-/// An ICE agent for one component over one socket, with the clock passed in (`now`, seconds):
-/// the full controlling side with aggressive nomination and consent freshness (client), or
-/// ICE-lite (server), which only answers checks and follows the peer's address.
-///
-/// Not thread-safe: own one per transport, on its event loop.
 /// How a candidate ranks against others (RFC 8445 §5.1.2.2's type preferences, as this client
 /// checks them): direct UDP first, then ICE-TCP, then a TURN relay. Lower is better.
 public enum CandidatePreference: Int, Sendable, Comparable {
@@ -53,6 +48,11 @@ public enum CandidatePreference: Int, Sendable, Comparable {
     public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
 }
 
+/// An ICE agent for one component over one socket, with the clock passed in (`now`, seconds):
+/// the full controlling side with aggressive nomination and consent freshness (client), or
+/// ICE-lite (server), which only answers checks and follows the peer's address.
+///
+/// Not thread-safe: own one per transport, on its event loop.
 public final class ICEAgent {
     public enum Role: Sendable, Hashable {
         /// Full ICE, controlling: sends checks with USE-CANDIDATE to the remote candidates.
