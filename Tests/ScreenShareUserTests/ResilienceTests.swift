@@ -403,11 +403,12 @@ struct CongestionTests {
             + String(format: "%.0f kbps into a %.0f kbps cap", sentBps / 1000, capBps / 1000))
         // Screen content gives frames: this test pattern scrolls its window of text every second,
         // and at the coarsest quantizer such a 720p frame is tens of kB, a third of a second of
-        // this path. 20-47 frames came in 6 s (310-386 kbps) in six runs; before libvpx's clock
-        // was fixed (VPXFrameClock) and the estimate measured the path while busy
-        // (BandwidthEstimator.deliveryRateBps), it was 1-8 frames, and in one run in four a frame
-        // in several seconds. Camera content keeps its frame rate.
-        #expect(window.count >= (screen ? 10 : 15), "\(window.count) frames decoded in \(Int(seconds)) s")
+        // this path. 20-47 frames came in 6 s (310-386 kbps) in six runs here, 64 and 15 in two
+        // fresh-clone CI runs; before libvpx's clock was fixed (VPXFrameClock) and the estimate
+        // measured the path while busy (BandwidthEstimator.deliveryRateBps), it was 1-8 frames, and
+        // in one run in four a frame in several seconds, the state this bound catches. Camera
+        // content keeps its frame rate.
+        #expect(window.count >= (screen ? 8 : 15), "\(window.count) frames decoded in \(Int(seconds)) s")
         if screen {
             #expect(sizes == ["1280x720"], "screen content changed size: \(sizes)")
         } else {
