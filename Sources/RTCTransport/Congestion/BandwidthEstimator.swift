@@ -47,15 +47,16 @@ public struct BandwidthEstimator: Sendable {
     public private(set) var acknowledgedBps: Double?
     /// How fast the path delivered while it was busy, over the same 500 ms (bits per second): the
     /// arrivals' gaps of `busyGapUs` or more are idle time and left out, nil before enough busy
-    /// time. A sender of large, far-apart frames (screen content) acknowledges little on average
-    /// while each frame crosses at the path's rate; this is that rate.
+    /// time (and always nil without `cutsFromBusyRate`, which is what it is measured for). A sender
+    /// of large, far-apart frames (screen content) acknowledges little on average while each frame
+    /// crosses at the path's rate; this is that rate.
     public private(set) var deliveryRateBps: Double?
     /// Whether an overuse cuts from (and growth stays near) the busy rate when it is the larger: a
     /// sender whose own rate follows the estimate (an encoder) needs it, or its large frames far
     /// apart spiral the estimate down. The SFU's legs leave it off: a leg whose link collapses
     /// has its last 500 ms of fast arrivals in that rate and is cut too little, and in the
-    /// collapse tests across namespaces the viewer's longest gap was over 600 ms in 5 of 19
-    /// collapses with it (0 of 8 without, in the same session).
+    /// collapse tests across namespaces the viewer's longest gap was over 600 ms in 9 of 35
+    /// collapses with it on the legs, 2 of 16 without (noisy figures, docs/resilience.md).
     public let cutsFromBusyRate: Bool
     /// What the path is known to carry: the larger of the two rates above (the rate an overuse cuts
     /// from, and the one growth stays near); the average alone without `cutsFromBusyRate`.
@@ -157,7 +158,7 @@ public struct BandwidthEstimator: Sendable {
                 let bits = Double(acknowledged.reduce(0) { $0 + $1.bytes } * 8)
                 acknowledgedBps = bits / (Double(latest - first) / 1e6)
             }
-            deliveryRateBps = Self.busyRate(acknowledged)
+            if cutsFromBusyRate { deliveryRateBps = Self.busyRate(acknowledged) }
         }
         updateDelayBased(nowUs: nowUs, rttMs: rttMs)
         updateLossBased(lossFraction: Double(lost) / Double(feedback.count), nowUs: nowUs, rttMs: rttMs)
