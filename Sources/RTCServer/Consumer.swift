@@ -36,6 +36,12 @@ final class Consumer: @unchecked Sendable {
             case .transportFeedback(let feedback):
                 context.counters.downstreamFeedback += 1
                 subscriber.downstream.received(feedback, nowUs: nowUs, rttMs: 100)
+                // A leg being paced: the pace follows what the leg now measures (``LegPacer/retune(to:)``).
+                for subscription in subscriber.subscriptions {
+                    guard let pacer = subscription.pacer, pacer.keyframeSent, let stream = subscription.currentStream else { continue }
+                    let layer = pacer.layerBps(measured: stream.rate.costBitsPerSecond(nowUs: nowUs), nowUs: nowUs)
+                    pacer.retune(to: Producer.pacingRate(subscription, nowUs: nowUs, layerBps: layer))
+                }
                 // A leg that just lost capacity: its publishers hear it now, not within the second.
                 if context.configuration.publisherLimitFloorKbps != nil, let estimate = subscriber.downstream.estimateBps(nowUs: nowUs),
                    estimate < 0.9 * (subscriber.downstream.reportedBps ?? .infinity) {
@@ -64,7 +70,13 @@ final class Consumer: @unchecked Sendable {
     private func repair(_ lost: [UInt16], on subscription: Subscription, nowUs: Int64) {
         let subscriber = subscription.subscriber
         guard let session = subscriber.subscriber else { return }
-        let streams = subscription.track.streams
+        var skippedLayer = 0, skippedBudget = 0, missing = 0, recent = 0, sent = 0
+        defer {
+            context.logger.debug("nack", metadata: [
+                "uid": "\(subscriber.uid)", "lost": "\(lost.count)", "repaired": "\(sent)", "otherLayer": "\(skippedLayer)",
+                "overBudget": "\(skippedBudget)", "uncached": "\(missing)", "recent": "\(recent)", "atMs": "\(nowUs / 1000)",
+            ])
+        }
         for sequence in lost {
             let source = subscription.rewriter.source(of: sequence)
             // Only the layer forwarded now is repaired: what was sent of another one came before
@@ -73,25 +85,26 @@ final class Consumer: @unchecked Sendable {
             // repaired either: its repairs would queue ahead of the smaller layer's keyframe.
             if source.layer != subscription.currentLayer || subscription.shedsCurrentLayer {
                 context.counters.retransmissionsSkipped += 1
+                skippedLayer += 1
                 continue
             }
-            guard source.layer < streams.count, var packet = streams[source.layer].cache.packet(source.sequence) else { continue }
+            guard !subscription.repairs.repairedLately(sequence, nowUs: nowUs, holdUs: RepairHistory.holdUs(queueDelayMs: subscriber.downstream.estimator.queueDelayMs)) else {
+                context.counters.retransmissionsSkipped += 1
+                recent += 1
+                continue
+            }
+            guard var packet = subscription.packetAsSent(sequence) else {
+                missing += 1
+                continue
+            }
             guard subscriber.downstream.mayRetransmit(bytes: packet.payload.readableBytes + 30, nowUs: nowUs) else {
                 context.counters.retransmissionsSkipped += 1
+                skippedBudget += 1
                 continue
             }
-            _ = Producer.renumber(&packet.header, for: subscriber, sequenceAt: nil)
-            let segment = subscription.rewriter.rewriteRepair(&packet.header, output: sequence)
-            if subscription.track.isSimulcast, let layout = VP8DescriptorLayout(payload: packet.payload) {
-                // As first sent: the picture id and TL0PICIDX of the segment it went out in.
-                let picture = layout.pictureID(inPayload: packet.payload).map { ($0 &+ segment.pictureIDOffset) & 0x7FFF }
-                let tl0 = layout.tl0PictureIndex(inPayload: packet.payload).map { $0 &+ segment.tl0Offset }
-                layout.write(pictureID: picture, tl0: tl0, into: &packet.payload, payloadStart: packet.payload.readerIndex)
-            }
-            if let payloadType = subscription.rtxPayloadType {
-                packet = RTXPacket.wrap(packet, ssrc: subscription.rtxSSRC, payloadType: payloadType, sequenceNumber: subscription.rtxSequence)
-                subscription.rtxSequence &+= 1
-            }
+            sent += 1
+            subscription.repairs.record(sequence, nowUs: nowUs)
+            packet = subscription.retransmission(of: packet)
             context.counters.retransmissions += 1
             var out = packet.serialized
             let at = DownstreamCongestion.sequenceOffset(in: packet.header, sourceID: subscriber.downstream.extensionID)
@@ -134,5 +147,33 @@ final class Consumer: @unchecked Sendable {
         context.counters.keyframeRequestsForwarded += 1
         context.logger.debug("keyframe requested", metadata: ["ssrc": "\(ssrc)", "new": "\(newSubscriber)", "atMs": "\(nowMs)"])
         session.sendRTCP(RTCPCompound.pictureLoss(sender: context.serverSSRC, media: ssrc))
+    }
+}
+
+extension Subscription {
+    /// Output packet `output` as this subscriber was first sent it, rebuilt from its track's
+    /// cache (the segment it went out in gives its sequence number, timestamp, picture id and
+    /// TL0PICIDX); nil when the cache no longer holds it. The one way a packet is sent again, for
+    /// repairs and for a probe's padding alike: a copy rewritten any other way reaches the
+    /// subscriber as a different packet under the same number.
+    func packetAsSent(_ output: UInt16) -> RTPPacket? {
+        let source = rewriter.source(of: output)
+        guard source.layer < track.streams.count, var packet = track.streams[source.layer].cache.packet(source.sequence) else { return nil }
+        _ = Producer.renumber(&packet.header, for: subscriber, sequenceAt: nil)
+        let segment = rewriter.rewriteRepair(&packet.header, output: output)
+        if track.isSimulcast, let layout = VP8DescriptorLayout(payload: packet.payload) {
+            let picture = layout.pictureID(inPayload: packet.payload).map { ($0 &+ segment.pictureIDOffset) & 0x7FFF }
+            let tl0 = layout.tl0PictureIndex(inPayload: packet.payload).map { $0 &+ segment.tl0Offset }
+            layout.write(pictureID: picture, tl0: tl0, into: &packet.payload, payloadStart: packet.payload.readerIndex)
+        }
+        return packet
+    }
+
+    /// `packet` (from ``packetAsSent(_:)``) as sent again: on the RTX stream when the subscriber
+    /// negotiated one (RFC 4588), else as it is.
+    func retransmission(of packet: RTPPacket) -> RTPPacket {
+        guard let payloadType = rtxPayloadType else { return packet }
+        defer { rtxSequence &+= 1 }
+        return RTXPacket.wrap(packet, ssrc: rtxSSRC, payloadType: payloadType, sequenceNumber: rtxSequence)
     }
 }

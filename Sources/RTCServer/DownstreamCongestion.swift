@@ -104,11 +104,18 @@ struct DownstreamCongestion {
     /// The bucket holds one full packet at least: under 192 kbit/s 200 ms of a quarter is less than
     /// one, and no repair could ever go (a viewer moved to the smallest layer on a collapsed link
     /// then waited out every loss and asked for a keyframe through the queue: 1-2 s frozen).
-    private var retransmissions = RetransmissionBudget(share: 0.25, windowUs: 200_000, floorBytes: 1500)
+    /// It starts full: a leg whose first repair is asked for after a collapse (every NACK before
+    /// was for a layer it had left, which never reaches the bucket) would otherwise be refused
+    /// it, and wait out a refill at a quarter of the 100 kbit/s floor (about 400 ms).
+    private var retransmissions = RetransmissionBudget(share: 0.25, windowUs: 200_000, floorBytes: 1500, startsFull: true)
 
     /// Whether a repair of `bytes` fits the leg's budget now (always, without an estimate).
     mutating func mayRetransmit(bytes: Int, nowUs: Int64) -> Bool {
-        retransmissions.mayRetransmit(bytes: bytes, estimateBps: estimateBps(nowUs: nowUs), nowUs: nowUs)
+        // Of what the leg delivers, when more than its estimate: an estimate cut to its floor by a
+        // collapse (a queue that stands for a second reads as overuse all along) left repairs one
+        // per 400 ms while the link still delivered 400 kbit/s.
+        let estimate = estimateBps(nowUs: nowUs).map { max($0, estimator.acknowledgedBps ?? 0) }
+        return retransmissions.mayRetransmit(bytes: bytes, estimateBps: estimate, nowUs: nowUs)
     }
 
     /// The estimate the latest limit to publishers was computed from: a fall of 10 % below it sends

@@ -188,30 +188,26 @@ final class LayerController: @unchecked Sendable {
                 guard let self, let participant, let source, let session, participant.subscriber === session,
                       participant.downstream.continueProbe(nowUs: self.context.nowUs)
                 else { return }
-                self.sendPadding(bytes: bytesPerBurst, on: source, session: session, from: UInt16(burst * 3 % 32))
+                self.sendPadding(bytes: bytesPerBurst, on: source, session: session)
             }
         }
     }
 
-    /// Sends about `bytes` of RFC 4588 copies of the newest packets `subscription` was sent (from
-    /// `offset` packets back, over the last 32): they count in the leg's probe like its media.
-    private func sendPadding(bytes: Int, on subscription: Subscription, session: MediaSession, from offset: UInt16) {
+    /// Sends about `bytes` of padding-only packets on `subscription`'s RTX stream (RFC 4588 §4:
+    /// no payload, RFC 3550 padding only), each with the leg's transport-wide number: they count
+    /// in the leg's probe like its media, and a receiver drops them without looking further.
+    /// Copies of sent packets were tried first: a receiver took them for packets it had missed
+    /// (44 NACKs at once with no packet lost, in the collapse tests across namespaces).
+    private func sendPadding(bytes: Int, on subscription: Subscription, session: MediaSession) {
         let subscriber = subscription.subscriber
-        guard let stream = subscription.currentStream, let newest = stream.newestSequence, let payloadType = subscription.rtxPayloadType,
-              let layer = subscription.currentLayer, subscription.rewriter.layer == layer
-        else { return }
+        guard let payloadType = subscription.rtxPayloadType, let last = subscription.rewriter.lastOutput else { return }
         var sent = 0
-        var back = offset
-        var tries = 0
-        while sent < bytes, tries < 64 {
-            tries += 1
-            defer { back = (back + 1) % 32 }
-            guard var packet = stream.cache.packet(newest &- back) else { continue }
-            _ = Producer.renumber(&packet.header, for: subscriber, sequenceAt: nil)
-            var rewriter = subscription.rewriter
-            rewriter.rewrite(&packet.header)
-            packet = RTXPacket.wrap(packet, ssrc: subscription.rtxSSRC, payloadType: payloadType, sequenceNumber: subscription.rtxSequence)
+        while sent < bytes {
+            var header = RTPHeader(payloadType: payloadType, sequenceNumber: subscription.rtxSequence, timestamp: last.timestamp,
+                                   ssrc: subscription.rtxSSRC)
             subscription.rtxSequence &+= 1
+            if let id = subscriber.downstream.extensionID { header.setExtension(id: id, data: ByteBuffer(bytes: [0, 0])) }
+            let packet = RTPPacket(header: header, payload: ByteBuffer(), paddingLength: Self.paddingBytes)
             var out = packet.serialized
             let at = DownstreamCongestion.sequenceOffset(in: packet.header, sourceID: subscriber.downstream.extensionID)
             subscriber.downstream.stamp(&out, at: at, nowUs: context.nowUs)
@@ -220,6 +216,9 @@ final class LayerController: @unchecked Sendable {
             session.sendRTP(out)
         }
     }
+
+    /// The most padding one RTP packet can carry (its last byte counts the padding).
+    static let paddingBytes: UInt8 = 255
 
     // MARK: Dynacast
 

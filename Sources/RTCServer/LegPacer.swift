@@ -13,10 +13,18 @@ final class LegPacer: @unchecked Sendable {
         var sequenceAt: (id: UInt8, offset: Int)?
     }
 
-    /// Bits per second the queue is drained at.
-    let bps: Double
-    /// The pacing ends at this time at the latest.
+    /// Bits per second the queue is drained at: set at the start and, once the keyframe is out,
+    /// on each feedback report from the leg (``retune(to:)``), so that it falls with the leg's
+    /// estimate. The figures the pace starts from predate the collapse: kept at them, the pace and
+    /// the subscriber's audio filled a 400 kbit/s link for a second, its queue stayed full and
+    /// dropped a packet every 200 ms, and the repair of one waited behind 600 ms of queue (a
+    /// second freeze of about a second, in about one collapse in four).
+    var bps: Double
+    /// From this time on the pacing ends as soon as it holds nothing, congested or not.
     let untilUs: Int64
+    /// What it still holds at this time goes at once (a leg congested for this long is paced at a
+    /// rate that should have emptied it long before).
+    let giveUpUs: Int64
     private var items: [Item] = []
     private var head = 0
     /// Bytes that may go now (one packet's worth at the start: the first goes at once).
@@ -25,9 +33,12 @@ final class LegPacer: @unchecked Sendable {
     /// Set while its drain timer runs.
     var timer: RepeatedTask?
 
-    /// How long a pacing lasts at most (what it still holds then goes at once); how often it
-    /// sends; how much it holds (packets beyond are dropped, and repaired if the subscriber asks).
+    /// How long a pacing lasts while the leg stays congested; how long at most (what it still
+    /// holds then goes at once: sent as a burst earlier, into a queue still draining, it lost a
+    /// packet whose repair then waited behind that queue); how often it sends; how much it holds
+    /// (packets beyond are dropped, and repaired if the subscriber asks).
     static let durationUs: Int64 = 1_500_000
+    static let maximumDurationUs: Int64 = 6_000_000
     static let tick = TimeAmount.milliseconds(5)
     static let capacity = 256
     /// Of what the link delivered lately (the lesser of the estimate and the acknowledged rate):
@@ -44,9 +55,24 @@ final class LegPacer: @unchecked Sendable {
     }
     static let spreadBps = 250_000.0
 
-    init(bps: Double, nowUs: Int64) {
+    /// The pace it started at: never exceeded.
+    let startBps: Double
+    let startUs: Int64
+    /// The layer's rate before it went through this leg (its last steady second): what the pace
+    /// keeps room for once the keyframe is out, until the layer's own rate is measured past its
+    /// keyframe (``layerBps(measured:nowUs:)``).
+    let steadyLayerBps: Double
+    /// Set once the first frame held (the smaller layer's keyframe) has gone: from then on the
+    /// pace follows the leg's feedback (``Producer/pacingRate(_:nowUs:layerBps:)``).
+    private(set) var keyframeSent = false
+
+    init(bps: Double, steadyLayerBps: Double = 0, nowUs: Int64) {
+        startBps = bps
+        startUs = nowUs
+        self.steadyLayerBps = steadyLayerBps
         self.bps = bps
         untilUs = nowUs + Self.durationUs
+        giveUpUs = nowUs + Self.maximumDurationUs
         credit = 1200
         lastUs = nowUs
         items.reserveCapacity(64)
@@ -63,6 +89,28 @@ final class LegPacer: @unchecked Sendable {
         }
         items.append(item)
         return true
+    }
+
+    /// The layer rate the pace keeps room for, given what the layer measures now (`measured`):
+    /// for its first second (the rate meter's window, which holds the keyframe then: a layer just
+    /// resumed reads at twice its rate, and a pace of 1.2 times that kept a 400 kbit/s link's
+    /// queue full, losing a packet every 200 ms) the steady rate from before; after it, the
+    /// larger of the two (a pace under the layer would never empty).
+    func layerBps(measured: Double, nowUs: Int64) -> Double {
+        nowUs - startUs < Self.layerWindowUs ? steadyLayerBps : max(steadyLayerBps, measured)
+    }
+    static let layerWindowUs: Int64 = 1_000_000
+
+    /// The pace after a feedback report, from `rate` (``rate(share:layerBps:)`` now): once the
+    /// keyframe is out it follows the leg, never above where it started; before, it stays.
+    func retune(to rate: Double) {
+        guard keyframeSent else { return }
+        bps = min(startBps, rate)
+    }
+
+    /// Whether an RTP packet carries the marker bit (the last packet of a video frame).
+    static func endsFrame(_ packet: ByteBuffer) -> Bool {
+        (packet.getInteger(at: packet.readerIndex + 1, as: UInt8.self) ?? 0) & 0x80 != 0
     }
 
     /// Every packet held, oldest first, to `send`; returns how many went.
@@ -86,6 +134,7 @@ final class LegPacer: @unchecked Sendable {
         var sent = 0
         while head < items.count, credit >= Double(min(items[head].packet.readableBytes, 1200)) {
             credit -= Double(items[head].packet.readableBytes)
+            if !keyframeSent { keyframeSent = Self.endsFrame(items[head].packet) }
             send(&items[head])
             head += 1
             sent += 1

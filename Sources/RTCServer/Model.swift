@@ -347,6 +347,8 @@ final class Subscription: @unchecked Sendable {
     var shedsCurrentLayer = false
     /// Set from such a move down until the leg's queue has drained (``LegPacer``).
     var pacer: LegPacer?
+    /// What was repaired lately, so one packet is not sent again per NACK (``RepairHistory``).
+    var repairs = RepairHistory()
 
     init(track: PublishedTrack, subscriber: Participant, mid: String) {
         self.track = track

@@ -233,10 +233,12 @@ final class Producer: @unchecked Sendable {
     /// ``LegPacer/durationUs`` (or the leg is calm again and nothing waits).
     private func startPacing(_ subscription: Subscription, nowUs: Int64) {
         subscription.pacer?.timer?.cancel()
-        let pacer = LegPacer(bps: pacingRate(subscription, nowUs: nowUs), nowUs: nowUs)
+        let steady = subscription.currentStream?.rate.steadyBitsPerSecond ?? 0
+        let pacer = LegPacer(bps: Self.pacingRate(subscription, nowUs: nowUs),
+                             steadyLayerBps: steady > 0 ? steady : subscription.currentStream?.rate.costBitsPerSecond(nowUs: nowUs) ?? 0, nowUs: nowUs)
         subscription.pacer = pacer
         context.counters.legPacings += 1
-        context.logger.debug("leg paced", metadata: ["uid": "\(subscription.subscriber.uid)", "bps": "\(Int(pacer.bps))", "atMs": "\(nowUs / 1000)"])
+        context.logger.debug("leg paced", metadata: ["uid": "\(subscription.subscriber.uid)", "bps": "\(Int(pacer.bps))", "steadyLayerBps": "\(Int(pacer.steadyLayerBps))", "atMs": "\(nowUs / 1000)"])
         pacer.timer = context.loop.scheduleRepeatedTask(initialDelay: .zero, delay: LegPacer.tick) { [weak self, weak subscription, weak pacer] task in
             guard let self, let subscription, let pacer, subscription.pacer === pacer, let session = subscription.subscriber.subscriber else {
                 // The leg is gone: nothing is held for it any more.
@@ -245,25 +247,26 @@ final class Producer: @unchecked Sendable {
                 return
             }
             let now = self.context.nowUs
-            // Its time is up: what is left goes now, and the leg sends as it comes again.
-            guard now < pacer.untilUs else { return self.endPacing(subscription, session: session, nowUs: now) }
+            guard now < pacer.giveUpUs else { return self.endPacing(subscription, session: session, nowUs: now) }
             let sent = pacer.drain(nowUs: now) { item in
                 self.emit(&item.packet, payloadBytes: item.payloadBytes, on: subscription, session: session, at: item.sequenceAt, nowUs: now)
             }
             if sent > 0 { self.context.port.flush() }
-            if pacer.isEmpty, now - nowUs > 300_000, !subscription.subscriber.downstream.isCongested {
+            // Done once nothing waits and the leg is calm, or nothing waits and its time is up.
+            if pacer.isEmpty, now - nowUs > 300_000, now >= pacer.untilUs || !subscription.subscriber.downstream.isCongested {
                 self.endPacing(subscription, session: session, nowUs: now)
             }
         }
     }
 
-    /// The pace for `subscription` now (``LegPacer/rate(share:layerBps:)``).
-    private func pacingRate(_ subscription: Subscription, nowUs: Int64) -> Double {
+    /// The pace for `subscription` now (``LegPacer/rate(share:layerBps:)``), for a layer of
+    /// `layerBps` (by default what the layer it is sent costs now).
+    static func pacingRate(_ subscription: Subscription, nowUs: Int64, layerBps: Double? = nil) -> Double {
         let downstream = subscription.subscriber.downstream
         let delivered = min(downstream.estimator.acknowledgedBps ?? .infinity, downstream.estimateBps(nowUs: nowUs) ?? .infinity)
         let share = RTCPTerminator.share(of: LegPacer.share * delivered, for: subscription.subscriber) ?? 0
-        let layerBps = subscription.currentStream?.rate.costBitsPerSecond(nowUs: nowUs) ?? 0
-        return LegPacer.rate(share: share, layerBps: layerBps)
+        let layer = layerBps ?? subscription.currentStream?.rate.costBitsPerSecond(nowUs: nowUs) ?? 0
+        return LegPacer.rate(share: share, layerBps: layer)
     }
 
     /// Ends `subscription`'s pacing: what it holds goes out now, in order, ahead of what follows.
@@ -275,6 +278,7 @@ final class Producer: @unchecked Sendable {
             emit(&item.packet, payloadBytes: item.payloadBytes, on: subscription, session: session, at: item.sequenceAt, nowUs: nowUs)
         }
         if sent > 0 { context.port.flush() }
+        context.logger.debug("leg pacing ended", metadata: ["uid": "\(subscription.subscriber.uid)", "released": "\(sent)", "atMs": "\(nowUs / 1000)"])
     }
 
     /// Counts a rewritten packet for its subscription, stamps the leg's transport-wide number and

@@ -51,7 +51,7 @@ struct SimulcastNetworkTests {
     /// to keep `make test` short; the figures in docs/simulcast.md are over 5 and more).
     static var collapseRuns: Int { ProcessInfo.processInfo.environment["RTC_COLLAPSE_RUNS"].flatMap(Int.init) ?? 2 }
 
-    @Test("three layers of 720p30, two viewers, one capped at 400 kbit/s: the clean one gets 1280x720 at full rate, the capped one a lower layer without freezing, the publisher keeps its full layer; the cap lifted, the capped viewer is back on 1280x720; then its downlink collapses to 400 kbit/s at once while it watches 1280x720, several times: its first smaller frame within a second of its last 1280x720 one and no gap of 1.5 s (measured: under 500 ms but for 2 in 18), and it is back on 1280x720 after each lift")
+    @Test("three layers of 720p30, two viewers, one capped at 400 kbit/s: the clean one gets 1280x720 at full rate, the capped one a lower layer without freezing, the publisher keeps its full layer; the cap lifted, the capped viewer is back on 1280x720; then its downlink collapses to 400 kbit/s at once while it watches 1280x720, several times: its first smaller frame within a second of its last 1280x720 one and no gap of a second (measured: 299-423 ms over 24), and it is back on 1280x720 after each lift")
     func cappedViewer() async throws {
         guard NetworkLab.availableOrKnownIssue() else { return }
         let lab = try NetworkLab()
@@ -146,12 +146,15 @@ struct SimulcastNetworkTests {
         #expect(backAfter.map { $0 <= 10 } == true, "back on the full layer after \(String(describing: backAfter)) s")
         #expect(collapses.count == runs, "\(collapses.count) of \(runs) collapses ran (each needs the viewer on 1280x720 first)")
         for (index, collapse) in collapses.enumerated() {
-            // The switch (last 1280x720 frame to the first smaller one) measured 325-499 ms over 18
-            // collapses, the longest gap 325-430 ms but twice 904-921 ms (a later loss while the
-            // queue drained; the goal is 500 ms; 1038-2479 ms before the fast down-switch). The bounds
-            // have slack for a loaded 2-core machine and still catch a return to the old freezes.
+            // The longest gap is the switch itself (last 1280x720 frame to the first smaller one):
+            // 299-423 ms over 24 collapses on 2026-11-27, with no second freeze. Before that day one
+            // collapse in four to eight had a second freeze of 560-2180 ms after the switch (a
+            // pace that kept the link's queue full, repairs starved or sent once per NACK through
+            // 600 ms of queue, probe padding a viewer took for lost packets); 1038-2479 ms before
+            // the fast down-switch. The bound has slack for a loaded 2-core machine (the goal is
+            // 500 ms; the figures are in docs/simulcast.md) and still catches a second freeze.
             #expect(collapse.switchMs.map { $0 < 1000 } == true, "collapse \(index + 1): \(String(describing: collapse.switchMs)) ms without a frame at the switch")
-            #expect(collapse.gapMs < 1500, "collapse \(index + 1): no frame for \(collapse.gapMs) ms")
+            #expect(collapse.gapMs < 1000, "collapse \(index + 1): no frame for \(collapse.gapMs) ms")
             #expect(!collapse.sizes.isEmpty && !collapse.sizes.contains("1280x720"), "collapse \(index + 1): settled on \(collapse.sizes)")
             #expect(collapse.backAfter.map { $0 <= 10 } == true, "collapse \(index + 1): back on 1280x720 after \(String(describing: collapse.backAfter)) s")
         }

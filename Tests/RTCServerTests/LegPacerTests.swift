@@ -46,5 +46,55 @@ struct LegPacerTests {
         #expect(left == sizes.count && pacer.isEmpty)
         #expect(sizes == Array((LegPacer.capacity - left)..<LegPacer.capacity).map { 100 + $0 % 50 })
         #expect(pacer.untilUs == LegPacer.durationUs)
+        #expect(pacer.giveUpUs == LegPacer.maximumDurationUs)
+    }
+
+    /// An RTP packet of `size` bytes, with the marker bit when it ends a frame.
+    func packet(_ size: Int, marker: Bool) -> LegPacer.Item {
+        var bytes = [UInt8](repeating: 0, count: size)
+        bytes[0] = 0x80
+        bytes[1] = (marker ? 0x80 : 0) | 96
+        return LegPacer.Item(packet: ByteBuffer(bytes: bytes), payloadBytes: size - 12, sequenceAt: nil)
+    }
+
+    @Test("the pace holds until the keyframe (the first frame held) is out, then follows the leg's feedback, never above where it started")
+    func retune() {
+        let pacer = LegPacer(bps: 320_000, steadyLayerBps: 130_000, nowUs: 0)
+        for index in 0..<4 { #expect(pacer.enqueue(packet(1000, marker: index == 2))) }
+        pacer.retune(to: 150_000)
+        #expect(pacer.bps == 320_000 && !pacer.keyframeSent)  // the keyframe is still held
+        var sent = 0
+        var now: Int64 = 0
+        while !pacer.keyframeSent, now < 1_000_000 {
+            sent += pacer.drain(nowUs: now) { _ in }
+            now += 5_000
+        }
+        #expect(sent == 3, "the keyframe's last packet is the third")
+        pacer.retune(to: 150_000)
+        #expect(pacer.bps == 150_000)
+        pacer.retune(to: 900_000)
+        #expect(pacer.bps == 320_000)
+    }
+
+    @Test("the layer rate kept room for: the steady rate from before for the layer's first second, then the larger of it and what is measured", arguments: [
+        // (µs since the pacing began, the layer's rate measured now, the rate kept room for)
+        (200_000 as Int64, 260_000.0, 130_000.0),  // the keyframe inflates the measure: the steady rate
+        (999_999, 260_000.0, 130_000.0),
+        (1_000_000, 180_000.0, 180_000.0),  // past the keyframe: the layer as it runs
+        (1_500_000, 90_000.0, 130_000.0),  // a dip: never under the steady rate
+    ])
+    func layerRate(sinceUs: Int64, measured: Double, expected: Double) {
+        let pacer = LegPacer(bps: 320_000, steadyLayerBps: 130_000, nowUs: 5_000_000)
+        #expect(pacer.layerBps(measured: measured, nowUs: 5_000_000 + sinceUs) == expected)
+    }
+
+    @Test("the marker bit is read from the packet's second byte; a packet too short to have one has none", arguments: [
+        ([0x80, 0xE0] as [UInt8], true),
+        ([0x80, 0x60], false),
+        ([0x80], false),
+        ([], false),
+    ])
+    func endsFrame(bytes: [UInt8], marker: Bool) {
+        #expect(LegPacer.endsFrame(ByteBuffer(bytes: bytes)) == marker)
     }
 }
