@@ -22,8 +22,9 @@ struct RepairHistory {
     }
 
     /// How long a repair is given to arrive before the same packet is sent again: the leg's
-    /// standing queue plus a round trip's allowance.
+    /// standing queue plus 50 ms (a receiver retries at 1.5 times its round trip at the soonest,
+    /// so a repair lost on a short path is still asked for again within a retry or two).
     static func holdUs(queueDelayMs: Double) -> Int64 {
-        100_000 + Int64(max(0, queueDelayMs) * 1000)
+        50_000 + Int64(max(0, queueDelayMs) * 1000)
     }
 }

@@ -19,8 +19,8 @@ struct RepairHistoryTests {
         #expect(history.repairedLately(asked, nowUs: afterUs, holdUs: holdUs) == lately)
     }
 
-    @Test("the hold is the leg's standing queue plus 100 ms", arguments: [
-        (0.0, 100_000 as Int64), (600.0, 700_000), (-5.0, 100_000),
+    @Test("the hold is the leg's standing queue plus 50 ms", arguments: [
+        (0.0, 50_000 as Int64), (600.0, 650_000), (-5.0, 50_000),
     ])
     func holdFromQueue(queueMs: Double, holdUs: Int64) {
         #expect(RepairHistory.holdUs(queueDelayMs: queueMs) == holdUs)
