@@ -196,8 +196,9 @@ final class LayerController: @unchecked Sendable {
     /// Sends about `bytes` of padding-only packets on `subscription`'s RTX stream (RFC 4588 §4:
     /// no payload, RFC 3550 padding only), each with the leg's transport-wide number: they count
     /// in the leg's probe like its media, and a receiver drops them without looking further.
-    /// Copies of sent packets were tried first: a receiver took them for packets it had missed
-    /// (44 NACKs at once with no packet lost, in the collapse tests across namespaces).
+    /// Copies of the newest packets were sent before: on a paced leg those are still in its
+    /// ``LegPacer``, the copies overtook them, and the viewer NACKed everything between (44 at
+    /// once with no packet lost, in the collapse tests across namespaces) and froze.
     private func sendPadding(bytes: Int, on subscription: Subscription, session: MediaSession) {
         let subscriber = subscription.subscriber
         guard let payloadType = subscription.rtxPayloadType, let last = subscription.rewriter.lastOutput else { return }
