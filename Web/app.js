@@ -21,7 +21,7 @@ const test = window.rtcTest = {
   mode, channel, uid, joined: false, error: null, errorCode: null, left: null, status: "starting",
   participants: [], published: [], videos: [], audios: [], ended: [], outbound: [], captureMethod: null, captureError: null,
   startedAt: Date.now(), joinStartMs: null, joinedMs: null, events: [], reconnecting: 0, rejoins: 0,
-  data: [], dataSent: [], dataError: null, speakers: [],
+  data: [], dataSent: [], dataError: null, speakers: [], roomMetadata: null, mutedByServer: [], layers: {},
 };
 const $ = (selector) => document.querySelector(selector);
 
@@ -143,6 +143,15 @@ function wire(client) {
     if (item && item.entry) item.entry.muted = e.detail.muted;
     if (item && item.tile) item.tile.classList.toggle("muted", e.detail.muted);
   });
+  // Protocol 1.6: the room's metadata (set through the server's API), and this page's own tracks
+  // muted by the API (the client stops sending them); 1.4: the layer this page gets of a track.
+  client.addEventListener("roomUpdate", (e) => { test.roomMetadata = e.detail.metadata || ""; note(`room metadata ${test.roomMetadata}`); });
+  client.addEventListener("localTrackMuted", (e) => {
+    const local = client.localTracks.find((t) => t.sid === e.detail.trackSid);
+    test.mutedByServer.push({trackSid: e.detail.trackSid, muted: e.detail.muted, kind: local ? local.kind : null});
+    note(`${local ? local.kind : "track"} ${e.detail.muted ? "muted" : "unmuted"} by the server`);
+  });
+  client.addEventListener("layerChanged", (e) => { test.layers[e.detail.uid] = e.detail; });
   client.addEventListener("participants", () => {
     test.participants = [...client.participants.keys()];
     // What the server's API set (docs/server-api.md): names, metadata, attributes by uid.
@@ -371,6 +380,7 @@ async function start() {
   test.joined = true;
   test.joinedMs = Math.round(performance.now());
   test.participants = [...client.participants.keys()];
+  test.roomMetadata = client.roomMetadata;
   status("joined");
   note("joined");
   if (params.get("data") === "1" || params.has("sendData")) setUpChat(client).catch((error) => { test.dataError = String(error.reason || error); });

@@ -17,9 +17,9 @@
 
 import {encodeEnvelope, decodeEnvelope, RELIABLE_LABEL, LOSSY_LABEL} from "./data-envelope.js";
 
-export const PROTOCOL_VERSION = "1.3";
+export const PROTOCOL_VERSION = "1.6";
 /** The version as `join`'s `sdk.protocolVersion` carries it (an object, unlike the envelope's `v`). */
-export const PROTOCOL_VERSION_OBJECT = {major: 1, minor: 3};
+export const PROTOCOL_VERSION_OBJECT = {major: 1, minor: 6};
 export const SDK_NAME = "rtc-js";
 export const SDK_VERSION = "0.1";
 import {DEFAULT_SCREEN_SHARE_SUFFIX, screenShareUID} from "./screen-share-uid.js";
@@ -123,6 +123,8 @@ export class RTCClient extends EventTarget {
     this._dataChannels = null;      // {reliable, lossy} on the publisher transport, once opened
     this._dataReady = null;
     this.screenShareSuffix = DEFAULT_SCREEN_SHARE_SUFFIX;
+    this.roomMetadata = "";         // the room's metadata (joined, then roomUpdate; protocol 1.6)
+    this.layers = new Map();        // trackSid -> the layerChanged this client last got (protocol 1.4)
     this._nextID = 1;
     this._pending = new Map();      // request id -> {resolve, reject, type}
     this._pingTimer = null;
@@ -232,6 +234,7 @@ export class RTCClient extends EventTarget {
   _onJoined(joined, iceServersOverride) {
     this.joinedInfo = joined;
     this.participant = joined.participant;
+    this.roomMetadata = joined.roomMetadata || "";
     if (joined.screenShareSuffix) this.screenShareSuffix = joined.screenShareSuffix;
     const iceServers = iceServersOverride || (joined.iceServers || []).map((s) => {
       const server = {urls: s.urls};
@@ -281,6 +284,15 @@ export class RTCClient extends EventTarget {
       case "tokenWillExpire": case "tokenRefreshed": this._emit(type, payload); break;
       // Who speaks now, loudest first (the server's audio levels; docs/server-api.md).
       case "activeSpeakers": this.activeSpeakers = (payload.speakers || []).map((s) => s.uid); this._emit("activeSpeakers", payload); break;
+      // The room's metadata, changed through the server's API (1.6).
+      case "roomUpdate": this.roomMetadata = payload.metadata || ""; this._emit("roomUpdate", payload); break;
+      // The server's API muted or unmuted one of this client's own tracks: nothing of it is
+      // forwarded meanwhile, so it stops sending too (1.6).
+      case "trackMuted": this._onServerMute(payload.trackSid, !!payload.muted); break;
+      // The layer of a layered track this client now gets, and why (1.4).
+      case "layerChanged": this.layers.set(payload.trackSid, payload); this._emit("layerChanged", payload); break;
+      // Which layers of its own simulcast track to send (1.4): this client publishes one layer.
+      case "videoLayers": this._emit("videoLayers", payload); break;
       case "pong": break;
       default: this.log("unhandled", type, payload);
     }
@@ -765,6 +777,28 @@ export class RTCClient extends EventTarget {
       video: {width: {max: video.width, ideal: video.width}, height: {max: video.height, ideal: video.height},
               frameRate: {ideal: video.frameRate || 15}},
       audio: !!audio,
+    });
+  }
+
+  _onServerMute(trackSid, muted) {
+    const local = this.localTracks.find((t) => t.sid === trackSid);
+    if (local) { local.muted = muted; if (local.track) local.track.enabled = !muted; }
+    this._emit("localTrackMuted", {trackSid, muted, byServer: true});
+  }
+
+  /**
+   * Sets this participant's own name, metadata or attributes (an attribute set to "" is removed),
+   * when its token grants `updateMetadata`; resolves with its updated ParticipantInfo (1.6).
+   */
+  updateMetadata({name, metadata, attributes} = {}) {
+    const payload = {};
+    if (name !== undefined) payload.name = name;
+    if (metadata !== undefined) payload.metadata = metadata;
+    if (attributes !== undefined) payload.attributes = attributes;
+    return this._request("updateMetadata", payload).then((reply) => {
+      const participants = reply.participants || [];
+      this._updateParticipants(participants);
+      return participants.find((p) => this.participant && p.uid === this.participant.uid) || this.participant;
     });
   }
 

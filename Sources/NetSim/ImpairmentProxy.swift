@@ -65,6 +65,15 @@ public final class ImpairmentProxy: @unchecked Sendable {
         public var atUs: Int64
         public var bytes: Int
         public var queueUs: Int64?
+
+        /// The rate a trace sent into the bottleneck per window of `windowUs` (bits per second),
+        /// by window end in seconds from `originUs`; windows with no packet are left out.
+        public static func rates(_ trace: [TracedPacket], originUs: Int64, windowUs: Int64 = 500_000) -> [(endS: Double, bps: Double)] {
+            var bytes: [Int: Int] = [:]
+            for packet in trace { bytes[Int((packet.atUs - originUs) / windowUs), default: 0] += packet.bytes }
+            let windowS = Double(windowUs) / 1e6
+            return bytes.keys.sorted().map { (Double($0 + 1) * windowS, Double(bytes[$0]!) * 8 / windowS) }
+        }
     }
 
     /// Starts (or stops) recording every upstream packet, for send-rate and queueing figures.

@@ -113,43 +113,22 @@ public final class EventLog: @unchecked Sendable {
     deinit { task?.cancel() }
 }
 
-/// Pushes a synthetic pattern into an engine at `fps` from a task until cancelled.
+/// Pushes a synthetic pattern into an engine at `fps` until cancelled (``PacedSource``: its own
+/// thread, absolute deadlines). A size the pattern generator refuses is a mistake in the test.
 public func pushPattern(_ engine: RTCEngine, kind: PatternKind = .camera, size: VideoSize = VideoSize(width: 320, height: 240), fps: Int = 15)
-    -> Task<Void, Never>
+    -> PacedSource
 {
-    Task.detached {
-        guard let generator = try? PatternGenerator(kind: kind, size: size, frameRate: FrameRate(fps)) else { return }
-        var index = 0
-        let start = MediaClock.monotonicUs()
-        while !Task.isCancelled {
-            var frame = generator.frame(at: index)
-            frame.timestampUs = start + Int64(index) * 1_000_000 / Int64(fps)
-            engine.pushVideoFrame(frame)
-            index += 1
-            let due = start + Int64(index) * 1_000_000 / Int64(fps)
-            let wait = due - MediaClock.monotonicUs()
-            if wait > 0 { try? await Task.sleep(for: .microseconds(wait)) }
-        }
+    do {
+        return try PacedSource(pattern: kind, size: size, fps: fps) { _ = engine.pushVideoFrame($0) }
+    } catch {
+        preconditionFailure("pushPattern: \(kind) at \(size.width)x\(size.height): \(error)")
     }
 }
 
-/// Pushes a sine tone (44.1 kHz mono, 10 ms blocks) into an engine until cancelled.
-public func pushTone(_ engine: RTCEngine, frequency: Double = 440, sampleRate: Int = 44100) -> Task<Void, Never> {
-    Task.detached {
-        var index = 0
-        let block = sampleRate / 100
-        let start = MediaClock.monotonicUs()
-        while !Task.isCancelled {
-            let samples = (0..<block).map { offset in
-                Int16(12000 * sin(2 * Double.pi * frequency * Double(index * block + offset) / Double(sampleRate)))
-            }
-            engine.pushAudioFrame(AudioFrame(samples: .int16(samples), sampleRate: sampleRate, channels: 1,
-                                             timestampUs: start + Int64(index) * 10_000))
-            index += 1
-            let wait = start + Int64(index) * 10_000 - MediaClock.monotonicUs()
-            if wait > 0 { try? await Task.sleep(for: .microseconds(wait)) }
-        }
-    }
+/// Pushes a sine tone (mono, 10 ms blocks, 44.1 kHz unless told) into an engine until cancelled
+/// (``PacedSource``).
+public func pushTone(_ engine: RTCEngine, frequency: Double = 440, sampleRate: Int = 44100) -> PacedSource {
+    PacedSource(tone: frequency, sampleRate: sampleRate) { _ = engine.pushAudioFrame($0) }
 }
 
 /// The built `rtc-cli`, next to the test bundle.

@@ -92,7 +92,7 @@ struct ResilienceBench: AsyncParsableCommand {
         let channel = "lossy"
         // 10 % loss each way on both legs (publisher ↔ SFU ↔ viewer), 15 ms each way per leg.
         let profile = ImpairmentProfile(loss: 0.10, delayMs: 15)
-        let proxy = try await startProxy(server, upstream: profile, downstream: profile, seed: 42)
+        let proxy = try await Self.startProxy(server, upstream: profile, downstream: profile, seed: 42)
         let viewer = RTCEngine(configuration: RTCEngineConfiguration(serverURL: server.url))
         let decoded = NIOLockedValueBox<[Int64]>([])
         viewer.setRemoteVideoSink { frame in
@@ -150,7 +150,7 @@ struct ResilienceBench: AsyncParsableCommand {
         let server = try await BenchServer()
         let channel = "camera"
         let profile = ImpairmentProfile(loss: 0.10, delayMs: 15)
-        let proxy = try await startProxy(server, upstream: profile, downstream: profile, seed: 42)
+        let proxy = try await Self.startProxy(server, upstream: profile, downstream: profile, seed: 42)
         let viewer = RTCEngine(configuration: RTCEngineConfiguration(serverURL: server.url))
         let decoded = NIOLockedValueBox<[Int64]>([])
         viewer.setRemoteVideoSink { _ in decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
@@ -218,7 +218,7 @@ struct ResilienceBench: AsyncParsableCommand {
         fflush(nil)
         var results: [StepsFigures] = []
         for run in 1...runs {
-            let figures = try await stepsRun()
+            let figures = try await Self.stepsRun(phase: phase)
             results.append(figures)
             print("run \(run): under 0.5 Mbps \(seconds1(figures.underS)) after the drop, at 85 % of 2.5 Mbps "
                 + "\(seconds1(figures.recoveredS)) after the rise; queueing p95 \(fixed0(figures.queueingP95Ms)) ms; "
@@ -234,13 +234,15 @@ struct ResilienceBench: AsyncParsableCommand {
         fflush(nil)
     }
 
-    private func stepsRun() async throws -> StepsFigures {
+    /// One run of the steps scenario, `phase` seconds at each capacity: also
+    /// `CongestionTests.capacitySteps`, which asserts on what this measures.
+    static func stepsRun(phase: Double) async throws -> StepsFigures {
         let server = try await BenchServer()
         let channel = "steps"
         var link = ImpairmentProfile(delayMs: 10)
         link.bandwidthBps = 2_500_000
         link.queueMs = 1000
-        let proxy = try await startProxy(server, upstream: link, downstream: ImpairmentProfile(delayMs: 10), seed: 7)
+        let proxy = try await Self.startProxy(server, upstream: link, downstream: ImpairmentProfile(delayMs: 10), seed: 7)
         let sender = RTCEngine(configuration: RTCEngineConfiguration(serverURL: server.url))
         // Asks for more than the path carries: the estimate has to find the cap.
         try sender.setVideoEncoderConfiguration(VideoEncoderConfiguration(
@@ -266,7 +268,7 @@ struct ResilienceBench: AsyncParsableCommand {
         await proxy.close()
         await server.app.shutdown()
 
-        let rates = Self.rates(trace, originUs: origin)
+        let rates = ImpairmentProxy.TracedPacket.rates(trace, originUs: origin)
         // The first window that ends at least 0.5 s after the step and is under (back at) the new cap.
         let under = rates.first { $0.endS >= dropS + 0.5 && $0.bps <= 500_000 }.map { $0.endS - dropS }
         let recovered = rates.first { $0.endS >= riseS + 0.5 && $0.bps >= 0.85 * 2_500_000 }.map { $0.endS - riseS }
@@ -285,13 +287,6 @@ struct ResilienceBench: AsyncParsableCommand {
         }
         return StepsFigures(underS: under, recoveredS: recovered, queueingP95Ms: p95, dropped: trace.filter { $0.queueUs == nil }.count,
                             packets: trace.count, table: table)
-    }
-
-    /// Send rate into the bottleneck per 500 ms window (bits per second), by window end (s from `originUs`).
-    private static func rates(_ trace: [ImpairmentProxy.TracedPacket], originUs: Int64) -> [(endS: Double, bps: Double)] {
-        var bytes: [Int: Int] = [:]
-        for packet in trace { bytes[Int((packet.atUs - originUs) / 500_000), default: 0] += packet.bytes }
-        return bytes.keys.sorted().map { (Double($0 + 1) * 0.5, Double(bytes[$0]!) * 8 / 0.5) }
     }
 
     // MARK: - downlink: one viewer's downlink capped at 0.8 Mbps, with and without the server's lever
@@ -344,7 +339,7 @@ struct ResilienceBench: AsyncParsableCommand {
         var link = ImpairmentProfile(delayMs: 10)
         link.bandwidthBps = 800_000
         link.queueMs = 1000
-        let proxy = try await startProxy(server, upstream: ImpairmentProfile(delayMs: 10), downstream: link, seed: 13)
+        let proxy = try await Self.startProxy(server, upstream: ImpairmentProfile(delayMs: 10), downstream: link, seed: 13)
         let host = RTCEngine(configuration: RTCEngineConfiguration(serverURL: server.url))
         let viewer = RTCEngine(configuration: RTCEngineConfiguration(serverURL: server.url))
         try host.setVideoEncoderConfiguration(VideoEncoderConfiguration(
@@ -449,7 +444,7 @@ struct ResilienceBench: AsyncParsableCommand {
         var link = ImpairmentProfile(delayMs: 10)
         link.bandwidthBps = capBps
         link.queueMs = 1000
-        let proxy = try await startProxy(server, upstream: link, downstream: ImpairmentProfile(delayMs: 10), seed: 11)
+        let proxy = try await Self.startProxy(server, upstream: link, downstream: ImpairmentProfile(delayMs: 10), seed: 11)
         let host = RTCEngine(configuration: RTCEngineConfiguration(serverURL: server.url))
         let viewer = RTCEngine(configuration: RTCEngineConfiguration(serverURL: server.url))
         let fps = screen ? 15 : 30
@@ -490,8 +485,8 @@ struct ResilienceBench: AsyncParsableCommand {
 
     /// An impairment proxy in front of the server's media port, announced in the server's candidates
     /// so that every client's media goes through it.
-    private func startProxy(_ server: BenchServer, upstream: ImpairmentProfile, downstream: ImpairmentProfile,
-                            seed: UInt64) async throws -> ImpairmentProxy {
+    private static func startProxy(_ server: BenchServer, upstream: ImpairmentProfile, downstream: ImpairmentProfile,
+                                   seed: UInt64) async throws -> ImpairmentProxy {
         guard let media = server.app.mediaAddress else { throw CLIError("the embedded server has no media address") }
         let proxy = try await ImpairmentProxy.start(target: media, upstream: upstream, downstream: downstream, seed: seed,
                                                     group: MultiThreadedEventLoopGroup.singleton)
@@ -500,24 +495,11 @@ struct ResilienceBench: AsyncParsableCommand {
     }
 }
 
-/// A synthetic pattern pushed at `fps` until the returned thread is stopped: the tests' `pushPattern`
-/// (the same generator, one frame per period), but ticking on a `MediaThread` (absolute deadlines,
-/// the capture time on the monotonic clock), so a loaded cooperative pool neither delays nor bunches
-/// the source and its own gaps do not count as the path's. `sceneRate`: the generator's frame rate
-/// (default `fps`).
+/// A synthetic pattern pushed at `fps` until the returned source is stopped: the tests' source
+/// (``PacedSource``). `sceneRate`: the generator's frame rate (default `fps`).
 private func startPattern(kind: PatternKind, size: VideoSize, fps: Int, sceneRate: FrameRate? = nil,
-                          push: @escaping (VideoFrame) -> Void) throws -> MediaThread {
-    let generator = try PatternGenerator(kind: kind, size: size, frameRate: sceneRate ?? FrameRate(fps))
-    let index = NIOLockedValueBox(0)
-    return MediaThread(name: "bench-\(kind.rawValue)-source", tickIntervalUs: 1_000_000 / Int64(fps)) {
-        let next = index.withLockedValue { value -> Int in
-            defer { value += 1 }
-            return value
-        }
-        var frame = generator.frame(at: next)
-        frame.timestampUs = MediaClock.monotonicUs()
-        push(frame)
-    }
+                          push: @escaping (VideoFrame) -> Void) throws -> PacedSource {
+    try PacedSource(pattern: kind, size: size, fps: fps, sceneRate: sceneRate, push: push)
 }
 
 /// Polls `condition` every 20 ms until it holds or `seconds` pass, and says whether it held.

@@ -79,6 +79,8 @@ struct RoomServiceTests {
             #"UpdateSubscriptions {"room": "api", "identity": "lk", "track_sids": ["@swift/video"], "subscribe": false}"#,
             #"Sleep {"seconds": 2}"#,
             #"GetParticipant {"room": "api", "identity": "lk"}"#,
+            #"MutePublishedTrack {"room": "api", "identity": "web", "track_sid": "@web/audio", "muted": true}"#,
+            #"Sleep {"seconds": 1}"#,
             #"RemoveParticipant {"room": "api", "identity": "lk"}"#,
             #"RemoveParticipant {"room": "api", "identity": "swift"}"#,
             #"Sleep {"seconds": 1}"#,
@@ -88,7 +90,7 @@ struct RoomServiceTests {
             #"ListRooms {}"#,
         ])
         func result(_ index: Int) -> [String: Any] { index < results.count ? results[index]["result"] as? [String: Any] ?? [:] : [:] }
-        #expect(results.count == 15 && results.allSatisfy { $0["ok"] as? Bool == true }, "\(results.filter { $0["ok"] as? Bool != true })")
+        #expect(results.count == 16 && results.allSatisfy { $0["ok"] as? Bool == true }, "\(results.filter { $0["ok"] as? Bool != true })")
         #expect((results.first?["result"] as? [String]) == ["lk", "swift", "web"], "\(results.first ?? [:])")
         let room = (result(1)["rooms"] as? [[String: Any]])?.first ?? [:]
         #expect(room["numParticipants"] as? Int == 3 && room["metadata"] as? String == "created by the API" && room["maxParticipants"] as? Int == 10,
@@ -105,8 +107,9 @@ struct RoomServiceTests {
         #expect(result(5)["metadata"] as? String == "agenda v2", "UpdateRoomMetadata: \(result(5))")
         #expect((result(7)["track"] as? [String: Any])?["muted"] as? Bool == true, "MutePublishedTrack: \(result(7))")
         #expect((result(9)["metadata"] as? String) == "hand raised", "GetParticipant lk after the update: \(result(9))")
-        #expect((result(12)["participants"] as? [[String: Any]] ?? []).compactMap { $0["identity"] as? String } == ["web"], "\(result(12))")
-        #expect((result(14)["rooms"] as? [[String: Any]] ?? []).isEmpty, "ListRooms after DeleteRoom: \(result(14))")
+        #expect((result(10)["track"] as? [String: Any])?["muted"] as? Bool == true, "MutePublishedTrack web: \(result(10))")
+        #expect((result(13)["participants"] as? [[String: Any]] ?? []).compactMap { $0["identity"] as? String } == ["web"], "\(result(13))")
+        #expect((result(15)["rooms"] as? [[String: Any]] ?? []).isEmpty, "ListRooms after DeleteRoom: \(result(15))")
 
         // The LiveKit participant: the others' metadata and the room's, the server's data, swift's
         // audio muted, swift's video unsubscribed, then its own removal with LiveKit's reason.
@@ -141,10 +144,14 @@ struct RoomServiceTests {
         #expect(swift.output.contains("server roomMetadata created by the API") && swift.output.contains("server roomMetadata agenda v2"),
                 "\(swift.output.filter { $0.hasPrefix("server") })")
 
-        // The web client: lk's metadata as the API set it, and its leave when the room was deleted.
+        // The web client (protocol 1.6): lk's metadata as the API set it, the room's metadata, its
+        // own microphone muted by the API, and its leave when the room was deleted.
         _ = await web.wait(30)
         let state = try DataChannelInteropTests.report(web)
-        #expect(state["left"] as? String == "kicked", "the page's leave: \(state["left"] ?? "none") \(state["reason"] ?? "")")
+        #expect(state["left"] as? String == "roomDeleted", "the page's leave: \(state["left"] ?? "none") \(state["reason"] ?? "")")
+        #expect(state["roomMetadata"] as? String == "agenda v2", "the page's room metadata: \(state["roomMetadata"] ?? "none")")
+        let serverMutes = state["mutedByServer"] as? [[String: Any]] ?? []
+        #expect(serverMutes.contains { $0["muted"] as? Bool == true && $0["kind"] as? String == "audio" }, "the page's mutes by the server: \(serverMutes)")
         let metadata = (state["metadata"] as? [String: [String: Any]])?["lk"]
         #expect(metadata?["metadata"] as? String == "hand raised" && metadata?["name"] as? String == "LiveKit Bot", "page's view of lk: \(metadata ?? [:])")
 

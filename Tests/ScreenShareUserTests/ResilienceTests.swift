@@ -5,6 +5,7 @@ import NetSim
 import RTCTestSupport
 import ScreenShareUser
 import Testing
+@testable import rtc_cli
 
 @Suite("Resilience through the impairment proxy", .serialized)
 struct ResilienceTests {
@@ -34,19 +35,11 @@ struct ResilienceTests {
         let session = ScreenShareSession(configuration: ScreenShareConfiguration(
             serverURL: server.url, channel: "lossy", hostUID: "1001", token: testToken(uid: "1001_sub", channel: "lossy")))
         try await session.start()
-        // The source ticks on a thread of its own at 15 fps: a Task sleeping 66 ms at a time on the
-        // shared cooperative pool drifts and stalls with the machine's load, and its own gaps
-        // would count as freezes of the path.
-        let generator = try PatternGenerator(kind: .screen, size: VideoSize(width: 1280, height: 720))
-        let index = NIOLockedValueBox(0)
-        let pushing = MediaThread(name: "lossy-source", tickIntervalUs: 66_667) {
-            let next = index.withLockedValue { value -> Int in
-                defer { value += 1 }
-                return value
-            }
-            var frame = generator.frame(at: next)
-            frame.timestampUs = MediaClock.monotonicUs()
-            session.pushVideoFrame(frame)
+        // The source ticks on a thread of its own at 15 fps (`PacedSource`): a Task sleeping 66 ms
+        // at a time on the shared cooperative pool drifts and stalls with the machine's load, and
+        // its own gaps would count as freezes of the path.
+        let pushing = try PacedSource(pattern: .screen, size: VideoSize(width: 1280, height: 720), fps: 15, sceneRate: FrameRate(30)) {
+            session.pushVideoFrame($0)
         }
         #expect(await eventually(15) { decoded.withLockedValue { $0.count } >= 1 })
         try await Task.sleep(for: .seconds(2))  // warm-up: the start's backlog is played out
@@ -84,7 +77,7 @@ struct ResilienceTests {
 
 @Suite("Audio resilience through the impairment proxy", .serialized)
 struct AudioResilienceTests {
-    @Test("20% burst loss on the audio's way in: the tone still plays out continuously (no gap over 60 ms) at its frequency")
+    @Test("20% burst loss on the audio's way in: the tone still plays out continuously (990 of 1000 blocks, no gap over 150 ms) at its frequency")
     func burstLossTone() async throws {
         let server = try await TestServer()
         var burst = ImpairmentProfile(delayMs: 10)
@@ -117,7 +110,11 @@ struct AudioResilienceTests {
         let frequency = windows.isEmpty ? 0 : windows[windows.count / 2]
         print("burst-loss audio: \(blocks.count) blocks of 20 ms in 20 s, longest gap \(String(format: "%.1f", gaps.max() ?? 0)) ms, "
             + "proxy dropped \(stats.upDropped)/\(stats.up) upstream, tone at \(String(format: "%.1f", frequency)) Hz")
-        #expect((gaps.max() ?? 1000) <= 60, "longest playout gap \(gaps.max() ?? -1) ms")
+        // Continuity is the count: a burst not concealed is 5 blocks (100 ms) missing, so three of
+        // them fail it. The gap between two blocks played is the playout thread's scheduling
+        // (20 ms blocks; measured 20-41 ms, 23 ms in a fresh-clone CI run): 150 ms leaves a loaded 2-core machine room and still
+        // catches playout that stops for a burst and more.
+        #expect((gaps.max() ?? 1000) <= 150, "longest playout gap \(gaps.max() ?? -1) ms")
         #expect(blocks.count >= 990, "\(blocks.count) blocks of 20 ms in 20 s")
         #expect(abs(frequency - 440) < 5, "\(frequency) Hz")
         await host.leave()
@@ -157,6 +154,9 @@ struct BlackoutTests {
         let firstAfter = decoded.withLockedValue { $0 }.first { $0 > back } ?? Int64.max
         let restoredMs = Double(firstAfter - back) / 1000
         print("blackout: first frame \(String(format: "%.0f", restoredMs)) ms after the path returned")
+        // 92 ms in a fresh-clone CI run (2026-11-27): the path's return is noticed by the next
+        // packet either way. A second leaves a loaded machine room and still catches a return
+        // that waits for an ICE restart or a keyframe request's retry (seconds).
         #expect(restoredMs <= 1000, "media back after \(restoredMs) ms")
         #expect(!viewerEvents.all.contains { if case .userOffline = $0 { true } else { false } })
         #expect(!hostEvents.all.contains { if case .userOffline = $0 { true } else { false } })
@@ -224,69 +224,21 @@ struct BlackoutTests {
 
 @Suite("Congestion control through the impairment proxy", .serialized)
 struct CongestionTests {
-    /// Send rate into the bottleneck per 500 ms window (bits per second), by window end (s from `originUs`).
-    static func rates(_ trace: [ImpairmentProxy.TracedPacket], originUs: Int64) -> [(endS: Double, bps: Double)] {
-        var bytes: [Int: Int] = [:]
-        for packet in trace { bytes[Int((packet.atUs - originUs) / 500_000), default: 0] += packet.bytes }
-        return bytes.keys.sorted().map { (Double($0 + 1) * 0.5, Double(bytes[$0]!) * 8 / 0.5) }
-    }
-
     /// The figures (seconds to the cap and back, queueing p95) are measured by `rtc-cli bench
-    /// resilience`; here the function: the sender finds each new capacity within its phase.
+    /// resilience --scenario steps`, which runs this same scenario (`ResilienceBench.stepsRun`);
+    /// here the function: the sender finds each new capacity within its phase.
     @Test("capacity steps 2.5 → 0.5 → 2.5 Mbps: the 720p sender gets under the cap and back to 85 % within each 15 s phase")
     func capacitySteps() async throws {
-        let server = try await TestServer()
-        let phase = 15.0
-        var link = ImpairmentProfile(delayMs: 10)
-        link.bandwidthBps = 2_500_000
-        link.queueMs = 1000
-        let proxy = try await ImpairmentProxy.start(target: server.app.mediaAddress!, upstream: link,
-                                                    downstream: ImpairmentProfile(delayMs: 10), seed: 7,
-                                                    group: MultiThreadedEventLoopGroup.singleton)
-        server.app.sfu.port.announcedAddress = proxy.address
-        let sender = server.engine()
-        // Asks for more than the path carries: the estimate has to find the cap.
-        try sender.setVideoEncoderConfiguration(VideoEncoderConfiguration(
-            dimensions: VideoSize(width: 1280, height: 720), frameRate: 30, bitrateKbps: 3000))
-        try await sender.enableVideo()
-        try await sender.join(token: testToken(uid: "1001", channel: "steps"), channel: "steps", uid: "1001")
-        let camera = pushPattern(sender, kind: .camera, size: VideoSize(width: 1280, height: 720), fps: 30)
-        defer { camera.cancel() }
-        proxy.traceUpstream(true)
-        let origin = MediaClock.monotonicUs()
-        try await Task.sleep(for: .seconds(phase))
-        link.bandwidthBps = 500_000
-        proxy.setProfiles(upstream: link)
-        let dropS = Double(MediaClock.monotonicUs() - origin) / 1e6
-        try await Task.sleep(for: .seconds(phase))
-        link.bandwidthBps = 2_500_000
-        proxy.setProfiles(upstream: link)
-        let riseS = Double(MediaClock.monotonicUs() - origin) / 1e6
-        try await Task.sleep(for: .seconds(phase))
-        let trace = proxy.upstreamTrace
-        camera.cancel()
-
-        let rates = Self.rates(trace, originUs: origin)
-        // The first window that ends at least 0.5 s after the step and is under the new cap.
-        let under = rates.first { $0.endS >= dropS + 0.5 && $0.bps <= 500_000 }.map { $0.endS - dropS }
-        let recovered = rates.first { $0.endS >= riseS + 0.5 && $0.bps >= 0.85 * 2_500_000 }.map { $0.endS - riseS }
-        let queueing = trace.map { $0.queueUs.map { Double($0) / 1000 } ?? .infinity }.sorted()
-        let p95 = queueing[queueing.count * 95 / 100]
-        let dropped = trace.filter { $0.queueUs == nil }.count
-        let table = rates.map { window in
-            let inWindow = trace.filter { Int(($0.atUs - origin) / 500_000) == Int(window.endS * 2) - 1 }
-            let lost = inWindow.filter { $0.queueUs == nil }.count
-            let worst = inWindow.compactMap(\.queueUs).max().map { $0 / 1000 } ?? 0
-            return String(format: "%.1fs %.2f q%d d%d", window.endS, window.bps / 1e6, worst, lost)
-        }
-        print("capacity steps: under 0.5 Mbps \(under.map { String(format: "%.1f", $0) } ?? "never") s after the drop, "
-            + "85 % of 2.5 Mbps \(recovered.map { String(format: "%.1f", $0) } ?? "never") s after the rise, queueing p95 "
-            + "\(String(format: "%.0f", p95)) ms, \(dropped)/\(trace.count) dropped at the queue; Mbps: \(table.joined(separator: ", "))")
-        #expect(under != nil && under! <= 5, "under the cap \(String(describing: under)) s after the drop")
-        #expect(recovered != nil, "85 % \(String(describing: recovered)) s after the rise")
-        await sender.leave()
-        await proxy.close()
-        await server.shutdown()
+        let figures = try await ResilienceBench.stepsRun(phase: 15)
+        print("capacity steps: under 0.5 Mbps \(figures.underS.map { String(format: "%.1f", $0) } ?? "never") s after the drop, "
+            + "85 % of 2.5 Mbps \(figures.recoveredS.map { String(format: "%.1f", $0) } ?? "never") s after the rise, queueing p95 "
+            + "\(String(format: "%.0f", figures.queueingP95Ms)) ms, \(figures.dropped)/\(figures.packets) dropped at the queue; "
+            + "Mbps: \(figures.table.joined(separator: ", "))")
+        // 1.0 s in the runs of 2026-11-26/27 (the bench's figure); 5 s leaves a loaded machine room
+        // and still catches a sender that never finds the cap.
+        #expect(figures.underS.map { $0 <= 5 } == true, "under the cap \(String(describing: figures.underS)) s after the drop")
+        // 4.5-8.5 s in those runs; within the phase is the function.
+        #expect(figures.recoveredS != nil, "85 % \(String(describing: figures.recoveredS)) s after the rise")
     }
 
     /// One viewer's downlink is narrower than what its publisher sends. With the server's lever
