@@ -202,15 +202,17 @@ final class LayerController: @unchecked Sendable {
     private func sendPadding(bytes: Int, on subscription: Subscription, session: MediaSession) {
         let subscriber = subscription.subscriber
         guard let payloadType = subscription.rtxPayloadType, let last = subscription.rewriter.lastOutput else { return }
+        // One header for the burst (its extension block built once); each packet gets its own
+        // RTX sequence number and, when stamped, its transport-wide number.
+        var packet = RTPPacket(header: RTPHeader(payloadType: payloadType, sequenceNumber: 0, timestamp: last.timestamp, ssrc: subscription.rtxSSRC),
+                               payload: ByteBuffer(), paddingLength: Self.paddingBytes)
+        if let id = subscriber.downstream.extensionID { packet.header.setExtension(id: id, data: ByteBuffer(bytes: [0, 0])) }
+        let at = DownstreamCongestion.sequenceOffset(in: packet.header, sourceID: subscriber.downstream.extensionID)
         var sent = 0
         while sent < bytes {
-            var header = RTPHeader(payloadType: payloadType, sequenceNumber: subscription.rtxSequence, timestamp: last.timestamp,
-                                   ssrc: subscription.rtxSSRC)
+            packet.header.sequenceNumber = subscription.rtxSequence
             subscription.rtxSequence &+= 1
-            if let id = subscriber.downstream.extensionID { header.setExtension(id: id, data: ByteBuffer(bytes: [0, 0])) }
-            let packet = RTPPacket(header: header, payload: ByteBuffer(), paddingLength: Self.paddingBytes)
             var out = packet.serialized
-            let at = DownstreamCongestion.sequenceOffset(in: packet.header, sourceID: subscriber.downstream.extensionID)
             subscriber.downstream.stamp(&out, at: at, nowUs: context.nowUs)
             sent += out.readableBytes
             context.counters.bytesOut += out.readableBytes
