@@ -3,7 +3,7 @@
 // watch: join and show what arrives; publish: also publish camera + microphone; share: join as
 // <uid> (receiving nothing: the server takes a share only while its host is in the channel), then
 // as <uid>_sub, and publish the screen (getDisplayMedia, else a 1280x720 canvas).
-//   [&data=1] (a chat box over the data channels) [&sendData=TEXT&dataTopic=T&dataPeers=N&dataCount=C]
+//   [&data=1] (a chat box over the data channels) [&sendData=TEXT&dataTopic=T&dataPeers=N&dataHear=N&dataCount=C]
 // window.rtcTest is the state a test driver polls (Tests/Tools/browser_peer.py).
 import {RTCClient, RTCError, screenShareUID, requireCaptureContext, DEFAULT_SCREEN_SHARE_SUFFIX} from "./rtc.js";
 
@@ -419,7 +419,8 @@ async function start() {
 
 /**
  * The chat box: data messages (topic `dataTopic`, default chat) over the SDK's data channels, each
- * line its sender as the server wrote it. `sendData` sends one message once `dataPeers` others are in.
+ * line its sender as the server wrote it. `sendData` sends one message once `dataPeers` others are in
+ * (and, with `dataHear`, once that many others have been heard).
  */
 async function setUpChat(client) {
   const topic = params.get("dataTopic") || "chat";
@@ -449,8 +450,18 @@ async function setUpChat(client) {
   });
   const text = params.get("sendData");
   if (text) {
-    const peers = number("dataPeers", 0), count = number("dataCount", 1);
+    const peers = number("dataPeers", 0), hear = number("dataHear", 0), count = number("dataCount", 1);
     while (client.participants.size < peers) await new Promise((resolve) => setTimeout(resolve, 100));
+    if (hear > 0) {
+      // "<uid> hello" until `hear` others are heard on data (the server relays only to those whose
+      // channels are up), then three more for those still waiting on this page.
+      const heard = () => new Set(test.data.map((m) => m.from).filter((from) => from && from !== uid)).size;
+      for (let extra = 3; extra > 0;) {
+        if (heard() >= hear) extra -= 1;
+        await client.publishData(`${uid} hello`, {topic});
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    }
     for (let n = 0; n < count; n += 1) {
       const line = count > 1 ? `${text} ${n}` : text;
       await client.publishData(line, {topic});

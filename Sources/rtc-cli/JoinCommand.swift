@@ -88,6 +88,9 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(name: .customLong("data-count"), help: "Stop --send-data after this many messages.") var dataCount: Int?
     @Option(name: .customLong("data-to"), help: "Send --send-data's messages to this uid only (repeatable).") var dataTo: [String] = []
     @Flag(name: .customLong("data-lossy"), help: "--send-data on a lossy stream (unordered, never retransmitted).") var dataLossy = false
+    @Option(name: .customLong("data-wait-peers"),
+            help: "With --send-data: first say `<uid> hello` every 200 ms until messages from this many other uids have arrived (the server relays only to participants whose channels are up), then send.")
+    var dataWaitPeers: Int = 0
     @Option(name: .customLong("set-metadata"),
             help: "After joining, set this client's own metadata (its token must grant updateMetadata); prints `metadata set` or `metadata refused: <reason>`.")
     var setMetadata: String?
@@ -233,8 +236,30 @@ struct JoinCommand: AsyncParsableCommand {
         }
         let stream: Int
         do { stream = try await engine.createDataStream(reliable: !dataLossy, ordered: !dataLossy) } catch { throw CLIError("\(error)") }
-        let (topic, destinations, count) = (dataTopic, dataTo, dataCount)
+        let (topic, destinations, count, waitPeers, uid) = (dataTopic, dataTo, dataCount, dataWaitPeers, uid)
+        // Who has been heard on data, for --data-wait-peers (the sender as the server wrote it).
+        let heard = NIOLockedValueBox<Set<String>>([])
+        let events = waitPeers > 0 ? engine.events : nil
+        let listening = events.map { events in
+            Task {
+                for await event in events {
+                    guard case .streamMessage(let from, _, _, _) = event, !from.isEmpty else { continue }
+                    if heard.withLockedValue({ $0.insert(from); return $0.count >= waitPeers }) { return }
+                }
+            }
+        }
         return Task {
+            defer { listening?.cancel() }
+            if waitPeers > 0 {
+                // Hellos until the others are heard, then three more for those still waiting on this one.
+                let hello = Array("\(uid) hello".utf8)
+                var extra = 3
+                while !Task.isCancelled, extra > 0 {
+                    if heard.withLockedValue({ $0.count >= waitPeers }) { extra -= 1 }
+                    try? engine.sendStreamMessage(streamId: stream, data: hello, topic: topic, to: destinations)
+                    try? await Task.sleep(for: .milliseconds(200))
+                }
+            }
             var number = 0
             repeat {
                 let message = Array(text.replacingOccurrences(of: "{n}", with: String(number)).utf8)
