@@ -63,15 +63,14 @@ struct DataChannelInteropTests {
     func browsersAndAiortc() async throws {
         let (server, url, port) = try await Self.server()
         defer { server.stop() }
-        // The web page first, then the plain peers, then the Swift bot. Each says hello until it has
-        // heard all four others (the server relays only to participants whose channels are up, and
-        // a browser under load can take seconds to get there), then sends its 20 messages.
+        // All five at once. Each says hello until it has heard all four others (the server relays
+        // only to participants whose channels are up, and a browser under load can take seconds to
+        // get there), then sends its 20 messages.
         let page = "http://127.0.0.1:\(port)/?channel=mixed&uid=web&mode=watch&token=\(testToken(uid: "web", channel: "mixed"))"
             + "&data=1&sendData=web&dataHear=4&dataCount=20"
         // It stays past its goal (data from all four) while its 20 messages go out.
         let web = try ChildProcess(["python3", Self.browserTool("browser_peer.py"), page, "--expect-data", "4", "--hold", "15", "--seconds", "75"])
         defer { web.stop() }
-        try await Task.sleep(for: .seconds(3))
         let common = ["--raw-data", url, "--channel", "mixed", "--data-count", "20", "--data-expect", "80", "--data-peers", "4", "--seconds", "70"]
         let chromium = try ChildProcess(["python3", Self.browserTool("browser_peer.py"), "--uid", "chromium",
                                          "--token", testToken(uid: "chromium", channel: "mixed")] + common)
@@ -79,7 +78,6 @@ struct DataChannelInteropTests {
                                         "--token", testToken(uid: "firefox", channel: "mixed")] + common)
         let aiortc = try ChildProcess(["python3", Self.tool, "--server", url, "--channel", "mixed", "--uid", "aiortc", "--token",
                                        testToken(uid: "aiortc", channel: "mixed"), "--count", "20", "--expect", "80", "--peers", "4", "--seconds", "70"])
-        try await Task.sleep(for: .seconds(5))
         let swift = try Self.bot(url, channel: "mixed", uid: "swift", send: "swift {n}@0.5",
                                  extra: ["--data-topic", "chat", "--data-count", "20", "--data-wait-peers", "4"], seconds: 60)
         defer { swift.stop() }
