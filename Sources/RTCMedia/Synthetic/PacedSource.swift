@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -7,10 +9,12 @@ import Glibc
 /// or a tone's 10 ms blocks, from the moment it is made until ``stop()``. Off Swift's cooperative
 /// pool, so a loaded pool neither delays nor bunches the source, and the source's own gaps are not
 /// taken for the path's. Like a task, it runs until stopped, whether or not it is still referenced
-/// (the thread holds itself). The one paced source of the tests and the benches (`pushPattern`,
-/// `pushTone`, `rtc-cli bench resilience`).
+/// (the thread holds itself). A finite clip (``init(frames:fps:frame:push:)``) stops by itself after
+/// its last frame, and ``finished()`` waits for that. The one paced source of the tests and the
+/// benches (`pushPattern`, `pushTone`, clips, `rtc-cli bench resilience` and `bench latency`).
 public final class PacedSource: @unchecked Sendable {
-    private let thread: MediaThread
+    private var thread: MediaThread!
+    private let completion = Completion()
 
     /// `kind`'s pattern at `size`, `fps` frames a second, the first at once; each frame is stamped
     /// with the monotonic time it is pushed at. `sceneRate`: the rate the scene moves at (by default
@@ -48,9 +52,74 @@ public final class PacedSource: @unchecked Sendable {
         thread.execute(tick)
     }
 
+    /// `count` frames, `frame(index)` each (nil ends the clip early), `fps` a second, the first at
+    /// once; each is stamped on one timeline from the first (index × period, as a camera's capture
+    /// clock would: the push's own scheduling jitter is not the clip's). It stops by itself after
+    /// the last one.
+    public init(frames count: Int, fps: Int, frame: @escaping (Int) -> VideoFrame?, push: @escaping (VideoFrame) -> Void) {
+        let periodUs = 1_000_000 / Int64(max(1, fps))
+        let completion = completion, own = WeakThread()
+        var index = 0
+        var startUs: Int64 = 0
+        let tick = {
+            guard index < count, var next = frame(index) else {
+                completion.finish()
+                own.thread?.stop()
+                return
+            }
+            if index == 0 { startUs = MediaClock.monotonicUs() }
+            next.timestampUs = startUs + Int64(index) * periodUs
+            index += 1
+            push(next)
+            if index == count {
+                completion.finish()
+                own.thread?.stop()
+            }
+        }
+        thread = MediaThread(name: "paced-clip", tickIntervalUs: periodUs, onTick: tick)
+        own.thread = thread
+        thread.execute(tick)
+    }
+
+    /// Returns once a finite clip's last frame is pushed, or the source is stopped.
+    public func finished() async { await completion.wait() }
+
     /// Stops pushing (what is being pushed finishes first). Idempotent.
-    public func stop() { thread.stop() }
+    public func stop() {
+        thread.stop()
+        completion.finish()
+    }
 
     /// The same as ``stop()``: what a test that held a task before calls.
     public func cancel() { stop() }
+}
+
+/// Done or not, and whoever waits for it.
+private final class Completion: Sendable {
+    private let state = Mutex<(done: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func finish() {
+        let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard !state.done else { return [] }
+            state.done = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let done = state.withLock { state -> Bool in
+                if !state.done { state.waiting.append(continuation) }
+                return state.done
+            }
+            if done { continuation.resume() }
+        }
+    }
+}
+
+/// The clip's own thread, for its last tick to stop it (weak: the running thread keeps itself).
+private final class WeakThread: @unchecked Sendable {
+    weak var thread: MediaThread?
 }
