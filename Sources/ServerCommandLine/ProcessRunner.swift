@@ -35,23 +35,54 @@ public enum ProcessRunner {
     /// Starts `arguments` (the first is looked up on PATH) without waiting for it, with stdout and
     /// stderr sent to /dev/null unless `quiet` is false; the caller reaps it.
     /// `keepErrors`: when quiet, stderr still goes where this process's goes.
-    public static func spawn(_ arguments: [String], quiet: Bool = true, keepErrors: Bool = false) throws -> pid_t {
+    /// `output`: a file that gets its stdout instead (created or truncated).
+    ///
+    /// The child starts with no signal blocked (what it ignores, it still ignores): this process's
+    /// threads block some (NIO, Dispatch), and a child inherits the mask, so without this a child
+    /// timing itself with alarm(2) (`openssl speed`) would never stop, and one without handlers of
+    /// its own would not end on SIGTERM.
+    public static func spawn(_ arguments: [String], quiet: Bool = true, keepErrors: Bool = false, output: String? = nil) throws -> pid_t {
+        guard let program = arguments.first else { throw CLIError("nothing to start") }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        if quiet {
+        if let output {
+            posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        } else if quiet {
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-            if !keepErrors { posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0) }
         }
+        if quiet && !keepErrors { posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0) }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
         argv.append(nil)
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
-        let status = posix_spawnp(&pid, arguments[0], &actions, nil, argv, environ)
+        let status = posix_spawnp(&pid, program, &actions, &attributes, argv, environ)
         guard status == 0 else {
-            throw CLIError("cannot start \(arguments[0]): \(String(cString: strerror(status)))")
+            throw CLIError("cannot start \(program): \(String(cString: strerror(status)))")
         }
         return pid
+    }
+
+    /// Runs `arguments` to its end and returns its exit code and standard output (stderr to
+    /// /dev/null).
+    public static func capture(_ arguments: [String]) throws -> (exitCode: Int32, output: String) {
+        let path = NSTemporaryDirectory() + "rtc-capture-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).txt"
+        defer { unlink(path) }
+        let pid = try spawn(arguments, output: path)
+        var waitStatus: Int32 = 0
+        while waitpid(pid, &waitStatus, 0) < 0 {
+            guard errno == EINTR else { throw CLIError("waiting for \(arguments[0]) failed") }
+        }
+        let exited = waitStatus & 0x7F == 0
+        let code = exited ? (waitStatus >> 8) & 0xFF : 128 + (waitStatus & 0x7F)
+        return (code, (try? String(contentsOfFile: path, encoding: .utf8)) ?? "")
     }
 
     /// The executable `name` next to this one, when it was built there.

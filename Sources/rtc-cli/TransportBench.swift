@@ -29,6 +29,16 @@ struct TransportBench: AsyncParsableCommand {
 
     static func now() -> Double { Double(NIODeadline.now().uptimeNanoseconds) / 1e9 }
 
+    /// Nanoseconds per `bytes`-byte operation of `openssl speed -evp NAME` (one second), or nil.
+    static func opensslNs(_ name: String, bytes: Int) -> Double? {
+        // The last line: "<NAME>  <thousands of bytes a second>k".
+        guard let run = try? ProcessRunner.capture(["openssl", "speed", "-evp", name, "-bytes", "\(bytes)", "-seconds", "1"]), run.exitCode == 0,
+              let last = run.output.split(separator: "\n").last,
+              let field = last.split(separator: " ").last, field.hasSuffix("k"), let kBytes = Double(field.dropLast()), kBytes > 0
+        else { return nil }
+        return Double(bytes) / (kBytes * 1000) * 1e9
+    }
+
     @Option(help: "SRTP profiles, comma-separated, a row each: cm (AES_CM_128_HMAC_SHA1_80), gcm (AEAD_AES_128_GCM), gcm256.")
     var profiles: String = "cm,gcm"
 
@@ -47,11 +57,14 @@ struct TransportBench: AsyncParsableCommand {
               + "each SRTP packet serialized afresh and protected in its own buffer, as the SFU sends one per leg:")
         print("profile                   protect+send/s   plain UDP send/s   ratio   serialized+send/s   ratio   receive+unprotect/s   delivered")
         print("(plain: one buffer re-sent; serialized: a packet serialized afresh per send, no SRTP; ratio: protect+send / that row)")
-        for profile in chosen { try await measure(profile, group: group) }
+        var inMemory: [String] = []
+        for profile in chosen { try await measure(profile, group: group, inMemory: &inMemory) }
+        print("In memory, \(12 + payload)-byte packets, medians:")
+        for line in inMemory { print(line) }
         try await group.shutdownGracefully()
     }
 
-    private func measure(_ profile: SRTPProfile, group: EventLoopGroup) async throws {
+    private func measure(_ profile: SRTPProfile, group: EventLoopGroup, inMemory: inout [String]) async throws {
         var clientConfiguration = MediaTransportConfiguration.client(), serverConfiguration = MediaTransportConfiguration.server()
         clientConfiguration.srtpProfiles = [profile]
         serverConfiguration.srtpProfiles = [profile]
@@ -126,6 +139,43 @@ struct TransportBench: AsyncParsableCommand {
             serializedRates.append(Double(count) / serialized)
             try await Task.sleep(nanoseconds: 200_000_000)
         }
+        // In memory, no socket: a packet serialized afresh, then the same and protected in place
+        // (what the send rows pay on top of the send itself), nanoseconds each.
+        let keys = SRTPKeyingMaterial(profile: profile, localKeyAndSalt: (0..<(profile.keyLength + profile.saltLength)).map { UInt8($0) },
+                                      remoteKeyAndSalt: (0..<(profile.keyLength + profile.saltLength)).map { UInt8(255 - $0) })
+        let context = try SRTPContext(keys: keys)
+        var serializeNs: [Double] = [], protectNs: [Double] = []
+        for _ in 0..<rounds {
+            var packet = rtp
+            var start = Self.now()
+            for index in 0..<count {
+                packet.header.sequenceNumber = UInt16(truncatingIfNeeded: index)
+                let bytes = packet.serialized
+                precondition(bytes.readableBytes > 0)
+            }
+            serializeNs.append((Self.now() - start) * 1e9 / Double(count))
+            start = Self.now()
+            for index in 0..<count {
+                packet.header.sequenceNumber = UInt16(truncatingIfNeeded: index)
+                var bytes = packet.serialized
+                try context.protectRTP(&bytes)
+            }
+            protectNs.append((Self.now() - start) * 1e9 / Double(count))
+        }
+        // The named peer: OpenSSL's own loop over the same primitives and sizes (`openssl speed
+        // -evp`), the floor for any SRTP built on this OpenSSL (GCM over the payload; counter mode
+        // over the payload plus HMAC-SHA1 over the whole packet).
+        let payloadBytes = payload, packetBytes = 12 + payload
+        let floor: Double? = switch profile {
+        case .aeadAes128Gcm: Self.opensslNs("aes-128-gcm", bytes: payloadBytes)
+        case .aeadAes256Gcm: Self.opensslNs("aes-256-gcm", bytes: payloadBytes)
+        case .aes128CmSha1_80, .aes128CmSha1_32:
+            Self.opensslNs("aes-128-ctr", bytes: payloadBytes).flatMap { ctr in Self.opensslNs("sha1", bytes: packetBytes + 4).map { ctr + $0 } }
+        }
+        let ours = median(protectNs) - median(serializeNs)
+        inMemory.append("\(profile.openSSLName.padding(25)) serialize \(Int(median(serializeNs))) ns, serialize + protect "
+                        + "\(Int(median(protectNs))) ns: SRTP \(Int(ours)) ns a packet; openssl speed \(floor.map { "\(Int($0)) ns" } ?? "?") "
+                        + "(\(floor.map { String(format2: ours / $0) + "x" } ?? "?"))")
         func k(_ value: Double) -> String { String(format1: value / 1000) + "k" }
         print("\(profile.openSSLName.padding(25)) \(k(median(sendRates)).padding(16)) \(k(median(plainRates)).padding(18)) "
               + "\((String(format2: median(sendRates) / median(plainRates)) + "x").padding(7)) \(k(median(serializedRates)).padding(19)) "
