@@ -8,7 +8,7 @@ import RTCServer
 import Signaling
 
 /// Shared by the end-to-end test targets (EngineTests, ScreenShareUserTests, CLITests); not a product.
-/// Re-exports TestKit (eventually, runTool, temporaryDirectory, testToken).
+/// Re-exports TestKit (eventually, ChildProcess and runTool, MediaProbe and PSNRMeasurement, temporaryDirectory, testToken).
 ///
 /// An embedded server on loopback with ephemeral ports, and helpers to make engines join it.
 public final class TestServer: @unchecked Sendable {

@@ -91,22 +91,13 @@ struct CLITests {
 struct ServerCommandTests {
     @Test("server --dev prints its addresses, a secret, a token and the web page's URL, serves /healthz, the web client and dev tokens, and stops cleanly on SIGTERM")
     func devServer() async throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: cliPath)
-        process.arguments = ["server", "--dev", "--port", "0", "--udp-port", "0"]
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
-        var text = ""
-        let deadline = Date().addingTimeInterval(15)
-        while !(text.contains("web client:") && text.hasSuffix("\n")), Date() < deadline {
-            let chunk = out.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            text += String(decoding: chunk, as: UTF8.self)
+        let process = try ChildProcess([cliPath, "server", "--dev", "--port", "0", "--udp-port", "0"])
+        defer { process.stop() }
+        _ = await eventually(15) {
+            let text = process.outputText
+            return (text.contains("web client:") && text.hasSuffix("\n")) || !process.isRunning
         }
-        let lines = text.split(separator: "\n").map(String.init)
+        let lines = process.output
         let ws = try #require(lines.first { $0.hasPrefix("signaling: ws://127.0.0.1:") })
         let port = try #require(Int(ws.split(separator: "/")[1].split(separator: ":")[1]))
         #expect(lines.contains { $0.hasPrefix("dev secret: ") })
@@ -121,11 +112,10 @@ struct ServerCommandTests {
         let token = try rawGet(port: port, path: "/dev-token?channel=c&uid=u")
         #expect(token.contains("200 OK") && token.components(separatedBy: "\r\n\r\n").last?.split(separator: ".").count == 3, "\(token)")
         #expect(try rawGet(port: port, path: "/../Package.swift").contains("404"))
-        process.terminate()  // SIGTERM
-        let stop = Date().addingTimeInterval(10)
-        while process.isRunning && Date() < stop { try await Task.sleep(nanoseconds: 20_000_000) }
-        #expect(!process.isRunning && process.terminationStatus == 0)
-        let log = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.signal(SIGTERM)
+        let status = await process.wait(10)
+        #expect(!process.isRunning && status == 0)
+        let log = process.errorText
         #expect(log.contains("shutting down"))
     }
 
@@ -169,14 +159,12 @@ struct BotCommandTests {
         #expect(result.out.contains("packets the server forwarded to 1001 from its own share 1001_sub: 0"))
         for (file, codec) in [("1001-camera.ivf", "vp8"), ("1001_sub-screen.ivf", "vp8"), ("1001-microphone.wav", "pcm_s16le"),
                               ("1001.webm", "vp8"), ("1001_sub-screen.webm", "vp8")] {
-            let probe = try runTool(["ffprobe", "-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames",
-                                     "-of", "default=noprint_wrappers=1", "\(out)/\(file)"])
-            let text = probe.out
+            let probe = try MediaProbe("\(out)/\(file)")
             #expect(probe.status == 0, "ffprobe \(file)")
-            #expect(text.contains("codec_name=\(codec)"), "\(file): \(text)")
-            let frames = text.split(separator: "\n").first { $0.hasPrefix("nb_read_frames=") }.flatMap { Int($0.dropFirst(15)) } ?? 0
+            #expect(probe.codecs.contains(codec), "\(file): \(probe.codecs)")
+            let frames = probe.first?.frames ?? 0
             #expect(frames > 20, "\(file) has \(frames) frames")
-            if file == "1001.webm" { #expect(text.contains("codec_name=opus"), "the host's WebM has no audio: \(text)") }
+            if file == "1001.webm" { #expect(probe.codecs.contains("opus"), "the host's WebM has no audio: \(probe.codecs)") }
         }
     }
 
@@ -220,31 +208,17 @@ struct BotCommandTests {
         let clip = "\(dir)/screen-1080p.y4m"
         let made = try cli(["pattern", "--output", clip, "--size", "1920x1080", "--frames", "10", "--fps", "15", "--kind", "screen"])
         #expect(made.status == 0, "\(made.err)")
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: cliPath)
-        server.arguments = ["server", "--port", "0", "--udp-port", "0", "--secret", "s", "--log-level", "error"]
-        let serverOut = Pipe()
-        server.standardOutput = serverOut
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        defer { if server.isRunning { server.terminate(); server.waitUntilExit() } }
-        var text = ""
-        let deadline = Date().addingTimeInterval(15)
-        while !text.contains("/rtc"), Date() < deadline {
-            let chunk = serverOut.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            text += String(decoding: chunk, as: UTF8.self)
-        }
+        let server = try ChildProcess([cliPath, "server", "--port", "0", "--udp-port", "0", "--secret", "s", "--log-level", "error"],
+                                      errors: .discarded)
+        defer { server.stop() }
+        _ = await eventually(15) { server.outputText.contains("/rtc") || !server.isRunning }
+        let text = server.outputText
         let url = try #require(text.split(whereSeparator: { $0 == " " || $0 == "\n" }).first { $0.hasPrefix("ws://") }.map(String.init))
         // The share's owner: the server takes a share only while its host is in the channel.
-        let host = Process()
-        host.executableURL = URL(fileURLWithPath: cliPath)
-        host.arguments = ["join", "--server", url, "--channel", "ScreenShare", "--uid", "1001", "--secret", "s", "--video", "none",
-                          "--audio", "none", "--no-subscribe", "--quiet", "--duration", "30"]
-        host.standardOutput = FileHandle.nullDevice
-        host.standardError = FileHandle.nullDevice
-        try host.run()
-        defer { if host.isRunning { host.terminate(); host.waitUntilExit() } }
+        let host = try ChildProcess([cliPath, "join", "--server", url, "--channel", "ScreenShare", "--uid", "1001", "--secret", "s",
+                                     "--video", "none", "--audio", "none", "--no-subscribe", "--quiet", "--duration", "30"],
+                                    output: .discarded, errors: .discarded)
+        defer { host.stop() }
         let result = try cli(["join", "--server", url, "--channel", "ScreenShare", "--uid", "1001_sub", "--secret", "s",
                               "--source", clip, "--duration", "3"])
         #expect(result.status == 0, "\(result.err)")

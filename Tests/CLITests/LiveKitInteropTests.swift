@@ -156,14 +156,13 @@ struct LiveKitInteropTests {
         // The LiveKit participant's camera, recorded by the Swift bot: a WebM with its video.
         let webms = (FileManager.default.enumerator(atPath: dir + "/rec")?.allObjects as? [String] ?? []).filter { $0.hasSuffix(".webm") && $0.contains("lk-viewer") }
         let webm = try #require(webms.first.map { dir + "/rec/" + $0 }, "no WebM of lk-viewer in \(dir)/rec")
-        let probe = try runTool(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries", "stream=codec_name,width,height,nb_read_frames",
-                                 "-of", "csv=p=0", webm])
-        let fields = probe.out.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",").map(String.init)
+        let probe = try MediaProbe(webm, select: "v:0")
+        let video = probe.first
         // libwebrtc may start (and record) it below 640x360 while its estimate ramps up: 16:9 at least 160 wide.
-        let (width, height) = (fields.count == 4 ? Int(fields[1]) ?? 0 : 0, fields.count == 4 ? Int(fields[2]) ?? 0 : 0)
-        #expect(fields.count == 4 && fields[0] == "vp8" && width >= 160 && width <= 640 && abs(width * 9 - height * 16) <= 16 * 4
-                && (Int(fields[3]) ?? 0) >= 60, "ffprobe: \(probe.out) \(probe.err)")
-        print("LiveKit publisher recorded by a Swift bot: \(probe.out.trimmingCharacters(in: .whitespacesAndNewlines))")
+        let (width, height) = (video?.width ?? 0, video?.height ?? 0)
+        #expect(video?.codec == "vp8" && width >= 160 && width <= 640 && abs(width * 9 - height * 16) <= 16 * 4
+                && (video?.frames ?? 0) >= 60, "ffprobe: \(video?.fields ?? [:]) \(probe.errors)")
+        print("LiveKit publisher recorded by a Swift bot: \(video?.codec ?? "?") \(video?.size ?? "?") \(video?.frames ?? 0) frames")
     }
 
     @Test("a cluster: a LiveKit participant reaching node B is relayed to the room's node A, where a LiveKit publisher and a Swift bot are; media and data both ways",

@@ -11,29 +11,19 @@ import Glibc
 @Suite("rtc-cli loadtest", .serialized)
 struct LoadTestTests {
     /// `rtc-cli server` on free ports with `extra`; returns the process and its signaling URL.
-    func startServer(_ extra: [String] = []) throws -> (Process, String, String) {
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: cliPath)
-        server.arguments = ["server", "--port", "0", "--udp-port", "0", "--secret", "s", "--log-level", "error"] + extra
-        let serverOut = Pipe()
-        server.standardOutput = serverOut
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        var text = ""
-        let deadline = Date().addingTimeInterval(15)
-        while !text.contains("web client") && !text.contains("media threads"), Date() < deadline {
-            let chunk = serverOut.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            text += String(decoding: chunk, as: UTF8.self)
-        }
+    func startServer(_ extra: [String] = []) async throws -> (ChildProcess, String, String) {
+        let server = try ChildProcess([cliPath, "server", "--port", "0", "--udp-port", "0", "--secret", "s", "--log-level", "error"] + extra,
+                                      errors: .discarded)
+        _ = await eventually(15) { server.outputText.contains("web client") || server.outputText.contains("media threads") || !server.isRunning }
+        let text = server.outputText
         let url = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).first { $0.hasPrefix("ws://") }.map(String.init) ?? ""
         return (server, url, text)
     }
 
     @Test("2 rooms × (1 publisher + 2 subscribers) on a 2-thread server: all join, ≥ 80 % of frames counted, loss < 1 %, server figures from /metrics")
     func twoRooms() async throws {
-        let (server, url, text) = try startServer(["--media-threads", "2"])
-        defer { if server.isRunning { server.terminate(); server.waitUntilExit() } }
+        let (server, url, text) = try await startServer(["--media-threads", "2"])
+        defer { server.stop() }
         #expect(text.contains("media threads: 2"), "\(text)")
         let result = try cli(["loadtest", "--server", url, "--secret", "s", "--rooms", "2", "--publishers", "1", "--subscribers", "2",
                               "--duration", "3", "--video-size", "640x360", "--fps", "15"])
@@ -51,8 +41,8 @@ struct LoadTestTests {
 
     @Test("--receivers discard: once every subscriber receives, its socket goes to rtc-relay hole; the server keeps forwarding and its figures are reported")
     func discardingReceivers() async throws {
-        let (server, url, _) = try startServer(["--media-threads", "1"])
-        defer { if server.isRunning { server.terminate(); server.waitUntilExit() } }
+        let (server, url, _) = try await startServer(["--media-threads", "1"])
+        defer { server.stop() }
         let result = try cli(["loadtest", "--server", url, "--secret", "s", "--rooms", "1", "--publishers", "1", "--subscribers", "3",
                               "--duration", "2", "--video-size", "640x360", "--fps", "15", "--bind", "127.0.0.1", "--receivers", "discard"])
         #expect(result.status == 0, "\(result.out)\n\(result.err)")

@@ -37,34 +37,22 @@ struct BrowserTests {
     }
 
     /// `rtc-cli join` as a background bot; its output goes to a file in `dir`.
-    func bot(_ server: TestServer, channel: String, uid: String, _ extra: [String]) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: cliPath)
-        process.arguments = ["join", "--server", server.url, "--channel", channel, "--uid", uid, "--secret", TestServer.secret, "--quiet"] + extra
+    func bot(_ server: TestServer, channel: String, uid: String, _ extra: [String]) throws -> ChildProcess {
         let log = "\(dir)/\(channel)-\(uid).log"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        return process
+        return try ChildProcess([cliPath, "join", "--server", server.url, "--channel", channel, "--uid", uid, "--secret", TestServer.secret,
+                                 "--quiet"] + extra, output: .file(log), errors: .file(log))
     }
 
-    /// Stops a bot as an operator would (SIGTERM: it leaves and closes its recordings) and waits.
-    func stop(_ process: Process) {
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
+    /// Stops a bot as an operator would (SIGTERM: it leaves and closes its recordings) and waits
+    /// (SIGKILL after 30 s).
+    func stop(_ process: ChildProcess) {
+        process.stop(grace: 30)
     }
 
-    /// ffprobe's decoded frames, size and codecs of a file's streams.
+    /// ffprobe's decoded frames (of the first stream), size and codecs of a file's streams.
     func probe(_ path: String) throws -> (videoFrames: Int, size: String, codecs: [String]) {
-        let run = try runTool(["ffprobe", "-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames,width,height",
-                               "-of", "default=noprint_wrappers=1", path])
-        let fields = run.out.split(separator: "\n").map { $0.split(separator: "=", maxSplits: 1).map(String.init) }
-        let codecs = fields.filter { $0.first == "codec_name" }.compactMap { $0.last }
-        let frames = fields.first { $0.first == "nb_read_frames" }.flatMap { Int($0.last ?? "") } ?? 0
-        let width = fields.first { $0.first == "width" }?.last ?? "?", height = fields.first { $0.first == "height" }?.last ?? "?"
-        return (frames, "\(width)x\(height)", codecs)
+        let probe = try MediaProbe(path)
+        return (probe.first?.frames ?? 0, probe.video?.size ?? "?x?", probe.codecs)
     }
 
     func page(_ server: TestServer, _ query: String) -> String { "\(server.httpURL)/?\(query)" }

@@ -80,15 +80,16 @@ struct EngineMediaTests {
         #expect(await viewerEvents.wait { if case .remoteTrackPublished(let info) = $0, info.kind == .video { true } else { nil } } == true)
         #expect(await eventually { await viewer.subscriberTransportState() == .connected })
         let reader = try Y4MReader(path: source)
-        let start = MediaClock.monotonicUs()
-        var index = 0
-        while var frame = try reader.readFrame() {
-            frame.timestampUs = start + Int64(index) * 66_667
-            host.pushVideoFrame(frame)
-            index += 1
-            let wait = start + Int64(index) * 66_667 - MediaClock.monotonicUs()
-            if wait > 0 { try await Task.sleep(for: .microseconds(wait)) }
-        }
+        let failure = NIOLockedValueBox<String?>(nil)
+        // Paced on a thread of its own, stamped index × 66.7 ms from the first frame.
+        let pushing = PacedSource(frames: frameCount, fps: 15, frame: { _ in
+            do { return try reader.readFrame() } catch {
+                failure.withLockedValue { $0 = "\(error)" }
+                return nil
+            }
+        }, push: { _ = host.pushVideoFrame($0) })
+        await pushing.finished()
+        #expect(failure.withLockedValue { $0 } == nil, "reading the clip: \(failure.withLockedValue { $0 } ?? "")")
         try await Task.sleep(for: .milliseconds(600))
         await host.leave()
         await viewer.leave()
@@ -96,16 +97,15 @@ struct EngineMediaTests {
         let files = recorder.finish()
         let ivf = try #require(files.first { $0.path.hasSuffix(".ivf") }?.path)
 
-        let probe = try runTool(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
-                                 "stream=codec_name,width,height,nb_read_frames", "-of", "default=noprint_wrappers=1", ivf])
-        #expect(probe.status == 0, "\(probe.err)")
-        #expect(probe.out.contains("codec_name=vp8") && probe.out.contains("width=640") && probe.out.contains("height=360"))
-        let decoded = probe.out.split(separator: "\n").first { $0.hasPrefix("nb_read_frames=") }.flatMap { Int($0.dropFirst(15)) } ?? 0
+        let probe = try MediaProbe(ivf, select: "v:0")
+        #expect(probe.status == 0, "\(probe.errors)")
+        let video = probe.first
+        #expect(video?.codec == "vp8" && video?.width == 640 && video?.height == 360)
+        let decoded = video?.frames ?? 0
         #expect(Double(decoded) >= 0.95 * Double(frameCount), "ffmpeg decoded \(decoded) of \(frameCount) frames")
-        let psnr = try runTool(["ffmpeg", "-hide_banner", "-nostats", "-i", ivf, "-i", source, "-lavfi", "[0:v][1:v]psnr", "-f", "null", "-"])
-        #expect(psnr.status == 0, "\(psnr.err)")
-        let average = psnr.err.range(of: "average:").map { psnr.err[$0.upperBound...].prefix { $0 == "." || $0.isNumber } }.flatMap { Double($0) }
-        let value = try #require(average, "no PSNR in ffmpeg's output: \(psnr.err.suffix(400))")
+        let psnr = try PSNRMeasurement(ivf, reference: source, pairing: .timestamps(shortest: false))
+        #expect(psnr.status == 0, "\(psnr.errors)")
+        let value = try #require(psnr.average, "no PSNR in ffmpeg's output: \(psnr.errors.suffix(400))")
         #expect(value >= 30, "PSNR \(value) dB")
     }
 
@@ -239,16 +239,10 @@ struct EngineMediaTests {
         let viewer = server.engine()
         let viewerEvents = EventLog(viewer)
         try await viewer.join(token: testToken(uid: "2001", channel: "kill"), channel: "kill", uid: "2001")
-        let bot = Process()
-        bot.executableURL = URL(fileURLWithPath: cliPath)
-        bot.arguments = ["join", "--server", server.url, "--channel", "kill", "--uid", "3001", "--token", testToken(uid: "3001", channel: "kill"),
-                         "--quiet", "--size", "160x120"]
-        bot.standardOutput = FileHandle.nullDevice
-        bot.standardError = FileHandle.nullDevice
-        try bot.run()
-        defer { if bot.isRunning { kill(bot.processIdentifier, SIGKILL) } }
+        let bot = try ChildProcess([cliPath, "join", "--server", server.url, "--channel", "kill", "--uid", "3001", "--token",
+                                    testToken(uid: "3001", channel: "kill"), "--quiet", "--size", "160x120"], output: .discarded, errors: .discarded)
         #expect(await viewerEvents.wait(20) { if case .userJoined(let uid) = $0 { uid } else { nil } } == "3001")
-        kill(bot.processIdentifier, SIGKILL)
+        bot.signal(SIGKILL)
         let killedAt = Date()
         let offline = await viewerEvents.wait(Double(resumeWindow + 5)) {
             if case .userOffline(let uid, let reason) = $0 { (uid, reason) } else { nil }

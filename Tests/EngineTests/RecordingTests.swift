@@ -22,24 +22,13 @@ struct RecordingTests {
     /// Pushes `count` frames of the camera pattern at 15 fps (frame i at i/15 s); `pushed` counts them.
     func push(_ engine: RTCEngine, count: Int, pushed: NIOLockedValueBox<Int>? = nil) async throws {
         let generator = try PatternGenerator(kind: .camera, size: Self.size, frameRate: FrameRate(15))
-        let start = MediaClock.monotonicUs()
-        for index in 0..<count {
-            var frame = generator.frame(at: index)
-            frame.timestampUs = start + Int64(index) * 66_667
-            engine.pushVideoFrame(frame)
+        // Paced on a thread of its own, each frame stamped index × 66.7 ms from the first; a
+        // cancelled task stops it.
+        let source = PacedSource(frames: count, fps: 15, frame: { generator.frame(at: $0) }, push: { frame in
+            _ = engine.pushVideoFrame(frame)
             pushed?.withLockedValue { $0 += 1 }
-            let wait = start + Int64(index + 1) * 66_667 - MediaClock.monotonicUs()
-            if wait > 0 { try await Task.sleep(for: .microseconds(wait)) }
-        }
-    }
-
-    /// ffprobe's decoded frame count of a file's first stream, or nil with its error output.
-    func probeFrames(_ path: String) throws -> (frames: Int?, err: String) {
-        let probe = try runTool(["ffprobe", "-v", "error", "-count_frames", "-show_entries", "stream=nb_read_frames",
-                                 "-of", "default=noprint_wrappers=1:nokey=1", path])
-        let frames = probe.status == 0 && probe.err.isEmpty
-            ? Int(probe.out.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").first ?? "") : nil
-        return (frames, probe.err)
+        })
+        await withTaskCancellationHandler { await source.finished() } onCancel: { source.stop() }
     }
 
     /// Walks an IVF's frame headers: the frames it holds and whether the file ends exactly after
@@ -62,16 +51,6 @@ struct RecordingTests {
         let data = try Data(contentsOf: URL(fileURLWithPath: "\(dir)/manifest.json"))
         let root = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         return try #require(root["files"] as? [[String: Any]])
-    }
-
-    /// Average PSNR of a recording against the source clip (ffmpeg's psnr filter, timestamps aligned;
-    /// `byIndex` pairs the n-th frames instead, for a container whose millisecond timestamps fall
-    /// just before the source's 1/15 s ones).
-    func psnr(_ recording: String, _ source: String, byIndex: Bool = false) throws -> Double? {
-        let graph = byIndex ? "[0:v]settb=1/15,setpts=N[r];[1:v]settb=1/15,setpts=N[s];[r][s]psnr=shortest=1" : "[0:v][1:v]psnr=shortest=1"
-        let run = try runTool(["ffmpeg", "-hide_banner", "-nostats", "-i", recording, "-i", source,
-                               "-lavfi", graph, "-f", "null", "-"])
-        return run.err.range(of: "average:").map { run.err[$0.upperBound...].prefix { $0 == "." || $0.isNumber } }.flatMap { Double($0) }
     }
 
     @Test("a publisher that leaves and joins again is recorded as two segments (IVF and WebM), nothing overwritten, both listed as left")
@@ -114,10 +93,11 @@ struct RecordingTests {
         let webms = all.filter { $0.format == .webm }.sorted { $0.segment < $1.segment }
         #expect(webms.map(\.ended) == [.left, .stopped] || webms.map(\.ended) == [.left, .left], "\(webms.map(\.ended))")
         for (index, file) in webms.enumerated() {
-            let probe = try probeFrames(file.path)
-            let frames = try #require(probe.frames, "ffprobe failed on \(file.name): \(probe.err)")
+            let probe = try MediaProbe(file.path)
+            let frames = try #require(probe.frames, "ffprobe failed on \(file.name): \(probe.errors)")
             #expect(frames == file.frames && frames >= (index == 0 ? 80 : 38), "\(file.name): ffprobe \(frames), recorder \(file.frames)")
-            let quality = try #require(try psnr(file.path, source, byIndex: true), "no PSNR for \(file.name)")
+            let quality = try #require(try PSNRMeasurement(file.path, reference: source, pairing: .index(fps: 15)).average,
+                                       "no PSNR for \(file.name)")
             #expect(quality >= 30, "\(file.name): PSNR \(quality) dB")
             print("republish: \(file.name) \(frames) of \(sessions[index]) frames pushed, PSNR \(quality) dB, ended \(file.ended?.rawValue ?? "-")")
         }
@@ -129,14 +109,14 @@ struct RecordingTests {
         #expect(entries.allSatisfy { ($0["firstArrivalMs"] as? Int64 ?? 0) > 1_600_000_000_000 })
         var total = 0
         for (index, file) in files.enumerated() {
-            let probe = try probeFrames(file.path)
-            let frames = try #require(probe.frames, "ffprobe failed on \(file.name): \(probe.err)")
+            let probe = try MediaProbe(file.path)
+            let frames = try #require(probe.frames, "ffprobe failed on \(file.name): \(probe.errors)")
             #expect(frames == file.frames, "\(file.name): ffprobe \(frames), recorder \(file.frames)")
             #expect(entries[index]["frames"] as? Int == file.frames)
             let minimum = index == 0 ? 80 : 38
             #expect(frames >= minimum, "\(file.name): \(frames) of \(sessions[index]) frames")
             total += frames
-            let quality = try #require(try psnr(file.path, source), "no PSNR for \(file.name)")
+            let quality = try #require(try PSNRMeasurement(file.path, reference: source).average, "no PSNR for \(file.name)")
             #expect(quality >= 30, "\(file.name): PSNR \(quality) dB")
             print("republish: \(file.name) \(frames) of \(sessions[index]) frames pushed, PSNR \(quality) dB, ended \(file.ended?.rawValue ?? "-")")
         }
@@ -230,7 +210,7 @@ struct RecordingTests {
             let decode = try runTool(["ffmpeg", "-hide_banner", "-nostats", "-v", "error", "-i", file.path, "-enc_time_base", "-1", "-f", "null", "-"])
             #expect(decode.err.isEmpty, "decoding the WebM: \(decode.err)")
         }
-        let probe = try probeFrames(file.path)
+        let probe = try MediaProbe(file.path)
         #expect(probe.frames == file.frames, "ffprobe: \(probe)")
         #expect(file.frames > 10)
     }
@@ -245,23 +225,18 @@ struct RecordingTests {
         try await host.enableAudio()
         host.setAudioProcessing(enabled: false)
         try await host.join(token: testToken(uid: "1001", channel: "kill"), channel: "kill", uid: "1001")
-        let bot = Process()
-        bot.executableURL = URL(fileURLWithPath: cliPath)
-        bot.arguments = ["join", "--server", server.url, "--channel", "kill", "--uid", "2001", "--token", testToken(uid: "2001", channel: "kill"),
-                         "--video", "none", "--audio", "none", "--quiet", "--record", dir, "--record-format", "both"]
-        bot.standardOutput = FileHandle.nullDevice
-        bot.standardError = FileHandle.nullDevice
-        try bot.run()
-        defer { if bot.isRunning { kill(bot.processIdentifier, SIGKILL) } }
+        let bot = try ChildProcess([cliPath, "join", "--server", server.url, "--channel", "kill", "--uid", "2001", "--token",
+                                    testToken(uid: "2001", channel: "kill"), "--video", "none", "--audio", "none", "--quiet", "--record", dir,
+                                    "--record-format", "both"], output: .discarded, errors: .discarded)
         #expect(await hostEvents.wait(20) { if case .userJoined(let uid) = $0 { uid } else { nil } } == "2001")
         try await Task.sleep(for: .milliseconds(1000))  // the bot's subscription is set up
         let pushed = NIOLockedValueBox(0)
         let tone = pushTone(host)
         let video = Task { try await push(host, count: 15 * 10, pushed: pushed) }
         try await Task.sleep(for: .milliseconds(6000))
-        kill(bot.processIdentifier, SIGKILL)
+        bot.signal(SIGKILL)
         let sent = pushed.withLockedValue { $0 }
-        bot.waitUntilExit()
+        _ = await bot.wait(30)
         video.cancel()
         tone.cancel()
         await host.leave()
@@ -271,23 +246,20 @@ struct RecordingTests {
         let layout = try ivfLayout(ivf)
         #expect(layout.exact, "the IVF ends inside a frame")
         #expect(Double(layout.frames) >= 0.8 * Double(sent), "kept \(layout.frames) of \(sent) frames sent before the kill")
-        let probe = try probeFrames(ivf)
+        let probe = try MediaProbe(ivf)
         #expect(probe.frames == layout.frames, "ffprobe: \(probe)")
-        let audio = try probeFrames(wav)
-        #expect(audio.frames != nil, "ffprobe on the WAV: \(audio.err)")
+        let audio = try MediaProbe(wav)
+        #expect(audio.frames != nil, "ffprobe on the WAV: \(audio.errors)")
         let webm = "\(dir)/1001.webm"
-        let muxed = try runTool(["ffprobe", "-v", "error", "-select_streams", "v:0", "-count_frames", "-show_entries", "stream=nb_read_frames",
-                                 "-of", "default=noprint_wrappers=1:nokey=1", webm])
-        let muxedAudio = try runTool(["ffprobe", "-v", "error", "-select_streams", "a:0", "-count_packets", "-show_entries", "stream=nb_read_packets",
-                                      "-of", "default=noprint_wrappers=1:nokey=1", webm])
-        #expect(muxed.err.isEmpty && muxedAudio.err.isEmpty, "ffprobe on the WebM: \(muxed.err) \(muxedAudio.err)")
-        let webmFrames = Int(muxed.out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        let muxed = try MediaProbe(webm, select: "v:0"), muxedAudio = try MediaProbe(webm, select: "a:0", count: .packets)
+        #expect(muxed.errors.isEmpty && muxedAudio.errors.isEmpty, "ffprobe on the WebM: \(muxed.errors) \(muxedAudio.errors)")
+        let webmFrames = muxed.first?.frames ?? 0
         #expect(Double(webmFrames) >= 0.8 * Double(sent), "the WebM kept \(webmFrames) of \(sent) frames sent before the kill")
         let decode = try runTool(["ffmpeg", "-hide_banner", "-nostats", "-v", "error", "-i", webm, "-enc_time_base", "-1", "-f", "null", "-"])
         #expect(decode.err.isEmpty, "decoding the WebM: \(decode.err)")
         let entries = try manifest(dir)
         #expect(Set(entries.compactMap { $0["path"] as? String }) == ["1001-camera.ivf", "1001-microphone.wav", "1001.webm"])
         print("SIGKILL: IVF kept \(layout.frames) of \(sent) frames sent (header declares \(layout.declared)); WAV \(audio.frames ?? 0) audio frames; "
-            + "WebM \(webmFrames) frames and \(muxedAudio.out.trimmingCharacters(in: .whitespacesAndNewlines)) Opus packets")
+            + "WebM \(webmFrames) frames and \(muxedAudio.first?.packets.map(String.init) ?? "") Opus packets")
     }
 }

@@ -30,13 +30,8 @@ struct WebMRecordingTests {
 
     /// ffprobe's decoded frame count per stream type, and its error output.
     func probe(_ path: String) throws -> (video: Int?, audio: Int?, err: String) {
-        func count(_ stream: String) throws -> (Int?, String) {
-            let run = try runTool(["ffprobe", "-v", "error", "-select_streams", stream, "-count_frames", "-show_entries", "stream=nb_read_frames",
-                                   "-of", "default=noprint_wrappers=1:nokey=1", path])
-            return (Int(run.out.trimmingCharacters(in: .whitespacesAndNewlines)), run.err)
-        }
-        let (video, videoErr) = try count("v:0"), (audio, audioErr) = try count("a:0")
-        return (video, audio, videoErr + audioErr)
+        let video = try MediaProbe(path, select: "v:0"), audio = try MediaProbe(path, select: "a:0")
+        return (video.first?.frames, audio.first?.frames, video.errors + audio.errors)
     }
 
     /// Errors ffmpeg reports while decoding every frame of `path`. The output keeps the input's time

@@ -7,50 +7,6 @@ import RTCTransport
 import TestKit
 import Testing
 
-/// A child process whose stdout is read line by line on a background thread.
-final class LineProcess: Sendable {
-    let process = Process()
-    private let input = Pipe()
-    private let output = Pipe()
-    let lines = NIOLockedValueBox<[String]>([])
-
-    init(_ arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        process.standardInput = input
-        process.standardOutput = output
-        // The peer's log goes to a file next to the temporary directory, for when the test fails.
-        let log = NSTemporaryDirectory() + "rtc-interop-peer.log"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        process.standardError = FileHandle(forWritingAtPath: log)
-        try process.run()
-        let handle = output.fileHandleForReading
-        let lines = self.lines
-        Thread.detachNewThread {
-            var pending = Data()
-            while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                pending.append(chunk)
-                while let newline = pending.firstIndex(of: 0x0A) {
-                    let line = String(decoding: pending[..<newline], as: UTF8.self)
-                    pending.removeSubrange(...newline)
-                    lines.withLockedValue { $0.append(line) }
-                }
-            }
-        }
-    }
-
-    func send(_ line: String) { input.fileHandleForWriting.write(Data((line + "\n").utf8)) }
-
-    func line(_ index: Int, timeout: Double) async throws -> String? {
-        _ = await eventually(timeout) { self.lines.withLockedValue { $0.count } > index }
-        return lines.withLockedValue { $0.count > index ? $0[index] : nil }
-    }
-
-    func stop() { if process.isRunning { process.terminate() } }
-}
-
 @Suite("Interop with aiortc (an independent WebRTC stack)", .serialized)
 struct AiortcInteropTests {
     @Test("aiortc answers our offer; ICE, DTLS-SRTP complete; each side decodes the other's VP8")
@@ -74,10 +30,11 @@ struct AiortcInteropTests {
 
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("scripts/aiortc_peer.py").path
-        let peer = try LineProcess(["python3", script, "30"])
+        // The peer's log goes to a file in the temporary directory, for when the test fails.
+        let peer = try ChildProcess(["python3", script, "30"], errors: .file(NSTemporaryDirectory() + "rtc-interop-peer.log"), input: .pipe)
         defer { peer.stop() }
         peer.send(String(decoding: try JSONSerialization.data(withJSONObject: ["sdp": offer]), as: UTF8.self))
-        let answerLine = try #require(try await peer.line(0, timeout: 20), "aiortc gave no answer (is aiortc installed? `make test` installs it)")
+        let answerLine = try #require(await peer.line(0, within: 20), "aiortc gave no answer (is aiortc installed? `make test` installs it)")
         let answerJSON = try JSONSerialization.jsonObject(with: Data(answerLine.utf8)) as? [String: Any]
         let answer = try SessionDescription(parsing: try #require(answerJSON?["sdp"] as? String))
         let video = try #require(answer.media.first)
@@ -142,7 +99,7 @@ struct AiortcInteropTests {
             try await Task.sleep(nanoseconds: 33_000_000)
         }
         peer.send("done")
-        let resultLine = try #require(try await peer.line(1, timeout: 15))
+        let resultLine = try #require(await peer.line(1, within: 15))
         let result = try JSONSerialization.jsonObject(with: Data(resultLine.utf8)) as? [String: Any]
         let framesAtAiortc = result?["framesReceived"] as? Int ?? 0
         #expect(framesAtAiortc >= 45, "aiortc decoded \(framesAtAiortc) of our 90 frames; \(resultLine)")

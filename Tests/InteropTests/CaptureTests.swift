@@ -18,7 +18,7 @@ struct CaptureTests {
         defer { try? FileManager.default.removeItem(atPath: pcap) }
 
         // Capture on loopback, only this port, until stopped.
-        let tshark = try LineProcess(["tshark", "-i", "lo", "-f", "udp port \(port)", "-w", pcap, "-q"])
+        let tshark = try ChildProcess(["tshark", "-i", "lo", "-f", "udp port \(port)", "-w", pcap, "-q"])
         defer { tshark.stop() }
         // tshark's capture child (dumpcap) outlived a terminated tshark after every suite run: end
         // both by their command line, which names this test's port alone.
@@ -42,18 +42,17 @@ struct CaptureTests {
         }
         #expect(await eventually(10) { received.withLockedValue { $0 } == 200 })
         try await Task.sleep(nanoseconds: 500_000_000)
-        // SIGTERM: the test runner's children may inherit an ignored SIGINT. tshark stops cleanly on either.
-        tshark.process.terminate()
-        _ = await eventually(10) { !tshark.process.isRunning }
+        // SIGTERM: tshark stops cleanly, its file complete.
+        tshark.signal(SIGTERM)
+        _ = await tshark.wait(10)
 
         let captured = [UInt8](try Data(contentsOf: URL(fileURLWithPath: pcap)))
         #expect(captured.count > 200 * pattern.count, "capture of \(captured.count) bytes is too small")
         #expect(!captured.contains(subsequence: pattern), "the plaintext payload appears on the wire")
         // tshark itself sees the RTP (decoded as such) with our SSRC: the capture is of the real traffic.
-        let fields = try LineProcess(["tshark", "-r", pcap, "-d", "udp.port==\(port),rtp", "-T", "fields", "-e", "rtp.ssrc"])
-        _ = await eventually(20) { !fields.process.isRunning }
-        try await Task.sleep(nanoseconds: 200_000_000)
-        let ssrcs = fields.lines.withLockedValue { $0 }.filter { $0 == "0xfaceb00c" }
+        let fields = try ChildProcess(["tshark", "-r", pcap, "-d", "udp.port==\(port),rtp", "-T", "fields", "-e", "rtp.ssrc"])
+        _ = await fields.wait(20)
+        let ssrcs = fields.output.filter { $0 == "0xfaceb00c" }
         #expect(ssrcs.count >= 200, "tshark decoded \(ssrcs.count) RTP packets with our SSRC")
         await client.close()
         await server.close()

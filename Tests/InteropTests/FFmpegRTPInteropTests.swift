@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import RTCCore
 import RTCTransport
+import TestKit
 import Testing
 
 #if canImport(Glibc)
@@ -72,19 +73,16 @@ final class LoopbackSender {
     }
 }
 
-/// Runs ffmpeg reading RTP described by `sdp`, feeds it with `send`, then stops it with SIGINT.
+/// Runs ffmpeg reading RTP described by `sdp`, feeds it with `send`, then ends the stream with an RTCP BYE
+/// (SIGTERM if ffmpeg does not end by itself) and returns its status.
 func receiveWithFFmpeg(sdp: String, port: UInt16, outputArguments: [String], send: () throws -> Void) throws -> Int32 {
     let dir = NSTemporaryDirectory() + "rtc-interop-" + UUID().uuidString
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: dir) }
     let sdpPath = dir + "/stream.sdp"
     try sdp.write(toFile: sdpPath, atomically: true, encoding: .utf8)
-    let ffmpeg = Process()
-    ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    ffmpeg.arguments = ["ffmpeg", "-nostdin", "-v", "error", "-y", "-protocol_whitelist", "file,udp,rtp",
-                        "-i", sdpPath] + outputArguments
-    ffmpeg.standardError = FileHandle.nullDevice
-    try ffmpeg.run()
+    let ffmpeg = try ChildProcess(["ffmpeg", "-nostdin", "-v", "error", "-y", "-protocol_whitelist", "file,udp,rtp", "-i", sdpPath] + outputArguments,
+                                  errors: .discarded)
     // Generous: with the whole suite running on two cores ffmpeg can take seconds to start.
     let deadline = Date().addingTimeInterval(30)
     while !LoopbackSender.isBound(port) && Date() < deadline && ffmpeg.isRunning { usleep(20_000) }
@@ -101,9 +99,8 @@ func receiveWithFFmpeg(sdp: String, port: UInt16, outputArguments: [String], sen
         rtcp.send(bye)
         usleep(100_000)
     }
-    if ffmpeg.isRunning { ffmpeg.terminate() }
-    ffmpeg.waitUntilExit()
-    return ffmpeg.terminationStatus
+    // SIGTERM if it has not ended (SIGKILL 30 s later).
+    return ffmpeg.stop(grace: 30) ?? -1
 }
 
 @Suite("RTP interop with ffmpeg", .serialized)

@@ -9,26 +9,13 @@ import Testing
 struct CrossHostTests {
     static let secret = "lab-secret"
 
-    /// Average PSNR of a recording against the source clip (ffmpeg's psnr filter, timestamps aligned).
-    /// PSNR of a recording against its source clip. The recording starts at the first frame the
-    /// viewer received, which is not always the clip's first: a publisher's first frame can go out
-    /// before the viewer's subscription to it is answered (the viewer then asks for the next
-    /// keyframe). So the clip is aligned on its first frames: the best of starting it 0 to 3 frames in.
+    /// PSNR of a recording against its source clip (ffmpeg's psnr filter). The recording starts at
+    /// the first frame the viewer received, which is not always the clip's first: a publisher's
+    /// first frame can go out before the viewer's subscription to it is answered (the viewer then
+    /// asks for the next keyframe). So the clip is aligned on its first frames: the best of starting
+    /// it 0 to 3 frames in.
     func psnr(_ recording: String, _ source: String) throws -> Double? {
-        var best: Double?
-        for skip in 0...3 {
-            let run = try runTool(["ffmpeg", "-hide_banner", "-nostats", "-i", recording, "-i", source, "-lavfi",
-                                   "[1:v]trim=start_frame=\(skip),setpts=PTS-STARTPTS[clip];[0:v][clip]psnr=shortest=1", "-f", "null", "-"])
-            let value = run.err.range(of: "average:").map { run.err[$0.upperBound...].prefix { $0 == "." || $0.isNumber } }.flatMap { Double($0) }
-            if let value, value > (best ?? -1) { best = value }
-        }
-        return best
-    }
-
-    func frames(_ path: String) throws -> Int? {
-        let probe = try runTool(["ffprobe", "-v", "error", "-count_frames", "-show_entries", "stream=nb_read_frames",
-                                 "-of", "default=noprint_wrappers=1:nokey=1", path])
-        return Int(probe.out.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").first ?? "")
+        try (0...3).compactMap { try PSNRMeasurement(recording, reference: source, pairing: .referenceSkipping($0)).average }.max()
     }
 
     /// A 640x360 15 fps camera clip of 150 frames (10 s) at `path`.
@@ -84,7 +71,7 @@ struct CrossHostTests {
         #expect(await viewer.wait(40) == 0, "viewer: \(viewer.output.suffix(5)) \(viewer.errorText)")
         let summary = try #require(publisher.output.first { $0.hasPrefix("1001: pushed") }, "\(publisher.output.suffix(5))")
         let sent = summary.components(separatedBy: "sent video ").last.flatMap { Int($0.prefix { $0.isNumber }) } ?? 0
-        let camera = try #require(try frames("\(recording)/1001-camera.ivf"), "no camera recording: \(viewer.output.suffix(5))")
+        let camera = try #require(try MediaProbe("\(recording)/1001-camera.ivf").first?.frames, "no camera recording: \(viewer.output.suffix(5))")
         let upPath = publisher.output.last { $0.contains("path up ") }, downPath = viewer.output.last { $0.contains("path down ") }
         print("UDP blocked: the publisher sent \(sent) frames over \(upPath.map(Self.path) ?? "?"), the viewer recorded \(camera) "
             + "(\(String(format: "%.1f", 100 * Double(camera) / Double(max(sent, 1)))) %) over \(downPath.map(Self.path) ?? "?")")
@@ -130,8 +117,8 @@ struct CrossHostTests {
         #expect(await viewer.wait(40) == 0, "viewer: \(viewer.output.suffix(5)) \(viewer.errorText)")
         let summary = try #require(publisher.output.first { $0.hasPrefix("1001: pushed") }, "\(publisher.output.suffix(5))")
         let sent = summary.components(separatedBy: "sent video ").last.flatMap { Int($0.prefix { $0.isNumber }) } ?? 0
-        let camera = try #require(try frames("\(recording)/1001-camera.ivf"), "no camera recording: \(viewer.output.suffix(5))")
-        let screen = try frames("\(recording)/1001_sub-screen.ivf") ?? 0
+        let camera = try #require(try MediaProbe("\(recording)/1001-camera.ivf").first?.frames, "no camera recording: \(viewer.output.suffix(5))")
+        let screen = try MediaProbe("\(recording)/1001_sub-screen.ivf").first?.frames ?? 0
         #expect(screen > 50, "the relayed share: \(screen) frames")
         let downPath = viewer.output.last { $0.contains("path down ") }
         print("relay only over TCP: the share sent through the relay gave \(screen) frames; the publisher sent \(sent) frames, the viewer recorded \(camera) "
@@ -216,7 +203,7 @@ struct CrossHostTests {
             #expect(await viewer.process.wait(60) == 0, "\(viewer.name): \(viewer.process.output.suffix(3)) \(viewer.process.errorText.suffix(500))")
             let frames: Int, first: Double?, path: String
             if let record = viewer.record {
-                frames = try self.frames("\(record)/1001-camera.ivf") ?? 0
+                frames = try MediaProbe("\(record)/1001-camera.ivf").first?.frames ?? 0
                 first = viewer.process.output.first { $0.contains("first frame of 1001/camera") }
                     .flatMap { $0.components(separatedBy: "after ").last?.split(separator: " ").first }.flatMap { Double($0) }
                 path = viewer.process.output.last { $0.contains("path down ") }.map(Self.path) ?? "?"
@@ -262,7 +249,7 @@ struct CrossHostTests {
         defer { theirs.stop() }
         #expect(await ours.wait(60) == 0, "ours: \(ours.output.suffix(3)) \(ours.errorText.suffix(500))")
         #expect(await theirs.wait(60) == 0, "aiortc: \(theirs.output.suffix(3)) \(theirs.errorText.suffix(500))")
-        let oursFrames = try frames("\(dir)/rec/1001-camera.ivf") ?? 0
+        let oursFrames = try MediaProbe("\(dir)/rec/1001-camera.ivf").first?.frames ?? 0
         let oursPath = ours.output.last { $0.contains("path down ") }.map(Self.path) ?? "?"
         let json = (try? JSONSerialization.jsonObject(with: Data((theirs.output.last ?? "").utf8))) as? [String: Any] ?? [:]
         let theirFrames = ((json["videos"] as? [String: [String: Any]])?["1001/camera"]?["frames"] as? NSNumber)?.intValue ?? 0
@@ -376,7 +363,7 @@ struct CrossHostTests {
         #expect(await viewer.wait(40) == 0, "viewer: \(viewer.output.suffix(5)) \(viewer.errorText)")
         let summary = publisher.output.first { $0.hasPrefix("1001: pushed") } ?? ""
         let sent = summary.components(separatedBy: "sent video ").last.flatMap { Int($0.prefix { $0.isNumber }) } ?? 0
-        let recorded = try frames("\(dir)/rec/1001-camera.ivf") ?? 0
+        let recorded = try MediaProbe("\(dir)/rec/1001-camera.ivf").first?.frames ?? 0
         let up = publisher.output.last { $0.contains("path up ") }.map(Self.path) ?? "?"
         let down = viewer.output.last { $0.contains("path down ") }.map(Self.path) ?? "?"
         print("IPv6: \(recorded) of \(sent) frames recorded; publisher \(up); viewer \(down)")
@@ -420,8 +407,8 @@ struct CrossHostTests {
         let summary = try #require(publisher.output.first { $0.hasPrefix("1001: pushed") }, "\(publisher.output)")
         let sent = summary.components(separatedBy: "sent video ").last.flatMap { Int($0.prefix { $0.isNumber }) } ?? 0
         #expect(sent > 100, "\(summary)")
-        let camera = try #require(try frames("\(recording)/1001-camera.ivf"), "no camera recording: \(viewer.output)")
-        let screen = try frames("\(recording)/1001_sub-screen.ivf") ?? 0
+        let camera = try #require(try MediaProbe("\(recording)/1001-camera.ivf").first?.frames, "no camera recording: \(viewer.output)")
+        let screen = try MediaProbe("\(recording)/1001_sub-screen.ivf").first?.frames ?? 0
         let quality = try #require(try psnr("\(recording)/1001-camera.ivf", clip), "no PSNR")
         print("across hosts: publisher behind NAT sent \(sent) frames, the viewer on another host recorded \(camera) "
             + "(\(String(format: "%.1f", 100 * Double(camera) / Double(max(sent, 1)))) %), PSNR \(String(format: "%.1f", quality)) dB; "

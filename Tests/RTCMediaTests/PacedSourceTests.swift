@@ -20,6 +20,23 @@ struct PacedSourceTests {
         let pushed = stamps.withLock { $0 }
         #expect(pushed.count == 12)
         #expect(pushed.enumerated().allSatisfy { $0.element - pushed[0] == Int64($0.offset) * 20_000 }, "\(pushed)")
+    }
+
+    @Test("a clip's stamps are never early: at 15 fps, frame n is at ⌈n × 10⁶ / 15⌉ µs, so its 90 kHz stamp is n × 6000")
+    func stampsNotEarly() async throws {
+        let generator = try PatternGenerator(kind: .camera, size: VideoSize(width: 64, height: 36), frameRate: FrameRate(15))
+        let stamps = Mutex<[Int64]>([])
+        let source = PacedSource(frames: 16, fps: 15, frame: { generator.frame(at: $0) },
+                                 push: { frame in stamps.withLock { $0.append(frame.timestampUs) } })
+        await source.finished()
+        let pushed = stamps.withLock { $0 }
+        #expect(pushed.count == 16)
+        let offsets: [Int64] = pushed.map { $0 - pushed[0] }
+        let expected: [Int64] = (0..<16).map { (Int64($0) * 1_000_000 + 14) / 15 }
+        #expect(offsets == expected, "\(offsets)")
+        let ticks: [Int64] = offsets.map { $0 * 90 / 1000 }
+        let slots: [Int64] = (0..<16).map { Int64($0) * 6000 }
+        #expect(ticks == slots, "\(ticks)")
         await source.finished()  // again: at once
         source.stop()  // after the end: nothing to do
     }

@@ -18,19 +18,15 @@ struct TURNInteropTests {
 
     /// coturn on loopback with `use-auth-secret`, on a free port (TLS on the next one when given a
     /// certificate and key); nil when it is not installed.
-    func startCoturn(tls: (certificate: String, key: String)? = nil) throws -> (process: Process, port: Int)? {
+    func startCoturn(tls: (certificate: String, key: String)? = nil) throws -> (process: ChildProcess, port: Int)? {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver") else { return nil }
         let port = Int.random(in: 20000...29000)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/turnserver")
         let secure = tls.map { ["--cert", $0.certificate, "--pkey", $0.key, "--tls-listening-port", "\(port + 1)"] } ?? ["--no-tls"]
-        process.arguments = ["-n", "--listening-ip", "127.0.0.1", "--relay-ip", "127.0.0.1", "--listening-port", "\(port)",
-                             "--min-port", "\(port + 1000)", "--max-port", "\(port + 1100)", "--use-auth-secret",
-                             "--static-auth-secret", Self.secret, "--realm", "rtc.test", "--no-dtls", "--no-cli",
-                             "--allow-loopback-peers", "--log-file", "stdout", "--pidfile", NSTemporaryDirectory() + "turn-\(port).pid"] + secure
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let arguments = ["/usr/bin/turnserver", "-n", "--listening-ip", "127.0.0.1", "--relay-ip", "127.0.0.1", "--listening-port", "\(port)",
+                         "--min-port", "\(port + 1000)", "--max-port", "\(port + 1100)", "--use-auth-secret",
+                         "--static-auth-secret", Self.secret, "--realm", "rtc.test", "--no-dtls", "--no-cli",
+                         "--allow-loopback-peers", "--log-file", "stdout", "--pidfile", NSTemporaryDirectory() + "turn-\(port).pid"] + secure
+        let process = try ChildProcess(arguments, output: .discarded, errors: .discarded)
         return (process, port)
     }
 
@@ -40,12 +36,7 @@ struct TURNInteropTests {
             withKnownIssue("coturn (turnserver) is not installed") { Issue.record("skipped") }
             return
         }
-        defer {
-            // SIGKILL: the test process's threads block SIGTERM, and a child spawned from one keeps
-            // it blocked (coturn never sees a terminate()).
-            kill(coturn.process.processIdentifier, SIGKILL)
-            coturn.process.waitUntilExit()
-        }
+        defer { coturn.process.stop() }
         var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret")
         configuration.turnURLs = ["turn:127.0.0.1:\(coturn.port)?transport=udp"]
         configuration.turnSecret = Self.secret
@@ -117,10 +108,7 @@ struct TURNInteropTests {
             withKnownIssue("coturn (turnserver) is not installed") { Issue.record("skipped") }
             return
         }
-        defer {
-            kill(coturn.process.processIdentifier, SIGKILL)
-            coturn.process.waitUntilExit()
-        }
+        defer { coturn.process.stop() }
         #expect(try await ready(coturn.port), "coturn did not answer")
         try await body(coturn.port)
     }

@@ -122,18 +122,13 @@ struct HostLinkTests {
         let server = try await TestServer()
         let host = try ScreenShareHost(linkPath: linkPath())
         let events = HostEvents(host)
-        let sharer = Process()
-        sharer.executableURL = URL(fileURLWithPath: cliPath)
-        sharer.arguments = ["share", "--link", host.linkPath, "--link-version", "99"]
-        let output = Pipe()
-        sharer.standardOutput = output
-        try sharer.run()
+        let sharer = try ChildProcess([cliPath, "share", "--link", host.linkPath, "--link-version", "99"])
         await #expect(throws: LinkError.self) { try await host.start(setup(server)) }
         #expect(await events.finished(within: 2)?.0 == .versionMismatch)
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        sharer.waitUntilExit()
+        let status = await sharer.wait(30)
+        let text = sharer.outputText
         #expect(text.contains("versionMismatch"), "\(text)")
-        #expect(sharer.terminationStatus == 3)
+        #expect(status == 3)
         await server.shutdown()
     }
 

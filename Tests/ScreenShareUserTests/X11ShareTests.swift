@@ -7,15 +7,14 @@ import Testing
 /// A virtual X display for the duration of a test.
 final class VirtualDisplay {
     let name: String
-    private let process = Process()
+    private let process: ChildProcess
 
     init?(number: Int, size: VideoSize) {
         name = ":\(number)"
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/Xvfb")
-        process.arguments = [name, "-screen", "0", "\(size.width)x\(size.height)x24", "-nolisten", "tcp"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return nil }
+        guard let process = try? ChildProcess(["/usr/bin/Xvfb", name, "-screen", "0", "\(size.width)x\(size.height)x24", "-nolisten", "tcp"],
+                                              output: .discarded, errors: .discarded)
+        else { return nil }
+        self.process = process
         // Up when its socket appears.
         let socket = "/tmp/.X11-unix/X\(number)"
         for _ in 0..<100 where !FileManager.default.fileExists(atPath: socket) { usleep(50_000) }
@@ -24,8 +23,8 @@ final class VirtualDisplay {
 
     deinit {
         // Xvfb can sit on SIGTERM while clients linger: end it for sure, and wait a bounded time.
-        kill(process.processIdentifier, SIGKILL)
-        for _ in 0..<200 where process.isRunning { usleep(10_000) }
+        process.signal(SIGKILL)
+        _ = process.waitBlocking(2)
     }
 }
 

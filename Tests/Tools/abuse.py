@@ -19,7 +19,6 @@ import base64
 import collections
 import errno
 import hashlib
-import hmac
 import json
 import math
 import os
@@ -33,6 +32,8 @@ import time
 import traceback
 import urllib.parse
 
+from rtc_token import GRANTS, compact_json, mint
+
 try:
     import resource
 except ImportError:  # not Unix
@@ -42,7 +43,7 @@ PROTOCOL = "1.3"
 SDK = {"name": "abuse", "version": "0.1", "protocolVersion": {"major": 1, "minor": 3}}
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 JANUS_SUBPROTOCOL = "janus-protocol"
-ALL_GRANTS = ["join", "publishAudio", "publishVideo", "publishScreen", "subscribe"]
+ALL_GRANTS = list(GRANTS)
 
 # Error codes of the server (Sources/Signaling/Envelope.swift).
 TOKEN_INVALID = 2002
@@ -138,31 +139,12 @@ def raise_nofile():
 
 
 # ---------------------------------------------------------------------------------------------
-# Tokens: HS256 JWTs as Sources/Signaling/AccessToken.swift verifies them
-
-
-def b64url(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def compact_json(value):
-    return json.dumps(value, separators=(",", ":"))
+# Tokens: HS256 JWTs as Sources/Signaling/AccessToken.swift verifies them, minted by rtc_token.py
 
 
 def grants_from_list(names):
     """{"join": bool, ...} from a list of grant names."""
     return {name: name in names for name in ALL_GRANTS}
-
-
-def mint_token(secret, uid, channel, grants, ttl=3600):
-    """A signed access token for `uid` in `channel`; `grants` is a dict of the five grants."""
-    issued = int(time.time())
-    header = {"alg": "HS256", "typ": "JWT"}
-    claims = {"iss": "abuse", "sub": uid, "channel": channel, "grants": grants,
-              "iat": issued, "nbf": issued, "exp": issued + int(ttl)}
-    signing_input = b64url(compact_json(header).encode()) + "." + b64url(compact_json(claims).encode())
-    signature = hmac.new(secret.encode(), signing_input.encode(), hashlib.sha256).digest()
-    return signing_input + "." + b64url(signature)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -878,7 +860,7 @@ def run_probe(args, target):
     if value.count(".") == 2:  # a JWT given as it is
         token = value
     else:  # anything else ("yes", "mint", ...): mint one with --secret
-        token = mint_token(args.secret, args.probe_uid, args.probe_channel, grants_from_list(ALL_GRANTS), args.ttl)
+        token = mint(args.secret, args.probe_uid, args.probe_channel, grants_from_list(ALL_GRANTS), args.ttl, issuer="abuse")
     conn = Conn(target, None, upgrade=True)
     return conn, OursJoin(conn, token, args.probe_channel, args.probe_uid, args.role)
 
@@ -1062,7 +1044,7 @@ def attack_nonreading(args, target, sources):
         next_message = lambda: request  # noqa: E731
         max_messages, max_bytes = args.max_requests, 1 << 62
     else:
-        token = args.token or mint_token(args.secret, args.uid, args.channel, grants_from_list(args.grants), args.ttl)
+        token = args.token or mint(args.secret, args.uid, args.channel, grants_from_list(args.grants), args.ttl, issuer="abuse")
         conn, joiner = open_and_join(loop, target, sources.next(), token, args.channel, args.uid, args.role, deadline)
         if joiner.status != "joined":
             report["error"] = join_failure(joiner)
@@ -1117,7 +1099,7 @@ def attack_tracks(args, target, sources):
     report = {"attack": "tracks", "sent": 0, "published": 0, "refused": 0, "other_errors": {},
               "unanswered": 0, "closed_by_server": False, "close": None}
     loop = Loop()
-    token = args.token or mint_token(args.secret, args.uid, args.channel, grants_from_list(args.grants), args.ttl)
+    token = args.token or mint(args.secret, args.uid, args.channel, grants_from_list(args.grants), args.ttl, issuer="abuse")
     conn, joiner = open_and_join(loop, target, sources.next(), token, args.channel, args.uid, args.role,
                                  now() + args.seconds)
     if joiner.status != "joined":
@@ -1169,7 +1151,7 @@ def forbidden_case(args, target, source, grants, role, then, uid=None, channel=N
     {"code", "reason", "closed", "stage", "joined"} for the first error (join's or the request's)."""
     uid = uid or random_name("abuse-")
     channel = channel or random_name("abuse-ch-")
-    token = mint_token(args.secret, uid, channel, grants, ttl or args.ttl)
+    token = mint(args.secret, uid, channel, grants, ttl or args.ttl, issuer="abuse")
     loop = Loop()
     deadline = now() + args.seconds
     conn, joiner = open_and_join(loop, target, source, token, channel, uid, role, deadline)
@@ -1239,7 +1221,7 @@ def attack_joins(args, target, sources):
     if not target.janus:  # minted up front so that signing does not count in the join times
         for index in range(args.count):
             uid = "%s%d" % (args.uid_prefix, index)
-            tokens[uid] = mint_token(args.secret, uid, args.channel, grants_from_list(args.grants), args.ttl)
+            tokens[uid] = mint(args.secret, uid, args.channel, grants_from_list(args.grants), args.ttl, issuer="abuse")
 
     unfinished = set()
 
@@ -1310,7 +1292,7 @@ def attack_pinger(args, target, sources):
     report = {"attack": "pinger", "pings": 0, "pongs": 0, "max_ms": None, "p50_ms": None, "p95_ms": None,
               "missing": 0, "closed_by_server": False}
     loop = Loop()
-    token = args.token or mint_token(args.secret, args.uid, args.channel, grants_from_list(args.grants), args.ttl)
+    token = args.token or mint(args.secret, args.uid, args.channel, grants_from_list(args.grants), args.ttl, issuer="abuse")
     start = now()
     end = start + args.seconds
     conn, joiner = open_and_join(loop, target, sources.next(), token, args.channel, args.uid, args.role, end)

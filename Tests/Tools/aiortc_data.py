@@ -16,7 +16,8 @@ import time
 
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
-from aiortc_viewer import WebSocket, mint, parse_arguments, run_and_report, settle_reply
+from aiortc_viewer import WebSocket, parse_arguments, run_and_report, settle_reply
+from rtc_token import mint
 from aiortc_publisher import Publisher
 
 
@@ -83,7 +84,7 @@ class DataPeer(Publisher):
         return sum(len(messages) for messages in self.report["received"].values())
 
     async def run(self):
-        token = self.args.token or mint(self.args.secret, self.args.uid, self.args.channel)
+        token = self.args.token or mint(self.args.secret, self.args.uid, self.args.channel, issuer="aiortc")
         self.start = time.monotonic()
         self.ws = await WebSocket.connect(self.args.server)
         await self.send("join", {"token": token, "channel": self.args.channel, "uid": self.args.uid, "role": "broadcaster",

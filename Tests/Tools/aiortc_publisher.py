@@ -22,7 +22,8 @@ import time
 from aiortc import RTCPeerConnection, RTCSessionDescription, VideoStreamTrack
 from av import VideoFrame
 
-from aiortc_viewer import Viewer, WebSocket, mint, parse_arguments, run_and_report, settle_reply
+from aiortc_viewer import Viewer, WebSocket, parse_arguments, run_and_report, settle_reply
+from rtc_token import mint
 
 WIDTH, HEIGHT = 640, 360
 
@@ -97,7 +98,7 @@ class Publisher(Viewer):
         await self.pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type="answer"))
 
     async def run(self):
-        token = self.args.token or mint(self.args.secret, self.args.uid, self.args.channel)
+        token = self.args.token or mint(self.args.secret, self.args.uid, self.args.channel, issuer="aiortc")
         self.report["joinMono"] = time.monotonic()
         self.start = self.report["joinMono"]
         self.ws = await WebSocket.connect(self.args.server)

@@ -15,8 +15,6 @@ Usage: aiortc_viewer.py --server ws://HOST:PORT/rtc --channel C --uid U (--token
 import argparse
 import asyncio
 import base64
-import hashlib
-import hmac
 import json
 import os
 import struct
@@ -26,20 +24,9 @@ from urllib.parse import urlparse
 
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 from aiortc.rtcconfiguration import RTCIceTransportPolicy
+from rtc_token import mint
 
 PROTOCOL = "1.3"
-
-
-def mint(secret, uid, channel, ttl=3600):
-    """An HS256 access token with every grant (Sources/Signaling/AccessToken.swift)."""
-    def b64(data):
-        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-    now = int(time.time())
-    header = {"alg": "HS256", "typ": "JWT"}
-    grants = {name: True for name in ("join", "publishAudio", "publishVideo", "publishScreen", "subscribe")}
-    claims = {"iss": "aiortc", "sub": uid, "channel": channel, "grants": grants, "iat": now, "nbf": now, "exp": now + ttl}
-    signing = b64(json.dumps(header, separators=(",", ":")).encode()) + "." + b64(json.dumps(claims, separators=(",", ":")).encode())
-    return signing + "." + b64(hmac.new(secret.encode(), signing.encode(), hashlib.sha256).digest())
 
 
 def settle_reply(replies, kind, payload, ident):
@@ -212,7 +199,7 @@ class Viewer:
         return None
 
     async def run(self):
-        token = self.args.token or mint(self.args.secret, self.args.uid, self.args.channel)
+        token = self.args.token or mint(self.args.secret, self.args.uid, self.args.channel, issuer="aiortc")
         self.ws = await WebSocket.connect(self.args.server)
         await self.send("join", {"token": token, "channel": self.args.channel, "uid": self.args.uid, "role": "audience",
                                  "autoSubscribe": True,

@@ -40,7 +40,8 @@ import av
 import aiortc.rtcrtpreceiver as rtcrtpreceiver
 from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 
-from aiortc_viewer import WebSocket, mint, settle_reply
+from aiortc_viewer import WebSocket, settle_reply
+from rtc_token import mint
 
 PROTOCOL = "1.3"
 SDK = {"name": "sfu_load", "version": "0.1", "protocolVersion": {"major": 1, "minor": 3}}
@@ -252,7 +253,7 @@ class OursPeer:
         await self.send("answer", {"transport": "subscriber", "sdp": self.pc.localDescription.sdp}, with_id=False)
 
     async def run(self, until):
-        token = mint(self.args.secret, self.uid, self.room)
+        token = mint(self.args.secret, self.uid, self.room, issuer="aiortc")
         self.ws = await WebSocket.connect(self.args.url)
         role = "broadcaster" if self.publisher else "audience"
         await self.send("join", {"token": token, "channel": self.room, "uid": self.uid, "role": role,

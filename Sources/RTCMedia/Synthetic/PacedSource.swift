@@ -53,11 +53,11 @@ public final class PacedSource: @unchecked Sendable {
     }
 
     /// `count` frames, `frame(index)` each (nil ends the clip early), `fps` a second, the first at
-    /// once; each is stamped on one timeline from the first (index × period, as a camera's capture
-    /// clock would: the push's own scheduling jitter is not the clip's). It stops by itself after
-    /// the last one.
+    /// once; each is stamped on one timeline from the first (index / fps seconds, rounded up to the
+    /// µs, as a camera's capture clock would: the push's own scheduling jitter is not the clip's).
+    /// It stops by itself after the last one.
     public init(frames count: Int, fps: Int, frame: @escaping (Int) -> VideoFrame?, push: @escaping (VideoFrame) -> Void) {
-        let periodUs = 1_000_000 / Int64(max(1, fps))
+        let rate = max(1, fps), periodUs = 1_000_000 / Int64(rate)
         let completion = completion, own = WeakThread()
         var index = 0
         var startUs: Int64 = 0
@@ -68,7 +68,10 @@ public final class PacedSource: @unchecked Sendable {
                 return
             }
             if index == 0 { startUs = MediaClock.monotonicUs() }
-            next.timestampUs = startUs + Int64(index) * periodUs
+            // Rounded up, never early: index × 66 666 µs at 15 fps drifts a frame's 90 kHz stamp
+            // below its slot (53 999 for frame 9), and whatever pairs frames by time (a file's
+            // player, ffmpeg's psnr filter) then takes it for the frame before.
+            next.timestampUs = startUs + (Int64(index) * 1_000_000 + Int64(rate) - 1) / Int64(rate)
             index += 1
             push(next)
             if index == count {
