@@ -3,7 +3,7 @@ SHELL := /bin/bash
 DEBIAN_PACKAGES := pkg-config libvpx-dev libopus-dev libsrtp2-dev libssl-dev libyuv-dev libusrsctp-dev \
                    libwebrtc-audio-processing-dev libx11-dev libxext-dev libavformat-dev xvfb ffmpeg tshark python3-pip openssl \
                    chromium chromium-driver python3-selenium firefox-esr iproute2 nftables coturn \
-                   redis-server janus time nodejs
+                   redis-server janus time nodejs node-typescript
 # Interop peers from PyPI, used by the tests: aiortc, and LiveKit's official Python SDK (its core
 # is Rust over Google's libwebrtc) with its server-side package for tokens.
 PYPI_PACKAGES := aiortc livekit==1.2.0 livekit-api==1.2.2

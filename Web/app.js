@@ -7,34 +7,83 @@
 // window.rtcTest is the state a test driver polls (Tests/Tools/browser_peer.py).
 import {RTCClient, RTCError, screenShareUID, requireCaptureContext, DEFAULT_SCREEN_SHARE_SUFFIX} from "./rtc.js";
 
+/**
+ * @typedef {import("./participants.js").RemoteTrack} RemoteTrack
+ * @typedef {import("./client.js").LocalTrack & {preview?: Preview}} LocalTrack
+ * @typedef {import("./client.js").ClientOptions} ClientOptions
+ * @typedef {{tile: HTMLElement, stats: HTMLElement}} Preview
+ * @typedef {{uid: string | null, source: string | null, trackSid: string, frames?: number, width?: number, height?: number,
+ *            firstFrameMs?: number | null, frameTimesMs?: number[], muted?: boolean, [field: string]: unknown}} MediaEntry
+ * @typedef {{entry?: MediaEntry, tile?: HTMLElement, audio?: HTMLAudioElement, video?: HTMLVideoElement, stats: HTMLElement | null,
+ *            remote?: RemoteTrack}} Tile
+ * @typedef {{mode: string, channel: string | null, uid: string | null, joined: boolean, error: string | null,
+ *            errorCode: number | null, left: string | null, status: string, participants: string[],
+ *            published: {sid: string | null, kind: string, source: string, mid: string | null}[], videos: MediaEntry[],
+ *            audios: MediaEntry[], ended: object[], outbound: any[], captureMethod: string | null, captureError: string | null,
+ *            captureSize?: string, startedAt: number, joinStartMs: number | null, joinedMs: number | null,
+ *            events: {ms: number, event: string}[], reconnecting: number, rejoins: number,
+ *            data: {from: string, topic: string, text: string | null, reliable: boolean, ms: number}[], dataSent: string[],
+ *            dataError: string | null, speakers: [number, string[]][], roomMetadata: string | null,
+ *            mutedByServer: {trackSid: string, muted: boolean, kind: string | null}[], layers: Record<string, unknown>,
+ *            metadata?: Record<string, unknown>, share?: {uid: string | null, captureMethod: string | null} | null}} RtcTestState
+ *   What end-to-end tests read (window.rtcTest).
+ */
+
+/** The page's globals: the state tests read and the client they may drive. */
+const page = /** @type {Window & typeof globalThis & {rtcTest: RtcTestState, rtcClient?: RTCClient}} */ (window);
+
 const params = new URLSearchParams(location.search);
 const mode = (params.get("mode") || "watch").toLowerCase();
 const channel = params.get("channel");
 const uid = params.get("uid");
 const suffix = params.get("suffix") || DEFAULT_SCREEN_SHARE_SUFFIX;
+/**
+ * A positive number parameter, else `fallback`.
+ * @param {string} name
+ * @param {number} fallback
+ */
 const number = (name, fallback) => {
   const value = Number(params.get(name));
   return Number.isFinite(value) && value > 0 ? value : fallback;
 };
 
-const test = window.rtcTest = {
+/** @type {RtcTestState} */
+const test = page.rtcTest = {
   mode, channel, uid, joined: false, error: null, errorCode: null, left: null, status: "starting",
   participants: [], published: [], videos: [], audios: [], ended: [], outbound: [], captureMethod: null, captureError: null,
   startedAt: Date.now(), joinStartMs: null, joinedMs: null, events: [], reconnecting: 0, rejoins: 0,
   data: [], dataSent: [], dataError: null, speakers: [], roomMetadata: null, mutedByServer: [], layers: {},
 };
+/**
+ * An element of index.html, which has them all (typed loosely: the page's own ids, of several kinds).
+ * @param {string} selector
+ * @returns {any}
+ */
 const $ = (selector) => document.querySelector(selector);
 
+/**
+ * Listens to a client's event, with its detail.
+ * @param {RTCClient} client
+ * @param {string} type
+ * @param {(detail: any) => void} handler
+ */
+function on(client, type, handler) {
+  client.addEventListener(type, (event) => handler(/** @type {CustomEvent} */ (event).detail));
+}
+
+/** @param {string} event */
 function note(event) {
   test.events.push({ms: Math.round(performance.now()), event});
   if (test.events.length > 50) test.events.shift();
 }
 
+/** @param {string} text */
 function status(text) {
   test.status = text;
   $("#status").textContent = text;
 }
 
+/** @param {any} error */
 function showError(error) {
   const reason = error instanceof RTCError ? error.reason : (error && error.message) || String(error);
   const code = error && error.code ? error.code : null;
@@ -47,13 +96,14 @@ function showError(error) {
   note(`error ${code || ""} ${reason}`);
 }
 
+/** @param {string} forUid */
 async function fetchToken(forUid) {
-  const url = `/dev-token?channel=${encodeURIComponent(channel)}&uid=${encodeURIComponent(forUid)}`;
+  const url = `/dev-token?channel=${encodeURIComponent(channel || "")}&uid=${encodeURIComponent(forUid)}`;
   let response;
   try {
     response = await fetch(url, {cache: "no-store"});
   } catch (error) {
-    throw new RTCError(0, `no token given and ${url} could not be fetched (${error.message})`);
+    throw new RTCError(0, `no token given and ${url} could not be fetched (${error instanceof Error ? error.message : error})`);
   }
   if (!response.ok) {
     throw new RTCError(0, `no token given and ${url} answered ${response.status}: the server mints tokens only in --dev mode; pass &token=`);
@@ -63,20 +113,22 @@ async function fetchToken(forUid) {
 
 // MARK: remote media
 
-const tiles = new Map(); // trackSid -> {tile, video, entry, stats}
+/** @type {Map<string, Tile>} trackSid (or local:<mid>) -> its tile */
+const tiles = new Map();
 
+/** @param {RemoteTrack} remote */
 function attachTrack(remote) {
   if (remote.kind === "audio") {
     const audio = document.createElement("audio");
     audio.autoplay = true;
-    audio.dataset.uid = remote.uid;
-    audio.dataset.source = remote.source;
+    audio.dataset.uid = remote.uid || "";
+    audio.dataset.source = remote.source || "";
     audio.srcObject = new MediaStream([remote.track]);
-    audio.play().catch(() => {});
+    audio.play().catch((error) => note(`audio play(): ${error.message}`));
     $("#audios").append(audio);
     const entry = {uid: remote.uid, source: remote.source, trackSid: remote.trackSid};
     test.audios.push(entry);
-    tiles.set(remote.trackSid, {audio, entry});
+    tiles.set(remote.trackSid, {audio, entry, stats: null});
     note(`audio ${remote.uid}/${remote.source}`);
     return;
   }
@@ -89,8 +141,8 @@ function attachTrack(remote) {
   video.muted = true;
   video.setAttribute("playsinline", "");
   video.setAttribute("muted", "");
-  video.dataset.uid = remote.uid;
-  video.dataset.source = remote.source;
+  video.dataset.uid = remote.uid || "";
+  video.dataset.source = remote.source || "";
   video.dataset.trackSid = remote.trackSid;
   video.srcObject = new MediaStream([remote.track]);
   const label = document.createElement("div");
@@ -101,11 +153,13 @@ function attachTrack(remote) {
   stats.textContent = "…";
   tile.append(video, label, stats);
   (screen ? $("#screens") : $("#cameras")).append(tile);
+  /** @type {MediaEntry & {frames: number, frameTimesMs: number[], firstFrameMs: number | null}} */
   const entry = {uid: remote.uid, source: remote.source, trackSid: remote.trackSid, frames: 0, width: 0, height: 0,
                  firstFrameMs: null, frameTimesMs: [], fps: 0, kbps: 0, lossPercent: 0, muted: remote.muted};
   test.videos.push(entry);
   tiles.set(remote.trackSid, {tile, video, entry, stats, remote});
   if (remote.muted) tile.classList.add("muted");
+  /** @type {VideoFrameRequestCallback} */
   const onFrame = (now, meta) => {
     if (!tiles.has(remote.trackSid)) return;
     entry.frames++;
@@ -123,6 +177,7 @@ function attachTrack(remote) {
   note(`video ${remote.uid}/${remote.source}`);
 }
 
+/** @param {RemoteTrack} remote */
 function detachTrack(remote) {
   const item = tiles.get(remote.trackSid);
   if (!item) return;
@@ -135,79 +190,83 @@ function detachTrack(remote) {
   note(`ended ${remote.uid}/${remote.source}`);
 }
 
+/** @param {RTCClient} client */
 function wire(client) {
-  client.addEventListener("track", (e) => attachTrack(e.detail));
-  client.addEventListener("trackEnded", (e) => detachTrack(e.detail));
-  client.addEventListener("trackMuted", (e) => {
-    const item = tiles.get(e.detail.trackSid);
-    if (item && item.entry) item.entry.muted = e.detail.muted;
-    if (item && item.tile) item.tile.classList.toggle("muted", e.detail.muted);
+  on(client, "track", (detail) => attachTrack(detail));
+  on(client, "trackEnded", (detail) => detachTrack(detail));
+  on(client, "trackMuted", (detail) => {
+    const item = tiles.get(detail.trackSid);
+    if (item && item.entry) item.entry.muted = detail.muted;
+    if (item && item.tile) item.tile.classList.toggle("muted", detail.muted);
   });
   // Protocol 1.6: the room's metadata (set through the server's API), and this page's own tracks
   // muted by the API (the client stops sending them); 1.4: the layer this page gets of a track.
-  client.addEventListener("roomUpdate", (e) => { test.roomMetadata = e.detail.metadata || ""; note(`room metadata ${test.roomMetadata}`); });
-  client.addEventListener("localTrackMuted", (e) => {
-    const local = client.localTracks.find((t) => t.sid === e.detail.trackSid);
-    test.mutedByServer.push({trackSid: e.detail.trackSid, muted: e.detail.muted, kind: local ? local.kind : null});
-    note(`${local ? local.kind : "track"} ${e.detail.muted ? "muted" : "unmuted"} by the server`);
+  on(client, "roomUpdate", (detail) => { test.roomMetadata = detail.metadata || ""; note(`room metadata ${test.roomMetadata}`); });
+  on(client, "localTrackMuted", (detail) => {
+    const local = client.localTracks.find((t) => t.sid === detail.trackSid);
+    test.mutedByServer.push({trackSid: detail.trackSid, muted: detail.muted, kind: local ? local.kind : null});
+    note(`${local ? local.kind : "track"} ${detail.muted ? "muted" : "unmuted"} by the server`);
   });
-  client.addEventListener("layerChanged", (e) => { test.layers[e.detail.uid] = e.detail; });
-  client.addEventListener("participants", () => {
+  on(client, "layerChanged", (detail) => { test.layers[detail.uid] = detail; });
+  on(client, "participants", () => {
     test.participants = [...client.participants.keys()];
     // What the server's API set (docs/server-api.md): names, metadata, attributes by uid.
     test.metadata = Object.fromEntries([...client.participants].map(([uid, info]) =>
       [uid, {name: info.name ?? null, metadata: info.metadata ?? null, attributes: info.attributes ?? null}]));
   });
   // Who speaks: the tiles of the speakers are outlined; rtcTest keeps the changes with the wall clock.
-  client.addEventListener("activeSpeakers", (e) => {
-    const uids = (e.detail.speakers || []).map((s) => s.uid);
+  on(client, "activeSpeakers", (detail) => {
+    const uids = (detail.speakers || []).map((/** @type {{uid: string}} */ s) => s.uid);
     test.speakers.push([Date.now(), uids]);
     for (const [, item] of tiles) {
       if (item.tile && item.remote) item.tile.classList.toggle("speaking", uids.includes(item.remote.uid));
     }
     status(uids.length ? `speaking: ${uids.join(", ")}` : "nobody speaking");
   });
-  client.addEventListener("participantLeft", (e) => {
+  on(client, "participantLeft", (detail) => {
     test.participants = [...client.participants.keys()];
-    note(`left ${e.detail.uid} (${e.detail.reason})`);
+    note(`left ${detail.uid} (${detail.reason})`);
   });
-  client.addEventListener("error", (e) => {
-    note(`server error ${e.detail.code}: ${e.detail.reason}`);
-    if (!test.error) { test.error = e.detail.reason; test.errorCode = e.detail.code || null; }
+  on(client, "error", (detail) => {
+    note(`server error ${detail.code}: ${detail.reason}`);
+    if (!test.error) { test.error = detail.reason; test.errorCode = detail.code || null; }
   });
-  client.addEventListener("leave", (e) => {
+  on(client, "leave", (detail) => {
     // The media is gone; rtcTest keeps the last counts.
     for (const [key, item] of [...tiles]) {
       if (!item.remote && !item.audio) continue;
-      (item.tile || item.audio).remove();
+      const element = item.tile || item.audio;
+      if (element) element.remove();
       tiles.delete(key);
     }
-    test.left = e.detail.reason;
+    test.left = detail.reason;
     test.joined = false;
-    status(`left (${e.detail.reason})`);
+    status(`left (${detail.reason})`);
   });
-  client.addEventListener("connectionState", (e) => note(`${e.detail.transport} ${e.detail.state}`));
+  on(client, "connectionState", (detail) => note(`${detail.transport} ${detail.state}`));
   // The server went away: the client joins again by itself (rtc.js `join`), and publishes again.
-  client.addEventListener("reconnecting", (e) => {
+  on(client, "reconnecting", (detail) => {
     test.joined = false;
     test.reconnecting++;
-    status(`reconnecting (${e.detail.reason})`);
-    note(`reconnecting (${e.detail.reason})`);
+    status(`reconnecting (${detail.reason})`);
+    note(`reconnecting (${detail.reason})`);
   });
-  client.addEventListener("rejoined", (e) => {
+  on(client, "rejoined", (detail) => {
     test.joined = true;
     test.rejoins++;
     test.published = client.localTracks.map((t) => ({sid: t.sid, kind: t.kind, source: t.source, mid: t.mid}));
-    status(`rejoined at ${e.detail.url}`);
-    note(`rejoined at ${e.detail.url}`);
+    status(`rejoined at ${detail.url}`);
+    note(`rejoined at ${detail.url}`);
   });
 }
 
+/** @param {{width?: number, height?: number, fps?: number, kbps?: number, lossPercent?: number}} s */
 function format(s) {
   const size = s.width && s.height ? `${s.width}x${s.height}` : "-";
   return `${size} ${Math.round(s.fps || 0)} fps ${Math.round(s.kbps || 0)} kbps loss ${(s.lossPercent || 0).toFixed(1)}%`;
 }
 
+/** @param {RTCClient} client */
 function startStats(client) {
   setInterval(async () => {
     if (!client.joined) return;
@@ -217,21 +276,26 @@ function startStats(client) {
         if (!item || !item.entry) continue;
         Object.assign(item.entry, {fps: s.fps, kbps: Math.round(s.kbps), lossPercent: s.lossPercent, packetsLost: s.packetsLost,
                                    framesDecoded: s.framesDecoded, statsWidth: s.width, statsHeight: s.height});
-        item.stats.textContent = format(s);
+        if (item.stats) item.stats.textContent = format(s);
       }
       if (client.localTracks.length) {
         test.outbound = await client.localStats();
         for (const s of test.outbound) {
           const item = tiles.get("local:" + s.mid);
-          if (item) item.stats.textContent = format(s) + `\n${s.framesSent} frames sent`;
+          if (item && item.stats) item.stats.textContent = format(s) + `\n${s.framesSent} frames sent`;
         }
       }
     } catch (error) {
-      note(`stats: ${error.message}`);
+      note(`stats: ${error instanceof Error ? error.message : error}`);
     }
   }, 1000);
 }
 
+/**
+ * @param {MediaStream} stream
+ * @param {string} label
+ * @returns {Preview}
+ */
 function showLocal(stream, label) {
   const tile = document.createElement("div");
   tile.className = "tile local";
@@ -251,6 +315,10 @@ function showLocal(stream, label) {
   return {tile, stats};
 }
 
+/**
+ * @param {RTCClient} client
+ * @param {LocalTrack[]} local
+ */
 function recordPublished(client, local) {
   test.published = client.localTracks.map((t) => ({sid: t.sid, kind: t.kind, source: t.source, mid: t.mid}));
   for (const t of local) if (t.kind === "video" && t.preview) tiles.set("local:" + t.mid, t.preview);
@@ -259,11 +327,17 @@ function recordPublished(client, local) {
 // MARK: screen capture
 
 /** A 1280x720 moving test card on a canvas, for when getDisplayMedia is not there (headless). */
+/**
+ * @param {number} width
+ * @param {number} height
+ * @param {number} fps
+ */
 function canvasScreen(width, height, fps) {
   const canvas = document.createElement("canvas");
   canvas.width = width;
   canvas.height = height;
   const g = canvas.getContext("2d");
+  if (!g) throw new RTCError(0, "no 2d canvas context for the test card");
   let frame = 0;
   const draw = () => {
     frame++;
@@ -290,6 +364,12 @@ function canvasScreen(width, height, fps) {
   return stream;
 }
 
+/**
+ * @param {number} width
+ * @param {number} height
+ * @param {number} fps
+ * @returns {Promise<MediaStream>}
+ */
 async function captureScreen(width, height, fps) {
   if (params.get("capture") !== "canvas") {
     try {
@@ -299,7 +379,7 @@ async function captureScreen(width, height, fps) {
       test.captureSize = `${settings.width}x${settings.height}`;
       return stream;
     } catch (error) {
-      test.captureError = `${error.name || "Error"}: ${error.message}`;
+      test.captureError = error instanceof Error ? `${error.name || "Error"}: ${error.message}` : String(error);
       note(`getDisplayMedia failed: ${test.captureError}; using a canvas`);
     }
   }
@@ -316,7 +396,7 @@ async function start() {
     form.hidden = false;
     for (const [key, value] of params) if (form.elements[key]) form.elements[key].value = value;
     status("enter a channel and uid");
-    form.addEventListener("submit", (event) => {
+    form.addEventListener("submit", (/** @type {Event} */ event) => {
       event.preventDefault();
       const next = new URLSearchParams(params);
       for (const key of ["channel", "uid", "mode", "token"]) {
@@ -327,14 +407,16 @@ async function start() {
     });
     return;
   }
-  const url = params.get("server") || undefined;
+  const url = params.get("server") || null;
   // Other nodes to join again at if this one is lost: &fallback=ws://b:7880/rtc,ws://c:7880/rtc
   const fallbackURLs = (params.get("fallback") || "").split(",").filter(Boolean);
+  /** @type {ClientOptions} */
   const clientOptions = {log: (...args) => note(args.map(String).join(" "))};
-  if (params.get("bundlePolicy")) clientOptions.bundlePolicy = params.get("bundlePolicy");
+  const bundlePolicy = params.get("bundlePolicy");
+  if (bundlePolicy) clientOptions.bundlePolicy = /** @type {RTCBundlePolicy} */ (bundlePolicy);
   if (params.get("preferCodecs") === "false") clientOptions.preferCodecs = false;
   const client = new RTCClient(clientOptions);
-  window.rtcClient = client;
+  page.rtcClient = client;
   wire(client);
   startStats(client);
   $("#leave").hidden = false;
@@ -355,7 +437,7 @@ async function start() {
                        autoSubscribe: false, autoSubscribeAudio: false, autoSubscribeVideo: false});
     const share = await RTCClient.shareScreen({url, fallbackURLs, channel, hostUid: uid, token, suffix, stream,
                                                video: {width, height, frameRate: fps}, clientOptions});
-    window.rtcClient = share;
+    page.rtcClient = share;
     wire(share);
     startStats(share);
     $("#leave").onclick = async () => { await share.leave(); await client.leave(); };
@@ -363,7 +445,7 @@ async function start() {
     test.joinedMs = Math.round(performance.now());
     test.participants = [...share.participants.keys()];
     const preview = showLocal(stream, `${joinUid} · screen (${test.captureMethod})`);
-    for (const t of share.localTracks) if (t.kind === "video") t.preview = preview;
+    for (const t of /** @type {LocalTrack[]} */ (share.localTracks)) if (t.kind === "video") t.preview = preview;
     recordPublished(share, share.localTracks);
     status("sharing");
     return;
@@ -383,7 +465,9 @@ async function start() {
   test.roomMetadata = client.roomMetadata;
   status("joined");
   note("joined");
-  if (params.get("data") === "1" || params.has("sendData")) setUpChat(client).catch((error) => { test.dataError = String(error.reason || error); });
+  if (params.get("data") === "1" || params.has("sendData")) {
+    setUpChat(client).catch((error) => { test.dataError = String(error.reason || error); });
+  }
 
   if (mode === "publish") {
     const width = number("width", 640), height = number("height", 360), fps = number("fps", 15);
@@ -393,6 +477,7 @@ async function start() {
       audio: true, video: {width: {ideal: width}, height: {ideal: height}, frameRate: {ideal: fps}},
     });
     const preview = showLocal(stream, `${uid} · camera (local)`);
+    /** @type {LocalTrack[]} */
     let local;
     try {
       local = await client.publishCamera({stream});
@@ -405,12 +490,12 @@ async function start() {
     if (audio) {
       const button = $("#mute-audio");
       button.hidden = false;
-      button.onclick = () => { client.mute(audio.sid, !audio.muted); button.textContent = audio.muted ? "Unmute mic" : "Mute mic"; };
+      button.onclick = () => { if (audio.sid) client.mute(audio.sid, !audio.muted); button.textContent = audio.muted ? "Unmute mic" : "Mute mic"; };
     }
     if (video) {
       const button = $("#mute-video");
       button.hidden = false;
-      button.onclick = () => { client.mute(video.sid, !video.muted); button.textContent = video.muted ? "Start camera" : "Stop camera"; };
+      button.onclick = () => { if (video.sid) client.mute(video.sid, !video.muted); button.textContent = video.muted ? "Start camera" : "Stop camera"; };
     }
     status("publishing");
     setUpShareButton(url, clientOptions);
@@ -421,24 +506,29 @@ async function start() {
  * The chat box: data messages (topic `dataTopic`, default chat) over the SDK's data channels, each
  * line its sender as the server wrote it. `sendData` sends one message once `dataPeers` others are in
  * (and, with `dataHear`, once that many others have been heard).
+ * @param {RTCClient} client
  */
 async function setUpChat(client) {
   const topic = params.get("dataTopic") || "chat";
   const log = $("#chat-log");
+  /**
+   * @param {string} who
+   * @param {string} text
+   */
   const show = (who, text) => {
     const item = document.createElement("li");
     item.textContent = `${who}: ${text}`;
     log.append(item);
   };
-  client.addEventListener("data", (e) => {
-    const {uid: from, topic: got, text, reliable} = e.detail;
+  on(client, "data", (detail) => {
+    const {uid: from, topic: got, text, reliable} = detail;
     test.data.push({from, topic: got, text, reliable, ms: Math.round(performance.now())});
-    show(`${from}${got && got !== topic ? " [" + got + "]" : ""}`, text === null ? `(${e.detail.payload.length} bytes)` : text);
+    show(`${from}${got && got !== topic ? " [" + got + "]" : ""}`, text === null ? `(${detail.payload.length} bytes)` : text);
   });
   $("#chat").hidden = false;
   await client.openData();
   note("data open");
-  $("#chat-form").addEventListener("submit", async (event) => {
+  $("#chat-form").addEventListener("submit", async (/** @type {Event} */ event) => {
     event.preventDefault();
     const input = $("#chat-text");
     if (!input.value) return;
@@ -472,10 +562,17 @@ async function setUpChat(client) {
   }
 }
 
-/** Publish mode: share the screen as <uid>_sub from this page (a second connection). */
+/**
+ * Publish mode: share the screen as <uid>_sub from this page (a second connection).
+ * @param {string | null} url
+ * @param {ClientOptions} clientOptions
+ */
 function setUpShareButton(url, clientOptions) {
+  // Set up only after joining, so the page's uid is there.
+  const hostUid = /** @type {string} */ (uid);
   const button = $("#share");
   button.hidden = false;
+  /** @type {RTCClient | null} */
   let share = null;
   button.onclick = async () => {
     button.disabled = true;
@@ -489,8 +586,8 @@ function setUpShareButton(url, clientOptions) {
       }
       const fps = number("fps", 15);
       const stream = await captureScreen(1280, 720, fps); // in the click: browsers want the gesture
-      const token = params.get("shareToken") || await fetchToken(screenShareUID(uid, suffix));
-      share = await RTCClient.shareScreen({url, channel, hostUid: uid, token, suffix, stream, clientOptions});
+      const token = params.get("shareToken") || await fetchToken(screenShareUID(hostUid, suffix));
+      share = await RTCClient.shareScreen({url, channel: /** @type {string} */ (channel), hostUid, token, suffix, stream, clientOptions});
       share.addEventListener("leave", () => { share = null; test.share = null; button.textContent = "Share screen"; });
       test.share = {uid: share.uid, captureMethod: test.captureMethod};
       button.textContent = "Stop sharing";
@@ -503,6 +600,6 @@ function setUpShareButton(url, clientOptions) {
 }
 
 // Leave at once when the page goes away, instead of the server holding the user for its resume window.
-window.addEventListener("pagehide", () => { if (window.rtcClient) window.rtcClient.leave(); });
+window.addEventListener("pagehide", () => { if (page.rtcClient) page.rtcClient.leave(); });
 window.addEventListener("unhandledrejection", (event) => showError(event.reason));
 start().catch(showError);

@@ -16,6 +16,10 @@ const strictDecoder = new TextDecoder("utf-8", {fatal: true});
 
 /** Why bytes are not an envelope (`kind` as the Swift ParseError's cases name them). */
 export class EnvelopeError extends Error {
+  /**
+   * @param {"truncated" | "unknownVersion" | "topicTooLong" | "tooManyDestinations" | "emptyUID" | "notUTF8"} kind
+   * @param {string} message
+   */
   constructor(kind, message) {
     super(message);
     this.name = "EnvelopeError";
@@ -23,6 +27,11 @@ export class EnvelopeError extends Error {
   }
 }
 
+/**
+ * The UTF-8 bytes of `text`, cut to at most `limit` bytes at a character boundary.
+ * @param {string} text
+ * @param {number} limit
+ */
 function utf8Prefix(text, limit) {
   const bytes = encoder.encode(text);
   if (bytes.length <= limit) return bytes;
@@ -32,7 +41,11 @@ function utf8Prefix(text, limit) {
   return bytes.slice(0, end);
 }
 
-/** The envelope's bytes. `payload`: a Uint8Array or a string (sent as UTF-8). */
+/**
+ * The envelope's bytes. `payload`: a Uint8Array or a string (sent as UTF-8).
+ * @param {{topic?: string, destinations?: string[], sender?: string, stream?: number, payload?: Uint8Array | string}} fields
+ * @returns {Uint8Array}
+ */
 export function encodeEnvelope({topic = "", destinations = [], sender = "", stream = 0, payload = new Uint8Array()} = {}) {
   const topicBytes = utf8Prefix(topic, MAX_TOPIC_BYTES);
   const uids = destinations.slice(0, MAX_DESTINATIONS).map((uid) => utf8Prefix(uid, 255)).filter((uid) => uid.length > 0);
@@ -55,18 +68,34 @@ export function encodeEnvelope({topic = "", destinations = [], sender = "", stre
   return out;
 }
 
-/** `{topic, destinations, sender, stream, payload}` from bytes; throws EnvelopeError. */
+/**
+ * @typedef {{topic: string, destinations: string[], sender: string, stream: number, payload: Uint8Array}} Envelope
+ */
+
+/**
+ * `{topic, destinations, sender, stream, payload}` from bytes; throws EnvelopeError.
+ * @param {Uint8Array | ArrayBuffer | ArrayLike<number>} input
+ * @returns {Envelope}
+ */
 export function decodeEnvelope(input) {
   const bytes = input instanceof Uint8Array ? input : new Uint8Array(input);
   let at = 0;
+  /** @param {number} count */
   const take = (count) => {
     if (bytes.length - at < count) throw new EnvelopeError("truncated", `the envelope ends at byte ${bytes.length}, before its header does`);
     const slice = bytes.subarray(at, at + count);
     at += count;
     return slice;
   };
+  /** @param {Uint8Array} slice */
   const text = (slice) => {
-    try { return strictDecoder.decode(slice); } catch (_) { throw new EnvelopeError("notUTF8", "a topic or uid that is not UTF-8"); }
+    try {
+      return strictDecoder.decode(slice);
+    } catch (error) {
+      // A fatal TextDecoder throws (TypeError) exactly for bytes that are not UTF-8: that is this
+      // envelope's notUTF8, the case Swift's parser names too.
+      throw new EnvelopeError("notUTF8", "a topic or uid that is not UTF-8");
+    }
   };
   const head = take(2);
   if (head[0] !== 1) throw new EnvelopeError("unknownVersion", `envelope version ${head[0]} (1 is known)`);

@@ -14,7 +14,11 @@ export class RejoinBackoff {
     this.unreachable = 0;
   }
 
-  /** After a failed attempt: how long to wait (ms) before the next one. */
+  /**
+   * After a failed attempt: how long to wait (ms) before the next one.
+   * @param {boolean} answered whether the server answered (with an error) rather than not being reached
+   * @returns {number}
+   */
   failed(answered) {
     if (!answered) this.unreachable += 1;
     const wait = answered ? Math.min(this.delayMs, REJOIN_ANSWERED_MAXIMUM_MS) : this.delayMs;
