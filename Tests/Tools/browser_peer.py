@@ -33,28 +33,18 @@ import tempfile
 import time
 from urllib.parse import urlsplit
 
-try:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-except ImportError:
-    # A pyenv/venv python3 does not see Debian's python3-selenium: rerun under the system interpreter once.
-    if os.path.exists("/usr/bin/python3") and sys.executable != "/usr/bin/python3" and "BROWSER_PEER_REEXEC" not in os.environ:
-        os.environ["BROWSER_PEER_REEXEC"] = "1"
-        os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
-    print("browser_peer: selenium is not installed (apt-get install python3-selenium)", file=sys.stderr)
-    sys.exit(2)
+import chromium  # noqa: E402 (next to this script)
+
+webdriver = chromium.import_webdriver("browser_peer")
 
 from peer_common import add_page_options, add_raw_data_options, kill_profile_processes, poll_page, run_raw_data  # noqa: E402 (next to this script, after the selenium check)
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
+# On top of chromium.BASE_FLAGS: fake camera, microphone and screen, autoplay, no throttling.
 FLAGS = (
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--mute-audio",
     "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
     "--auto-select-desktop-capture-source=Entire screen", "--autoplay-policy=no-user-gesture-required",
     # The headless screen (what "Entire screen" captures) and the window: 1280x720.
     "--screen-info={1280x720}", "--window-size=1280,720",
-    "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
     "--disable-background-timer-throttling", "--disable-renderer-backgrounding", "--disable-backgrounding-occluded-windows",
 )
 
@@ -335,8 +325,8 @@ def main():
     parser.add_argument("--raw-whip", metavar="ENDPOINT", help="publish the fake camera over WHIP (plain JS, fetch) to this URL with --token")
     parser.add_argument("--raw-whep", metavar="ENDPOINT", help="watch over WHEP (plain JS, fetch) from this URL with --token (--min-frames)")
     add_raw_data_options(parser)
-    parser.add_argument("--chromium", default=CHROMIUM)
-    parser.add_argument("--chromedriver", default=CHROMEDRIVER)
+    parser.add_argument("--chromium", default=chromium.CHROMIUM)
+    parser.add_argument("--chromedriver", default=chromium.CHROMEDRIVER)
     args = parser.parse_args()
     if args.raw_whip or args.raw_whep:
         if not args.token:
@@ -354,17 +344,12 @@ def main():
     driver = None
     result = None
     try:
-        options = webdriver.ChromeOptions()
-        options.binary_location = args.chromium
-        for flag in FLAGS:
-            options.add_argument(flag)
-        options.add_argument("--user-data-dir=" + profile)
+        flags = FLAGS
         if args.secure_origin:
             # A page from another host over plain http is not a secure context: no capture without this.
-            options.add_argument("--unsafely-treat-insecure-origin-as-secure=" + args.secure_origin)
-        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+            flags += ("--unsafely-treat-insecure-origin-as-secure=" + args.secure_origin,)
         try:
-            driver = webdriver.Chrome(service=Service(executable_path=args.chromedriver), options=options)
+            driver = chromium.start(webdriver, flags, profile=profile, chromium=args.chromium, chromedriver=args.chromedriver, console=True)
         except Terminated:
             raise
         except Exception as error:  # selenium raises several types here; all mean "could not start"

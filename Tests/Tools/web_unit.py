@@ -22,21 +22,13 @@ import tempfile
 import threading
 import time
 
-try:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-except ImportError:
-    if os.path.exists("/usr/bin/python3") and sys.executable != "/usr/bin/python3" and "WEB_UNIT_REEXEC" not in os.environ:
-        os.environ["WEB_UNIT_REEXEC"] = "1"
-        os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
-    print("web_unit: selenium is not installed (apt-get install python3-selenium)", file=sys.stderr)
-    sys.exit(2)
+import chromium  # noqa: E402 (next to this script)
+
+webdriver = chromium.import_webdriver("web_unit")
 
 from peer_common import kill_profile_processes  # noqa: E402 (next to this script, after the selenium check)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--mute-audio",
-         "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-background-networking")
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -62,8 +54,8 @@ def brief(error):
 def main():
     parser = argparse.ArgumentParser(description="Run Tests/Web/unit.html in headless Chromium.")
     parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--chromium", default="/usr/bin/chromium")
-    parser.add_argument("--chromedriver", default="/usr/bin/chromedriver")
+    parser.add_argument("--chromium", default=chromium.CHROMIUM)
+    parser.add_argument("--chromedriver", default=chromium.CHROMEDRIVER)
     args = parser.parse_args()
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=ROOT))
@@ -74,14 +66,8 @@ def main():
     result = {"ok": False}
     status = 1
     try:
-        options = webdriver.ChromeOptions()
-        options.binary_location = args.chromium
-        for flag in FLAGS:
-            options.add_argument(flag)
-        options.add_argument("--user-data-dir=" + profile)
-        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         try:
-            driver = webdriver.Chrome(service=Service(executable_path=args.chromedriver), options=options)
+            driver = chromium.start(webdriver, profile=profile, chromium=args.chromium, chromedriver=args.chromedriver, console=True)
         except Exception as error:  # selenium raises several types here; all mean "could not start"
             result = {"ok": False, "reason": "cannot start Chromium: " + brief(error)}
             status = 2

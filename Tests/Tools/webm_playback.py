@@ -15,16 +15,9 @@ import sys
 import tempfile
 import time
 
-try:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-except ImportError:
-    # A pyenv/venv python3 does not see Debian's python3-selenium: rerun under the system interpreter once.
-    if os.path.exists("/usr/bin/python3") and sys.executable != "/usr/bin/python3" and "WEBM_PLAYBACK_REEXEC" not in os.environ:
-        os.environ["WEBM_PLAYBACK_REEXEC"] = "1"
-        os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
-    print("webm_playback: selenium is not installed (apt-get install python3-selenium)", file=sys.stderr)
-    sys.exit(2)
+import chromium  # noqa: E402 (next to this script)
+
+webdriver = chromium.import_webdriver("webm_playback")
 
 # The page counts frames with requestVideoFrameCallback and keeps every size seen (callbacks and resize events).
 PAGE = """<!doctype html><meta charset="utf-8"><video muted playsinline></video><script>
@@ -86,13 +79,8 @@ def main():
         with open(os.path.join(page_dir, "index.html"), "w") as page:
             page.write(PAGE)
 
-        options = webdriver.ChromeOptions()
-        options.binary_location = "/usr/bin/chromium"
-        for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--autoplay-policy=no-user-gesture-required",
-                     "--allow-file-access-from-files", "--disable-dev-shm-usage", "--mute-audio"):
-            options.add_argument(flag)
         try:
-            driver = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
+            driver = chromium.start(webdriver, ("--autoplay-policy=no-user-gesture-required", "--allow-file-access-from-files"))
         except Exception as error:  # selenium raises several types here; all mean "could not start"
             print("webm_playback: cannot start Chromium: " + brief(error), file=sys.stderr)
             return 2
