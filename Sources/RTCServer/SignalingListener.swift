@@ -533,6 +533,8 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
                 } else if let roomService, RoomServiceAPI.handles(head.uri) {
                     roomService.handle(method: head.method, uri: head.uri, headers: head.headers, body: body, bodyTooLarge: bodyTooLarge,
                                        loop: context.eventLoop)
+                } else if let roomService, RoomServiceAPI.handlesForwarded(head.uri) {
+                    roomService.forwarded(method: head.method, uri: head.uri, headers: head.headers, loop: context.eventLoop)
                 } else {
                     nil
                 }

@@ -2,6 +2,8 @@
 import Glibc
 #endif
 import ArgumentParser
+import Foundation
+import LiveKitProtocol
 import Logging
 import NIOPosix
 import RTCCore
@@ -12,8 +14,10 @@ import ScreenShareUser
 import Signaling
 import ServerCommandLine
 
-/// The product in one command: an embedded server, host `1001`, its screen share `1001_sub` and
-/// viewer `2001` in channel `ScreenShare`, all on loopback; a summary table and the viewer's recordings.
+/// The product in one command: `rtc-server` (the server operators run, started next to this
+/// executable), host `1001`, its screen share `1001_sub` (an `rtc-sharer` process) and viewer `2001`
+/// in channel `ScreenShare`, all on loopback; a summary table, what the server says it forwarded
+/// (its `/debug/forwarded` and `/metrics`), and the viewer's recordings.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
@@ -28,11 +32,12 @@ struct DemoCommand: AsyncParsableCommand {
 
     func run() async throws {
         try makeDirectories(out)
-        let server = try await BenchServer()
-        let app = server.app, url = server.url
+        let server = try await DemoServer.start()
+        defer { server.stop() }
+        let url = server.url
         let channel = "ScreenShare"
         func token(_ uid: String) -> String { server.token(uid, channel) }
-        print("server: \(url), media udp \(app.mediaAddress?.port ?? 0)")
+        print("server: rtc-server pid \(server.pid), \(server.banner)")
         let viewer = try await Bot.start(server: url, channel: channel, uid: "2001", token: token("2001"), role: .broadcaster, video: .none,
                                          audio: .none, settings: VideoEncoderConfiguration(), subscribe: true, record: out, printStats: false,
                                          recordOptions: ChannelRecorder.Options(layout: .both))
@@ -60,15 +65,17 @@ struct DemoCommand: AsyncParsableCommand {
         try? await Task.sleep(for: .milliseconds(Int(duration * 1000)))
         let viewerStats = viewer.latestStats.withLockedValue { $0 }
         let hostStats = host.latestStats.withLockedValue { $0 }
-        let toHost = try await app.sfu.packetsForwarded(to: "1001", in: channel).get()
-        let toShare = try await app.sfu.packetsForwarded(to: "1001_sub", in: channel).get()
-        let counters = try await app.sfu.counterSnapshot.get()
+        // The server's own word, over HTTP as an operator would ask it.
+        let toHost = try await server.forwarded(to: "1001", in: channel)
+        let toShare = try await server.forwarded(to: "1001_sub", in: channel)
+        let toViewer = try await server.forwarded(to: "2001", in: channel)
+        let counters = try await server.metrics()
         await shareHost.stop()
         shareHost.waitForSharer()
         shareEvents.cancel()
         _ = await host.stop()
         let files = await viewer.stop()
-        await app.shutdown()
+        server.stop()
 
         print("")
         print("participant  track              sent kbps   fps  size")
@@ -90,11 +97,13 @@ struct DemoCommand: AsyncParsableCommand {
                 + "\(String(track.packetsLost).padding(5)) \(String(format2: track.jitterMs))")
         }
         print("")
-        let fromShare = toHost.filter { $0.key.uid == "1001_sub" }.values.reduce(0, +)
+        print("packets the server forwarded to 2001: " + toViewer.map { "\($0.from) \($0.kind) \($0.packets)" }.joined(separator: ", "))
+        let fromShare = toHost.filter { $0.from == "1001_sub" }.reduce(0) { $0 + $1.packets }
         print("packets the server forwarded to 1001 from its own share 1001_sub: \(fromShare)")
-        print("packets the server forwarded to 1001_sub (it subscribes to nothing): \(toShare.values.reduce(0, +))")
-        print("server: \(counters.packetsIn) packets in, \(counters.packetsOut) out, \(counters.packetsDropped) dropped, "
-            + "\(counters.nacksReceived) NACKs, \(counters.retransmissions) retransmitted")
+        print("packets the server forwarded to 1001_sub (it subscribes to nothing): \(toShare.reduce(0) { $0 + $1.packets })")
+        func count(_ name: String) -> String { counters[name].map { String(Int($0)) } ?? "?" }
+        print("server: \(count("rtc_packets_in_total")) packets in, \(count("rtc_packets_out_total")) out, "
+            + "\(count("rtc_packets_dropped_total")) dropped, \(count("rtc_nacks_total")) NACKs, \(count("rtc_retransmissions_total")) retransmitted")
         print("")
         for line in viewer.log.withLockedValue({ $0 }) + host.log.withLockedValue({ $0 }) where line.contains("first frame") || line.contains("joined") {
             print("event  \(line)")
@@ -103,6 +112,90 @@ struct DemoCommand: AsyncParsableCommand {
         print("recordings (viewer 2001):")
         for file in files { print("  " + Bot.describe(file).dropFirst("recorded ".count)) }
         print("try: ffprobe \(files.first?.path ?? out); ffplay \(files.first(where: { $0.path.hasSuffix(".ivf") })?.path ?? out)")
+    }
+}
+
+/// `rtc-server` next to this executable, on free ports, with a random secret and an API key: the
+/// demo's server, run as an operator runs it. Stopped (SIGTERM, then SIGKILL) by ``stop()``.
+struct DemoServer: Sendable {
+    let pid: pid_t
+    /// The signaling URL, and the line the server printed it in.
+    let url: String, banner: String
+    let secret: String, apiKey = "demo", apiSecret: String
+
+    static func start() async throws -> DemoServer {
+        guard let executable = ProcessRunner.sibling("rtc-server") else {
+            throw CLIError("rtc-server is not next to rtc-cli: build it (swift build --product rtc-server, or make build)")
+        }
+        let secret = ServerCommand.randomSecret(), apiSecret = ServerCommand.randomSecret()
+        let log = NSTemporaryDirectory() + "rtc-demo-server-\(getpid()).txt"
+        defer { unlink(log) }
+        let pid = try ProcessRunner.spawn([executable, "--host", "127.0.0.1", "--port", "0", "--udp-port", "0", "--secret", secret,
+                                           "--api-key", "demo", "--api-secret", apiSecret, "--log-level", "warning"],
+                                          keepErrors: true, output: log)
+        // Its first line names the ports it took: "signaling: ws://127.0.0.1:P/rtc  media: udp 127.0.0.1:Q".
+        for _ in 0..<200 {
+            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("signaling: ") }),
+               let url = line.split(separator: " ").first(where: { $0.hasPrefix("ws://") }) {
+                return DemoServer(pid: pid, url: String(url), banner: String(line), secret: secret, apiSecret: apiSecret)
+            }
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid { throw CLIError("rtc-server exited at its start: \(text.suffix(400))") }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        kill(pid, SIGKILL)
+        throw CLIError("rtc-server did not print its signaling URL within 10 s")
+    }
+
+    func token(_ uid: String, _ channel: String) -> String {
+        AccessToken(uid: uid, channel: channel, now: Int64(time(nil)), ttl: 3600).signed(secret: secret)
+    }
+
+    /// What the server forwarded to `uid` in `channel`, by sender and kind (its `/debug/forwarded`).
+    func forwarded(to uid: String, in channel: String) async throws -> [(from: String, kind: String, packets: Int)] {
+        let admin = LiveKitClaims(apiKey: apiKey, identity: "demo-admin", video: LiveKitVideoGrant(room: channel, roomAdmin: true),
+                                  now: Int64(time(nil)), ttl: 600).signed(secret: apiSecret)
+        let query = "?room=\(channel.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? channel)"
+            + "&identity=\(uid.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? uid)"
+        let (status, body) = try await get("/debug/forwarded" + query, headers: [("Authorization", "Bearer " + admin)])
+        guard status == 200, let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+              let rows = object["forwarded"] as? [[String: Any]] else {
+            throw CLIError("the server's /debug/forwarded answered \(status): \(String(decoding: body.prefix(300), as: UTF8.self))")
+        }
+        return rows.map { (($0["from"] as? String) ?? "?", ($0["kind"] as? String) ?? "?", ($0["packets"] as? Int) ?? 0) }
+    }
+
+    /// The server's counters and gauges (its `/metrics`, Prometheus text), by name.
+    func metrics() async throws -> [String: Double] {
+        let (status, body) = try await get("/metrics", headers: [])
+        guard status == 200 else { throw CLIError("the server's /metrics answered \(status)") }
+        var values: [String: Double] = [:]
+        for line in String(decoding: body, as: UTF8.self).split(separator: "\n") where !line.hasPrefix("#") {
+            let parts = line.split(separator: " ")
+            if parts.count == 2, let value = Double(parts[1]) { values[String(parts[0])] = value }
+        }
+        return values
+    }
+
+    private func get(_ path: String, headers: [(String, String)]) async throws -> (Int, [UInt8]) {
+        let target = try HTTPPost.target(server: url, path: path)
+        let response = try await HTTPPost.send(target, method: .GET, headers: headers, body: [], on: MultiThreadedEventLoopGroup.singleton.next(),
+                                               tls: nil, timeout: .seconds(5)).get()
+        return (response.status, response.body)
+    }
+
+    /// SIGTERM, then SIGKILL after 5 s; reaped. Idempotent.
+    func stop() {
+        guard kill(pid, 0) == 0 else { return }
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        for _ in 0..<100 {
+            if waitpid(pid, &status, WNOHANG) == pid { return }
+            usleep(50_000)
+        }
+        kill(pid, SIGKILL)
+        waitpid(pid, &status, 0)
     }
 }
 

@@ -156,7 +156,14 @@ struct BotCommandTests {
         #expect(result.status == 0, "\(result.err)")
         #expect(result.out.contains("viewer 2001 receives"), "\(result.out)")
         #expect(result.out.contains("1001_sub/screen"))
+        // The server's own figures (rtc-server's /debug/forwarded): the share reached the viewer and
+        // never its owner; the share itself received nothing.
+        #expect(result.out.contains("server: rtc-server pid "), "\(result.out)")
         #expect(result.out.contains("packets the server forwarded to 1001 from its own share 1001_sub: 0"))
+        #expect(result.out.contains("packets the server forwarded to 1001_sub (it subscribes to nothing): 0"))
+        let toViewer = result.out.split(separator: "\n").first { $0.hasPrefix("packets the server forwarded to 2001: ") } ?? ""
+        let shareToViewer = toViewer.components(separatedBy: "1001_sub video ").dropFirst().first.flatMap { Int($0.prefix { $0.isNumber }) } ?? 0
+        #expect(shareToViewer > 100, "\(toViewer)")
         for (file, codec) in [("1001-camera.ivf", "vp8"), ("1001_sub-screen.ivf", "vp8"), ("1001-microphone.wav", "pcm_s16le"),
                               ("1001.webm", "vp8"), ("1001_sub-screen.webm", "vp8")] {
             let probe = try MediaProbe("\(out)/\(file)")

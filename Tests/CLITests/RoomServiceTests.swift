@@ -217,6 +217,42 @@ struct RoomServiceTests {
         #expect(server.isRunning, "the server is still up: \(server.errorText.suffix(300))")
     }
 
+    @Test("/debug/forwarded: RTP packets the server forwarded to one participant, by sender and kind, for a roomAdmin token of its room; no token 401, another room's token 403, an unknown identity or room 404, no query 400, a POST 404")
+    func forwardedPackets() async throws {
+        let (server, url, _) = try await LiveKitInteropTests.server()
+        defer { server.stop() }
+        let publisher = try LiveKitInteropTests.swiftBot(url, room: "fwd", uid: "pub", ["--video", "pattern", "--size", "320x180", "--audio", "tone",
+                                                                                       "--no-subscribe", "--duration", "30"])
+        defer { publisher.stop() }
+        let viewer = try LiveKitInteropTests.swiftBot(url, room: "fwd", uid: "view", ["--video", "none", "--audio", "none", "--duration", "30"])
+        defer { viewer.stop() }
+        let path = "/debug/forwarded?room=fwd&identity="
+        let results = try await Self.calls(url, [
+            #"WaitParticipants {"room": "fwd", "count": 2}"#,
+            #"Sleep {"seconds": 3}"#,
+            #"Raw {"method": "GET", "path": "\#(path)view", "token": "admin", "room": "fwd"}"#,
+            #"Raw {"method": "GET", "path": "\#(path)pub", "token": "admin", "room": "fwd"}"#,
+            #"Raw {"method": "GET", "path": "\#(path)view"}"#,
+            #"Raw {"method": "GET", "path": "\#(path)view", "token": "admin", "room": "other"}"#,
+            #"Raw {"method": "GET", "path": "\#(path)view", "token": "participant", "room": "fwd"}"#,
+            #"Raw {"method": "GET", "path": "\#(path)nobody", "token": "admin", "room": "fwd"}"#,
+            #"Raw {"method": "GET", "path": "/debug/forwarded?room=gone&identity=view", "token": "admin", "room": "gone"}"#,
+            #"Raw {"method": "GET", "path": "/debug/forwarded", "token": "admin", "room": "fwd"}"#,
+            #"Raw {"path": "\#(path)view", "token": "admin", "room": "fwd"}"#,
+        ])
+        let answers = Array(results.dropFirst())  // after WaitParticipants (Sleep answers nothing)
+        let codes = answers.map { "\($0["status"] as? Int ?? 0) \($0["code"] as? String ?? "-")" }
+        #expect(codes == ["200 -", "200 -", "401 unauthenticated", "403 permission_denied", "403 permission_denied", "404 not_found", "404 not_found",
+                          "400 invalid_argument", "404 bad_route"], "\(codes) \(answers.map { $0["msg"] ?? "" })")
+        // The viewer got the publisher's video and audio; the publisher (subscribing to nothing) got nothing.
+        let toViewer = (answers.first?["json"] as? [String: Any])?["forwarded"] as? [[String: Any]] ?? []
+        let video = toViewer.first { $0["from"] as? String == "pub" && $0["kind"] as? String == "video" }?["packets"] as? Int ?? 0
+        let audio = toViewer.first { $0["from"] as? String == "pub" && $0["kind"] as? String == "audio" }?["packets"] as? Int ?? 0
+        #expect(video > 20 && audio > 20, "\(toViewer)")
+        let toPublisher = (answers.dropFirst().first?["json"] as? [String: Any])?["forwarded"] as? [[String: Any]]
+        #expect(toPublisher?.allSatisfy { ($0["packets"] as? Int ?? 1) == 0 } == true, "\(String(describing: toPublisher))")
+    }
+
     @Test("rtc-cli room lists, updates, messages and removes like lk room: each line names what it did; a refusal is one error line and a non-zero exit")
     func cli() async throws {
         let (server, url, _) = try await LiveKitInteropTests.server()

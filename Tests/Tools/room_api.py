@@ -5,7 +5,8 @@ client and its WebhookReceiver, written by LiveKit, not by us (docs/server-api.m
   room_api.py calls --url http://HOST:PORT --api-key K --api-secret S --call 'Method {"json": "args"}' ...
       Calls each method in order through livekit.api.LiveKitAPI and prints one JSON line per call:
       {"method", "ok", "result"} (the answer as protobuf JSON) or {"method", "ok": false, "code", "msg", "status"}.
-      `Sleep {"seconds": 1}` waits. `Raw {...}` posts bytes of its own (bad input): path, body, token, contentType.
+      `Sleep {"seconds": 1}` waits. `Raw {...}` posts bytes of its own (bad input): path, body, token, contentType (or, with "method":
+      "GET", gets path).
 
   room_api.py webhooks --port P --api-key K --api-secret S --out FILE [--hang]
       Receives webhooks and checks each with livekit.api.WebhookReceiver (the JWT's signature and
@@ -64,7 +65,8 @@ def request(cls, args):
 
 
 async def raw(args, spec):
-    """A POST the SDK would never make: no token, a participant's token, a bad body, an unknown method."""
+    """A POST the SDK would never make (no token, a participant's token, a bad body, an unknown
+    method), or a GET of our own API (/debug/forwarded)."""
     headers = {"Content-Type": spec.get("contentType", "application/protobuf")}
     token = spec.get("token")
     if token == "admin":
@@ -78,13 +80,18 @@ async def raw(args, spec):
     if spec.get("bodyBytes"):
         body = b"x" * spec["bodyBytes"]
     async with aiohttp.ClientSession() as session:
-        async with session.post(args.url.rstrip("/") + spec["path"], data=body, headers=headers) as response:
+        if spec.get("method") == "GET":
+            made = session.get(args.url.rstrip("/") + spec["path"], headers=headers)
+        else:
+            made = session.post(args.url.rstrip("/") + spec["path"], data=body, headers=headers)
+        async with made as response:
             text = await response.text()
             try:
                 parsed = json.loads(text)
             except ValueError:
                 parsed = {}
-            return {"status": response.status, "code": parsed.get("code"), "msg": parsed.get("msg"), "body": text[:300]}
+            return {"status": response.status, "code": parsed.get("code"), "msg": parsed.get("msg"), "body": text[:300],
+                    "json": parsed}
 
 
 async def track_sid(lkapi, room, reference):

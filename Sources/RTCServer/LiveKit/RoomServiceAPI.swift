@@ -119,6 +119,43 @@ final class RoomServiceAPI: Sendable {
         return answer(call, json: json, loop: loop)
     }
 
+    /// Beside LiveKit's API, our own: `GET /debug/forwarded?room=R&identity=U` answers the RTP
+    /// packets this server forwarded to participant U of room R, by sender and kind, as JSON
+    /// (`{"room", "identity", "forwarded": [{"from", "kind", "packets"}]}`), for a token of the
+    /// same API keys granting roomAdmin for R. The server-side proof that a filtered stream (a
+    /// host's own screen share) never reached a participant: what `rtc-cli demo` prints.
+    static let forwardedPath = "/debug/forwarded"
+
+    static func handlesForwarded(_ uri: String) -> Bool {
+        uri == forwardedPath || uri.hasPrefix(forwardedPath + "?")
+    }
+
+    func forwarded(method: HTTPMethod, uri: String, headers: HTTPHeaders, loop: EventLoop) -> EventLoopFuture<HTTPReply> {
+        func fail(_ error: TwirpError) -> EventLoopFuture<HTTPReply> { loop.makeSucceededFuture(error.reply) }
+        guard method == .GET else { return fail(TwirpError(code: "bad_route", message: "\(Self.forwardedPath) is a GET request")) }
+        let query = URLComponents(string: uri)?.queryItems ?? []
+        func value(_ name: String) -> String? { query.first { $0.name == name }?.value.flatMap { $0.isEmpty ? nil : $0 } }
+        guard let room = value("room"), let identity = value("identity") else {
+            return fail(.invalid("\(Self.forwardedPath) needs ?room=ROOM&identity=IDENTITY"))
+        }
+        if case .failure(let error) = authorize(headers.first(name: "Authorization"), for: .admin(room: room)) { return fail(error) }
+        guard sfu.shard(of: room) != nil else { return fail(.notFound("no room '\(room)' on this server")) }
+        let sfu = self.sfu
+        return sfu.participants(in: room).flatMap { participants -> EventLoopFuture<[ForwardedStream: Int]?> in
+            guard participants.contains(where: { $0.uid == identity }) else { return loop.makeSucceededFuture(nil) }
+            return sfu.packetsForwarded(to: identity, in: room).map { $0 }
+        }.hop(to: loop).map { counts -> HTTPReply in
+            guard let counts else { return TwirpError.notFound("no participant '\(identity)' in room '\(room)'").reply }
+            let rows: [[String: Any]] = counts.sorted { ($0.key.uid, $0.key.kind.rawValue) < ($1.key.uid, $1.key.kind.rawValue) }.map {
+                ["from": $0.key.uid, "kind": $0.key.kind.rawValue, "packets": $0.value]
+            }
+            let object: [String: Any] = ["room": room, "identity": identity, "forwarded": rows]
+            guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), let body = String(data: data, encoding: .utf8)
+            else { return TwirpError(code: "internal", message: "the answer could not be encoded").reply }
+            return HTTPReply(status: .ok, contentType: "application/json", body: body)
+        }
+    }
+
     /// Runs the call here and encodes its answer (or its error).
     private func answer(_ call: Call, json: Bool, loop: EventLoop) -> EventLoopFuture<HTTPReply> {
         call.run(on: sfu).hop(to: loop).map { message in

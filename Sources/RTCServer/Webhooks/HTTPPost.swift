@@ -69,8 +69,9 @@ public enum HTTPPost {
         return Target(secure: secure, host: host, port: port, path: path)
     }
 
-    public static func send(_ target: Target, headers extra: [(String, String)], body: [UInt8], on loop: EventLoop, tls: NIOSSLContext?,
-                            timeout: TimeAmount) -> EventLoopFuture<Response> {
+    /// One request (a POST unless `method` says otherwise), its answer's status and body.
+    public static func send(_ target: Target, method: HTTPMethod = .POST, headers extra: [(String, String)], body: [UInt8], on loop: EventLoop,
+                            tls: NIOSSLContext?, timeout: TimeAmount) -> EventLoopFuture<Response> {
         let promise = loop.makePromise(of: Response.self)
         let bootstrap = ClientBootstrap(group: loop)
             .connectTimeout(timeout)
@@ -90,7 +91,7 @@ public enum HTTPPost {
             case .failure(let error):
                 promise.fail(Failure(description: "no connection: \(error)"))
             case .success(let channel):
-                var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: target.path)
+                var head = HTTPRequestHead(version: .http1_1, method: method, uri: target.path)
                 head.headers.add(name: "Host", value: target.port == (target.secure ? 443 : 80) ? target.host : "\(target.host):\(target.port)")
                 head.headers.add(name: "Content-Length", value: String(body.count))
                 head.headers.add(name: "Connection", value: "close")
