@@ -85,6 +85,18 @@ public enum ProcessRunner {
         return (code, (try? String(contentsOfFile: path, encoding: .utf8)) ?? "")
     }
 
+    /// SIGTERM, then SIGKILL if it has not exited within `grace` seconds; reaped either way.
+    public static func stop(_ pid: pid_t, grace: Double = 5) {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        for _ in 0..<max(1, Int(grace * 20)) {
+            if waitpid(pid, &status, WNOHANG) == pid { return }
+            usleep(50_000)
+        }
+        kill(pid, SIGKILL)
+        waitpid(pid, &status, 0)
+    }
+
     /// The executable `name` next to this one, when it was built there.
     public static func sibling(_ name: String) -> String? {
         let me = selfPath

@@ -124,16 +124,7 @@ struct AbuseBench: AsyncParsableCommand {
     }
 
     /// SIGTERM, then SIGKILL if it has not exited within 5 s (Janus can hang in its shutdown).
-    static func stop(_ pid: pid_t) {
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        for _ in 0..<50 {
-            if waitpid(pid, &status, WNOHANG) == pid { return }
-            usleep(100_000)
-        }
-        kill(pid, SIGKILL)
-        waitpid(pid, &status, 0)
-    }
+    static func stop(_ pid: pid_t) { ProcessRunner.stop(pid) }
 
     /// Resident memory of a process, bytes (0 when it is gone).
     static func rss(_ pid: pid_t) -> Int { ShareMemoryBench.status(pid, "VmRSS") * 1024 }

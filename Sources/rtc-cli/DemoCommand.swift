@@ -188,14 +188,7 @@ struct DemoServer: Sendable {
     /// SIGTERM, then SIGKILL after 5 s; reaped. Idempotent.
     func stop() {
         guard kill(pid, 0) == 0 else { return }
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        for _ in 0..<100 {
-            if waitpid(pid, &status, WNOHANG) == pid { return }
-            usleep(50_000)
-        }
-        kill(pid, SIGKILL)
-        waitpid(pid, &status, 0)
+        ProcessRunner.stop(pid)
     }
 }
 
