@@ -1,18 +1,21 @@
 // client.js: RTCClient, one participant in one channel: joins over the signal client, publishes
 // and receives over the two transports, keeps the room model, sends and receives data, and joins
-// again by itself when the server goes away. The parts live in their own modules; this one ties
-// them together and keeps the SDK's public surface (docs/web.md).
+// again by itself when the server goes away. The parts live in their own modules (joining again
+// in rejoin.js, the subscriber's offers in subscriber.js, the screen share in share.js); this one
+// ties them together and keeps the SDK's public surface (docs/web.md).
 
 import {RTCError, describeError} from "./errors.js";
+import {shareScreen} from "./share.js";
 import {SignalClient, SDK_NAME, SDK_VERSION, PROTOCOL_VERSION_OBJECT, defaultSignalingURL} from "./signal-client.js";
-import {Transports, parseSections, iceServersFrom} from "./transports.js";
+import {Transports, iceServersFrom} from "./transports.js";
 import {SerialQueue, sendTransceiver, capBitrate, negotiatePublisher} from "./publisher.js";
 import {ParticipantModel} from "./participants.js";
 import {MAX_DATA_MESSAGE_BYTES, createDataChannels, channelOpened, encodeDataMessage} from "./data.js";
 import {RateTracker, inboundFigures, outboundFigures} from "./stats.js";
 import {captureScreen, captureCamera} from "./capture.js";
-import {DEFAULT_SCREEN_SHARE_SUFFIX, screenShareUID} from "./screen-share-uid.js";
-import {RejoinBackoff} from "./rejoin-policy.js";
+import {DEFAULT_SCREEN_SHARE_SUFFIX} from "./screen-share-uid.js";
+import {Rejoiner, publishAgain} from "./rejoin.js";
+import {SubscriberOffers, subscriptionRequest} from "./subscriber.js";
 
 /**
  * @typedef {import("./participants.js").ParticipantInfo} ParticipantInfo
@@ -73,7 +76,13 @@ export class RTCClient extends EventTarget {
     /** Whether the app opened the data channels (opened again after a rejoin). */
     this._dataWanted = false;
     this._leftByUser = false;
-    this._rejoining = false;
+    /** Joins again after the session is lost (rejoin.js): while one is under way, `active`. */
+    this._rejoiner = new Rejoiner({
+      open: (url) => this._open(url),
+      // The app left, or a session is there already (the app joined meanwhile).
+      stopped: () => this._leftByUser || !!this.signal,
+      log: (...args) => this.log(...args),
+    });
     /** @type {JoinArguments | null} */
     this._joinArgs = null;
     /** @type {MediaStream | undefined} */
@@ -121,8 +130,8 @@ export class RTCClient extends EventTarget {
   iceServers = [];
   /** @type {{url: string, channel: string, uid: string, role: string, autoSubscribe: boolean} | null} */
   options = null;
-  /** @type {Promise<unknown>} */
-  _subscriberQueue = Promise.resolve();
+  /** The server's subscriber offers, answered one at a time (subscriber.js). */
+  _subscriberOffers = this._newSubscriberOffers();
   /** Publisher negotiations, one at a time. */
   _publisherQueue = new SerialQueue();
   /**
@@ -148,7 +157,7 @@ export class RTCClient extends EventTarget {
     this.activeSpeakers = [];
     this.iceServers = [];
     this.options = null;
-    this._subscriberQueue = Promise.resolve();
+    this._subscriberOffers = this._newSubscriberOffers();
     this._publisherQueue = new SerialQueue();
     this._spareTransceivers = [];
     this._left = false;
@@ -305,7 +314,7 @@ export class RTCClient extends EventTarget {
    * @param {string | null} requestType
    */
   _onServerError(error, requestType) {
-    if (this._rejoining && requestType === "join") return;
+    if (this._rejoiner.active && requestType === "join") return;
     this._emit("error", error);
   }
 
@@ -354,7 +363,7 @@ export class RTCClient extends EventTarget {
 
   /**
    * The server went away: the remote media and participants go (their events fire), both
-   * transports close, the local tracks stay, and the client joins again (`join`).
+   * transports close, the local tracks stay, and the client joins again (`_rejoin`).
    * @param {string} reason
    */
   _startRejoin(reason) {
@@ -364,57 +373,27 @@ export class RTCClient extends EventTarget {
     this._reset();
     this._emit("reconnecting", {reason});
     this.log("rejoining after", reason);
-    if (!this._rejoining) { this._rejoining = true; this._rejoinLoop(reason); }
+    if (!this._rejoiner.active) this._rejoin(reason).catch((error) => this.log("rejoining failed", error));
   }
 
-  /** @param {string} reason */
-  async _rejoinLoop(reason) {
+  /**
+   * Joins again (rejoin.js: backoff, fallback URLs, `rejoinTimeoutMs`); then publishes again what
+   * the app published and still has live, and opens the data channels again if it had them. Out
+   * of time, it ends the session: the published tracks stop, `leave` ({reason}).
+   * @param {string} reason
+   */
+  async _rejoin(reason) {
     const args = /** @type {JoinArguments} */ (this._joinArgs);
-    const urls = [args.url, ...(args.fallbackURLs || [])];
-    const deadline = Date.now() + args.rejoinTimeoutMs;
-    // The same backoff as the Swift engine's (Web/rejoin-policy.js): the first attempt at once.
-    const backoff = new RejoinBackoff();
-    let wait = 0;
-    while (Date.now() < deadline && !this._leftByUser) {
-      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-      if (this._leftByUser || this.signal) break;
-      const url = urls[backoff.unreachable % urls.length];
-      try {
-        await this._open(url);
-      } catch (error) {
-        // A server that answered (an error code) is up: again soon (at most 500 ms: a node waiting
-        // for a dead owner's key to expire answers so for up to 2 s). One that could not be
-        // reached may be gone for good: the next URL, after the growing backoff.
-        const code = error instanceof RTCError ? error.code : 0;
-        const text = error instanceof RTCError ? error.reason : describeError(error);
-        this.log(`joining again at ${url} failed: ${code ? code + " " : ""}${text}`);
-        wait = backoff.failed(!!code);
-        continue;
-      }
-      this._rejoining = false;
-      // What the app published and has not ended, again (in groups of one bitrate cap).
-      /** @type {Map<number, PublishedEntry[]>} */
-      const byBitrate = new Map();
-      for (const entry of this._published.filter((e) => e.track.readyState === "live")) {
-        const key = entry.maxBitrateKbps || 0;
-        byBitrate.set(key, [...(byBitrate.get(key) || []), entry]);
-      }
-      for (const [maxBitrateKbps, entries] of byBitrate) {
-        try {
-          await this.publishTracks(entries, {maxBitrateKbps: maxBitrateKbps || null});
-        } catch (error) {
-          // Gone again before the publish: that loss starts the next rejoin, which publishes them.
-          this.log("publishing again failed", error);
-        }
-      }
+    const outcome = await this._rejoiner.run([args.url, ...(args.fallbackURLs || [])], args.rejoinTimeoutMs);
+    if (outcome.result === "stopped") return;
+    if (outcome.result === "rejoined") {
+      await publishAgain(this._published, (entries, maxBitrateKbps) => this.publishTracks(entries, {maxBitrateKbps}), this.log);
       if (this._dataWanted && this.joined) {
         try { await this.openData(); } catch (error) { this.log("opening the data channels again failed", error); }
       }
-      if (this.joined) this._emit("rejoined", {url, reason});
+      if (this.joined) this._emit("rejoined", {url: outcome.url, reason});
       return;
     }
-    this._rejoining = false;
-    if (this._leftByUser) return;
     for (const {track} of this._published) track.stop();
     this._published = [];
     this._left = true;
@@ -438,7 +417,7 @@ export class RTCClient extends EventTarget {
     this._leftByUser = true;
     // Tell the server when the connection is up (no need otherwise: it sees the close).
     if (this.signal && this.signal.connected && this.joinedInfo) this.signal.send("leave", {reason});
-    const wasJoined = this.joined || this._rejoining;
+    const wasJoined = this.joined || this._rejoiner.active;
     this._left = true;
     for (const {track} of this._published) track.stop();
     this._published = [];
@@ -471,37 +450,26 @@ export class RTCClient extends EventTarget {
     else this.log("the subscriber transport failed with signaling down: the rejoin restores both");
   }
 
-  /** @param {{transport: string, sdp: string}} message */
-  _onSubscriberOffer(message) {
-    if (message.transport !== "subscriber") return this.log("unexpected offer for", message.transport);
-    // One offer at a time, in order.
-    this._subscriberQueue = this._subscriberQueue.then(async () => {
-      const transports = this.transports;
-      if (!transports) return;
-      this.model.subscriberSections = parseSections(message.sdp);
-      try {
-        const answer = await transports.answerSubscriberOffer(message.sdp);
-        this._send("answer", {transport: "subscriber", sdp: answer});
-      } catch (error) {
-        this._emit("error", new RTCError(0, `subscriber negotiation failed: ${describeError(error)}`));
-        return;
-      }
-      this.model.syncRemoteTracks(transports.subscriberPC().getTransceivers());
+  /** One session's subscriber offers, answered in order against its transports and model. */
+  _newSubscriberOffers() {
+    return new SubscriberOffers({
+      transports: () => this.transports, model: () => this.model,
+      send: (type, payload) => this._send(type, payload), emit: (type, detail) => this._emit(type, detail),
+      log: (...args) => this.log(...args), // (made before the constructor sets `log`)
     });
-    return this._subscriberQueue;
   }
+
+  /**
+   * The server's offer: answered after the ones before it (subscriber.js).
+   * @param {{transport: string, sdp: string}} message
+   */
+  _onSubscriberOffer(message) { return this._subscriberOffers.answer(message); }
 
   /**
    * Subscribes or unsubscribes: track sids, a whole kind (`"audio"`/`"video"`), or whole users (`uids`).
    * @param {{trackSids?: string[], subscribe?: boolean, kind?: string, uids?: string[]}} options
    */
-  updateSubscription({trackSids = [], subscribe = true, kind, uids} = {}) {
-    /** @type {Record<string, unknown>} */
-    const payload = {trackSids, subscribe};
-    if (kind) payload.kind = kind;
-    if (uids) payload.uids = uids;
-    this._send("updateSubscription", payload);
-  }
+  updateSubscription(options = {}) { this._send("updateSubscription", subscriptionRequest(options)); }
 
   /**
    * Pins a user (e.g. a screen share the filter hides): all its tracks, now and later.
@@ -717,34 +685,17 @@ export class RTCClient extends EventTarget {
     channel.send(bytes);
   }
 
-  // MARK: screen share (the `<host>_sub` auxiliary user)
+  // MARK: screen share (the `<host>_sub` auxiliary user, share.js)
 
   /**
    * Shares a screen as `<hostUid><suffix>` on a connection of its own: role broadcaster,
    * auto-subscription off (it receives nothing), one `screen` track. Captures first (a browser wants
    * the user gesture for getDisplayMedia), then joins and publishes. Resolves with the client.
-   * @param {{url?: string | null, fallbackURLs?: string[], channel: string, hostUid: string, token: string, suffix?: string,
-   *          video?: {width: number, height: number, frameRate?: number}, audio?: boolean, stream?: MediaStream | null,
-   *          maxBitrateKbps?: number, log?: Logger | null, clientOptions?: ClientOptions}} options
+   * @param {import("./share.js").ShareOptions} options
    * @returns {Promise<RTCClient>}
    */
-  static async shareScreen({url = null, fallbackURLs = [], channel, hostUid, token, suffix = DEFAULT_SCREEN_SHARE_SUFFIX,
-                            video = {width: 1280, height: 720, frameRate: 15}, audio = false, stream = null,
-                            maxBitrateKbps = 1500, log = null, clientOptions = {}}) {
-    const media = stream || await RTCClient.captureScreen({video, audio});
-    const client = new RTCClient({log, ...clientOptions});
-    try {
-      await client.join({url, fallbackURLs, channel, uid: screenShareUID(hostUid, suffix), token, role: "broadcaster",
-                         autoSubscribe: false, autoSubscribeAudio: false, autoSubscribeVideo: false});
-      await client.publishScreen({stream: media, maxBitrateKbps});
-    } catch (error) {
-      if (!stream) for (const track of media.getTracks()) track.stop();
-      await client.leave();
-      throw error;
-    }
-    // The user stopping the share in the browser's UI ends it.
-    for (const track of media.getVideoTracks()) track.addEventListener("ended", () => client.leave());
-    return client;
+  static shareScreen(options) {
+    return shareScreen((clientOptions) => new RTCClient(clientOptions), options, (capture) => RTCClient.captureScreen(capture));
   }
 
   // MARK: stats

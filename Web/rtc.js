@@ -1,7 +1,8 @@
 // rtc.js: a small browser SDK for the Swift RTC server's signaling protocol (docs/protocol.md),
 // and the one module apps import. Plain ES modules, no build step, no dependencies; each part is a
-// module of its own (docs/web.md): signal-client.js, transports.js, publisher.js, participants.js,
-// data.js, stats.js, capture.js, client.js (RTCClient, tying them together).
+// module of its own (docs/web.md): signal-client.js, transports.js, publisher.js, subscriber.js,
+// participants.js, data.js, stats.js, capture.js, rejoin.js, share.js, client.js (RTCClient, tying
+// them together).
 //
 //   const client = new RTCClient();
 //   client.addEventListener("track", (e) => attach(e.detail));      // {uid, source, kind, track, stream, trackSid, ...}

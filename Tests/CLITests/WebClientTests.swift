@@ -18,13 +18,13 @@ struct WebClientTests {
         #expect(!run.out.contains("error TS"), "\(run.out)")
     }
 
-    @Test("the unit tests (Tests/Web/unit.html) all pass in headless Chromium, and there are at least 35")
+    @Test("the unit tests (Tests/Web/unit.html) all pass in headless Chromium, and there are at least 62")
     func unitTestsInChromium() throws {
         let run = try runTool(["python3", DataChannelInteropTests.browserTool("web_unit.py"), "--seconds", "90"], timeout: 150)
         let line = try #require(run.out.split(separator: "\n").last { $0.hasPrefix("{") }, "no report: \(run.err.suffix(800))")
         let report = try #require(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
         let tests = report["tests"] as? [[String: Any]] ?? []
-        #expect(tests.count >= 35, "\(tests.count) tests ran: \(report["reason"] ?? "") \(report["console"] ?? "")")
+        #expect(tests.count >= 62, "\(tests.count) tests ran: \(report["reason"] ?? "") \(report["console"] ?? "")")
         for test in tests {
             #expect(test["ok"] as? Bool == true, "\(test["name"] ?? "?"): \(test["error"] ?? "")")
         }
