@@ -73,16 +73,9 @@ public enum ProcessRunner {
     /// Runs `arguments` to its end and returns its exit code and standard output (stderr to
     /// /dev/null).
     public static func capture(_ arguments: [String]) throws -> (exitCode: Int32, output: String) {
-        let path = NSTemporaryDirectory() + "rtc-capture-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).txt"
-        defer { unlink(path) }
-        let pid = try spawn(arguments, output: path)
-        var waitStatus: Int32 = 0
-        while waitpid(pid, &waitStatus, 0) < 0 {
-            guard errno == EINTR else { throw CLIError("waiting for \(arguments[0]) failed") }
-        }
-        let exited = waitStatus & 0x7F == 0
-        let code = exited ? (waitStatus >> 8) & 0xFF : 128 + (waitStatus & 0x7F)
-        return (code, (try? String(contentsOfFile: path, encoding: .utf8)) ?? "")
+        let child = try ChildOutput(arguments)
+        let output = child.finish()
+        return (child.exitCode ?? -1, output)
     }
 
     /// SIGTERM, then SIGKILL if it has not exited within `grace` seconds; reaped either way.
@@ -112,29 +105,26 @@ public enum ProcessRunner {
     }
 }
 
-/// A child process whose standard output is kept (in a temporary file) until it ends.
+/// A child process whose standard output is kept (in a temporary file) until it ends; started by
+/// ``ProcessRunner/spawn(_:quiet:keepErrors:output:)`` (no signal blocked), stderr to /dev/null.
 public final class ChildOutput {
-    private let process = Process()
+    private let pid: pid_t
     private let path = NSTemporaryDirectory() + "rtc-child-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).txt"
+    /// Its exit code (128 + the signal that ended it) once ``finish()`` returned.
+    public private(set) var exitCode: Int32?
 
     public init(_ arguments: [String]) throws {
-        guard FileManager.default.createFile(atPath: path, contents: nil) else { throw CLIError("cannot create \(path)") }
-        process.executableURL = URL(fileURLWithPath: arguments[0])
-        process.arguments = Array(arguments.dropFirst())
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
-        process.standardError = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            try? FileManager.default.removeItem(atPath: path)
-            throw error
-        }
+        pid = try ProcessRunner.spawn(arguments, output: path)
     }
 
     /// Waits for it to end and returns what it printed.
     public func finish() -> String {
-        process.waitUntilExit()
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        if exitCode == nil {
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            exitCode = status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+        }
+        defer { unlink(path) }
         return (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
     }
 }
