@@ -8,7 +8,9 @@
 # client's media goes through the proxy. (The drops are on the router's forward path: a packet a
 # host's own OUTPUT chain drops fails the sender's sendto with EPERM instead of vanishing.)
 #
-#   [UDP_ONLY=1] Benchmarks/lossy-namespaces.sh [RTC_CLI] [JOINS] [SECONDS]     (root; cleans up on exit)
+#   [UDP_ONLY=1] [LOSS=10] Benchmarks/lossy-namespaces.sh [RTC_CLI] [JOINS] [SECONDS]     (root; cleans up on exit)
+#
+# LOSS is the percentage dropped each way (10 by default; 0 gives the same path without loss).
 set -euo pipefail
 CLI=${1:-.build/debug/rtc-cli}
 JOINS=${2:-10}
@@ -41,14 +43,15 @@ for h in s p v; do
     ip -n ${P}r link set ${P}r$n up
     n=$((n + 1))
 done
-# 10 % of the packets each way between the clients and the server's network (UDP only with
+LOSS=${LOSS:-10}
+# LOSS % of the packets each way between the clients and the server's network (UDP only with
 # UDP_ONLY=1), dropped by the router.
 if [ -n "${UDP_ONLY:-}" ]; then MATCH="meta l4proto udp"; WHAT="UDP"; else MATCH=""; WHAT="every packet (TCP too)"; fi
 ip netns exec ${P}r nft -f - <<NFT
 table ip loss {
     chain gate {
         type filter hook forward priority 0;
-        $MATCH numgen random mod 10 == 0 drop
+        $MATCH numgen random mod 100 < $LOSS drop
     }
 }
 NFT
@@ -60,7 +63,7 @@ ip netns exec ${P}s "$CLI" server --host 10.89.0.1 --port 7880 --udp-port 7882 -
 sleep 2
 SERVER=ws://10.89.0.1:7880/rtc
 
-echo "== $JOINS joins at 10 % loss of $WHAT each way (kernel) and 60 ms RTT (proxy): join to the first decoded frame (640x360 publisher)"
+echo "== $JOINS joins at $LOSS % loss of $WHAT each way (kernel) and 60 ms RTT (proxy): join to the first decoded frame (640x360 publisher)"
 ip netns exec ${P}p "$CLI" join --server $SERVER --channel joins --uid 1001 --secret s --no-subscribe --quiet \
     --duration $((JOINS * 5 + 10)) > "$OUT/pub1.log" 2>&1 &
 sleep 2

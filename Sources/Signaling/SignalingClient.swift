@@ -33,9 +33,14 @@ public actor SignalingClient {
     private let group: EventLoopGroup
     /// TLS for `wss://`, nil for `ws://`.
     private let tls: NIOSSLContext?
+    /// A second connection attempt beside a slow first one (nil: one attempt).
+    private let backup: BackupConnect?
     private var channel: Channel?
     private var nextID: UInt32 = 0
     private var pending: [UInt32: CheckedContinuation<ServerMessage, any Error>] = [:]
+    /// Replies to pipelined requests (``requests(_:)``) that came before they were waited for
+    /// (nil: not yet).
+    private var early: [UInt32: Result<ServerMessage, any Error>?] = [:]
     private var joined: (token: String, sid: String, pingInterval: Int, resumeWindow: Int)?
     private var closing = false
     /// A resume loop is running (``connectionLost()``): the only one.
@@ -52,7 +57,11 @@ public actor SignalingClient {
 
     /// `url` is `ws://host:port/path` or `wss://host:port/path`; `tls` configures the latter
     /// (default: the system's trust roots and hostname verification).
-    public init(url: String, group: EventLoopGroup, tls: TLSConfiguration = .makeClientConfiguration()) throws(SignalingClientError) {
+    /// `backup` opens a second connection beside a first one that has not opened in time (a lost
+    /// SYN costs a second); nil makes one attempt.
+    public init(url: String, group: EventLoopGroup, tls: TLSConfiguration = .makeClientConfiguration(),
+                backup: BackupConnect? = .standard) throws(SignalingClientError) {
+        self.backup = backup
         let secure = url.hasPrefix("wss://")
         guard secure || url.hasPrefix("ws://") else { throw SignalingClientError("expected a ws:// or wss:// URL, got \(url)") }
         do {
@@ -77,9 +86,17 @@ public actor SignalingClient {
     /// How long resuming goes on while the server refuses connections.
     static let giveUpUnreachable: Duration = .seconds(1)
 
-    /// Opens the WebSocket.
+    /// Opens the WebSocket (with a backup attempt beside a slow first one).
     public func connect() async throws {
-        let inbound = try await Self.open(host: host, port: port, path: path, group: group, tls: tls)
+        let (host, port, path, group, tls) = (host, port, path, group, tls)
+        let open: @Sendable (Int) async throws -> (channel: Channel, messages: AsyncStream<[UInt8]>) = { _ in
+            try await Self.open(host: host, port: port, path: path, group: group, tls: tls)
+        }
+        let inbound = if let backup {
+            try await backup.open(open, release: { $0.channel.close(promise: nil) })
+        } else {
+            try await open(0)
+        }
         channel = inbound.channel
         let stream = inbound.messages
         let opened = inbound.channel
@@ -156,6 +173,10 @@ public actor SignalingClient {
                 if case .error(let error) = envelope.message { waiter.resume(throwing: error) } else { waiter.resume(returning: envelope.message) }
                 continue
             }
+            if let id = envelope.requestID, case .some(.none) = early[id] {
+                if case .error(let error) = envelope.message { early[id] = .failure(error) } else { early[id] = .success(envelope.message) }
+                continue
+            }
             if case .leave = envelope.message { closing = true }
             eventsContinuation.yield(envelope.message)
         }
@@ -169,6 +190,7 @@ public actor SignalingClient {
         channel = nil
         for (_, waiter) in pending { waiter.resume(throwing: SignalingClientError("connection lost")) }
         pending.removeAll()
+        for (id, reply) in early where reply == nil { early[id] = .failure(SignalingClientError("connection lost")) }
         // An attempt of the running resume loop ended (the server answered and closed, or the
         // connection dropped): that loop makes the next attempt. Another loop would double the
         // attempts at each close, a flood of connections against a server that refuses them.
@@ -246,6 +268,33 @@ public actor SignalingClient {
             joined = (token, current.sid, current.pingInterval, current.resumeWindow)
         }
         return reply
+    }
+
+    /// Sends requests back to back, in order, without waiting between them (the server reads
+    /// them in order), and returns each one's reply or error in the same order: one round trip
+    /// for all of them. Throws only when nothing could be sent.
+    public func requests(_ messages: [ClientMessage]) async throws -> [Result<ServerMessage, any Error>] {
+        guard let channel else { throw SignalingClientError("not connected") }
+        var ids: [UInt32] = []
+        for message in messages {
+            nextID &+= 1
+            ids.append(nextID)
+            early[nextID] = .some(nil)
+            Self.write(ClientEnvelope(message, requestID: nextID).encoded(), on: channel)
+        }
+        var replies: [Result<ServerMessage, any Error>] = []
+        for id in ids {
+            if case .some(.some(let reply)) = early.removeValue(forKey: id) {
+                replies.append(reply)
+                continue
+            }
+            do {
+                replies.append(.success(try await withCheckedThrowingContinuation { pending[id] = $0 }))
+            } catch {
+                replies.append(.failure(error))
+            }
+        }
+        return replies
     }
 
     /// Sends a message without waiting for anything.

@@ -130,6 +130,44 @@ struct WebSocketServerTests {
         await app.shutdown()
     }
 
+    @Test("pipelined requests (SignalingClient.requests) get their replies in order, an error as that request's failure: two announcements and the offer that sends them in one flight, as the engine publishes")
+    func pipelined() async throws {
+        let (app, url) = try await start()
+        let client = try SignalingClient(url: url, group: Self.group)
+        try await client.connect()
+        // Before the join the first is refused (notJoined); the join behind it still goes through.
+        let early = try await client.requests([.mute(MuteRequest(trackSid: "x", muted: true)),
+                                               .join(JoinRequest(token: testToken(uid: "u"), channel: "room", uid: "u"))])
+        #expect(throws: SignalingError.self) { try early[0].get() }
+        guard case .joined = try early[1].get() else { Issue.record("join: \(early[1])"); return }
+        let transport = try await MediaTransport.bind(.client(), group: Self.group)
+        let offer = SessionDescription.make(sessionID: 1, transport: transport.localParameters, iceLite: false, setup: "actpass",
+                                            sections: [MediaSectionDescription(mid: "v0", kind: .video, direction: .sendonly, ssrc: 77)])
+        let replies = try await client.requests([
+            .publishTrack(PublishTrackRequest(kind: .video, source: .camera, mid: "v0", ssrc: 77)),
+            .publishTrack(PublishTrackRequest(kind: .audio, source: .camera, mid: "a1", ssrc: 78)),
+            .offer(SessionDescriptionMessage(transport: .publisher, sdp: offer.serialized)),
+        ])
+        #expect(replies.count == 3)
+        guard case .trackPublished(let video) = try replies[0].get() else { Issue.record("video: \(replies[0])"); return }
+        #expect(video.mid == "v0" && video.kind == .video)
+        // An audio track from the camera is refused with its reason; the offer after it is answered.
+        do {
+            _ = try replies[1].get()
+            Issue.record("an audio track from the camera was accepted")
+        } catch let error as SignalingError {
+            #expect(error.code == .permissionDenied && error.reason.contains("camera"), "\(error)")
+        }
+        guard case .answer(let answer) = try replies[2].get() else { Issue.record("offer: \(replies[2])"); return }
+        #expect(try SessionDescription(parsing: answer.sdp).sections.map(\.mid) == ["v0"])
+        // The offer's section is the announced track, found by its mid: no second track was made for it.
+        let participants = try await app.sfu.participants(in: "room").get()
+        #expect(participants.map { $0.tracks.map(\.sid) } == [[video.sid]])
+        await client.close()
+        await transport.close()
+        await app.shutdown()
+    }
+
     @Test("a dropped connection resumes inside the window, keeping the participant")
     func resume() async throws {
         let (app, url) = try await start()

@@ -229,14 +229,31 @@ final class ChannelSession: @unchecked Sendable {
             sender.onError = report
             announcements.append((.audio(sender), PublishTrackRequest(kind: .audio, source: source, mid: sender.mid, ssrc: sender.state.ssrc)))
         }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for (sender, request) in announcements {
-                group.addTask { try await self.announce(sender, on: publisher, request: request) }
+        // The announcements and the offer that sends the tracks go back to back without waiting
+        // for a reply (the server reads them in order: it makes the tracks, then answers the
+        // offer by their mids), so the whole publish is one round trip; on a lossy or long path
+        // each serial round trip costs.
+        for (sender, _) in announcements { publisher.install(sender, trackSid: nil) }
+        let offer = publisher.makeOffer(streamID: lock.withLock { participantSid }, sessionID: UInt64(rtcpSSRC))
+        let replies = try await signaling.requests(announcements.map { .publishTrack($0.1) } + [.offer(offer)])
+        var refused: (any Error)?
+        for ((sender, _), reply) in zip(announcements, replies) {
+            do {
+                guard case .trackPublished(let info) = try reply.get() else {
+                    throw RTCEngineError(.unexpectedReply, "the server answered publishTrack with \((try? reply.get())?.type ?? "?")")
+                }
+                publisher.install(sender, trackSid: info.sid)
+            } catch {
+                // Refused: the sender stops (its thread joined) and leaves the transport.
+                switch sender {
+                case .video: publisher.removeSender(.video)
+                case .audio: publisher.removeSender(.audio)
+                }
+                refused = refused ?? error
             }
-            try await group.waitForAll()
         }
-        let answer = try await publisher.negotiate(signaling: signaling, streamID: lock.withLock { participantSid },
-                                                   sessionID: UInt64(rtcpSSRC))
+        if let refused { throw refused }
+        let answer = try publisher.accept(reply: try replies[announcements.count].get())
         if existing == nil { try await publisher.connect(answer: answer) }
     }
 
@@ -264,24 +281,6 @@ final class ChannelSession: @unchecked Sendable {
         let endpoint = try await session.eventLoop.submit { try session.enableDataChannelsOnLoop(remotePort: port) }.get()
         streams.attach(endpoint, loop: session.eventLoop)
         if existing == nil { try await publisher.connect(answer: answer) }
-    }
-
-    /// `publishTrack` for a new sender, which is installed under the server's track sid (or
-    /// stopped if the server refuses it).
-    private func announce(_ sender: PublisherTransport.NewSender, on publisher: PublisherTransport, request: PublishTrackRequest) async throws {
-        do {
-            let reply = try await signaling.request(.publishTrack(request))
-            guard case .trackPublished(let info) = reply else {
-                throw RTCEngineError(.unexpectedReply, "the server answered publishTrack with \(reply.type)")
-            }
-            publisher.install(sender, trackSid: info.sid)
-        } catch {
-            switch sender {
-            case .video(let video): video.stop()
-            case .audio(let audio): audio.stop()
-            }
-            throw error
-        }
     }
 
     /// Stops the local track of a kind and tells the server.

@@ -104,8 +104,8 @@ final class PublisherTransport: Sendable {
                          pacer: pacer, clock: captureClock)
     }
 
-    /// Installs an announced sender under its track sid.
-    func install(_ sender: NewSender, trackSid: String) {
+    /// Installs a sender, under its track sid once the server has given one.
+    func install(_ sender: NewSender, trackSid: String?) {
         lock.withLockedValue { state in
             switch sender {
             case .video(let video): state.video = video; state.videoTrackSid = trackSid
@@ -147,6 +147,13 @@ final class PublisherTransport: Sendable {
     /// returns the server's answer.
     func negotiate(signaling: SignalingClient, streamID: String, sessionID: UInt64, ice: ICECredentials? = nil) async throws
         -> SessionDescriptionMessage {
+        let offer = makeOffer(streamID: streamID, sessionID: sessionID, ice: ice)
+        return try accept(reply: try await signaling.request(.offer(offer)))
+    }
+
+    /// The offer of the transport's sections (a sender added but not yet announced is offered
+    /// under its mid), with local credentials `ice` (nil: the current ones).
+    func makeOffer(streamID: String, sessionID: UInt64, ice: ICECredentials? = nil) -> SessionDescriptionMessage {
         let (sections, version, current, data) = lock.withLockedValue { state -> ([MediaSectionDescription], Int, ICECredentials?, Bool) in
             var sections: [MediaSectionDescription] = []
             if let video = state.video {
@@ -169,7 +176,11 @@ final class PublisherTransport: Sendable {
         if let ice = ice ?? current { parameters.ice = ice }
         let offer = SessionDescription.make(sessionID: sessionID, version: version, transport: parameters, iceLite: false,
                                             setup: "actpass", sections: sections, dataChannel: data)
-        let reply = try await signaling.request(.offer(SessionDescriptionMessage(transport: .publisher, sdp: offer.serialized)))
+        return SessionDescriptionMessage(transport: .publisher, sdp: offer.serialized)
+    }
+
+    /// Takes the server's reply to an offer: the answer's header extensions and retransmissions.
+    func accept(reply: ServerMessage) throws -> SessionDescriptionMessage {
         guard case .answer(let answer) = reply else {
             throw RTCEngineError(.unexpectedReply, "the server answered the publisher offer with \(reply.type)")
         }
