@@ -327,7 +327,7 @@ struct RoomServiceTests {
         #expect(!changes.contains { $0.count >= 3 && $0[2] as? String == "nope" }, "a refused change reached the watcher: \(changes)")
     }
 
-    @Test("in a cluster, calls reaching node B about a room on node A are answered by A: ListRooms lists both nodes' rooms, ListParticipants, UpdateParticipant and RemoveParticipant act on A's room",
+    @Test("in a cluster, calls reaching node B about a room on node A are answered by A: ListRooms lists both nodes' rooms, ListParticipants, UpdateParticipant, /debug/forwarded and RemoveParticipant act on A's room",
           .enabled(if: ClusterTests.redisAvailable))
     func cluster() async throws {
         let nodes = try await ClusterTests().startTwoNodes(["--api-key", LiveKitInteropTests.apiKey, "--api-secret", LiveKitInteropTests.apiSecret])
@@ -346,16 +346,68 @@ struct RoomServiceTests {
         results = try await Self.calls(urlB, [
             #"ListParticipants {"room": "on-a"}"#,
             #"UpdateParticipant {"room": "on-a", "identity": "far", "metadata": "set through B"}"#,
+            #"Raw {"method": "GET", "path": "/debug/forwarded?room=on-a&identity=far", "token": "admin", "room": "on-a"}"#,
             #"RemoveParticipant {"room": "on-a", "identity": "far"}"#,
             #"ListParticipants {"room": "nowhere"}"#,
         ])
-        #expect(results.count == 4, "\(results)")
+        #expect(results.count == 5, "\(results)")
+        // /debug/forwarded at B about A's participant: answered by A (its JSON names the room and identity).
+        let forwarded = results.count > 2 ? results[2]["json"] as? [String: Any] : nil
+        #expect(results.count > 2 && results[2]["status"] as? Int == 200 && forwarded?["identity"] as? String == "far"
+                && forwarded?["room"] as? String == "on-a", "\(results.count > 2 ? results[2] : [:])")
         let participants = ((results.first?["result"] as? [String: Any])?["participants"] as? [[String: Any]] ?? []).compactMap { $0["identity"] as? String }
         #expect(participants == ["far"], "\(results.first ?? [:])")
         #expect((results.count > 1 ? results[1]["result"] as? [String: Any] : nil)?["metadata"] as? String == "set through B", "\(results)")
-        #expect(results.count > 2 && results[2]["ok"] as? Bool == true, "\(results)")
+        #expect(results.count > 3 && results[3]["ok"] as? Bool == true, "\(results)")
         #expect(results.last?["code"] as? String == "not_found", "\(results.last ?? [:])")
         #expect(await eventually(10) { onA.output.contains("server left bannedByServer") }, "\(onA.output.suffix(3))")
+    }
+
+    @Test("with --media-processes 2, calls reaching the front about a room in the media process act there: ListRooms lists both processes' rooms, ListParticipants, UpdateParticipant, /debug/forwarded and RemoveParticipant on the child's room; an unknown room is not_found")
+    func mediaProcesses() async throws {
+        let (server, url, _) = try await MediaProcessesTests().startServer(["--api-key", LiveKitInteropTests.apiKey, "--api-secret", LiveKitInteropTests.apiSecret])
+        defer { server.stop() }
+        let secret = ["--secret", MediaProcessesTests.secret, "--duration", "60"]
+        // The first room stays on the front (here first among equals); the second goes to the child.
+        let front = try ChildProcess([cliPath, "join", "--server", url, "--channel", "on-front", "--uid", "near", "--video", "none", "--audio", "none", "--quiet"] + secret)
+        defer { front.stop() }
+        try await Task.sleep(for: .milliseconds(1500))
+        let publisher = try ChildProcess([cliPath, "join", "--server", url, "--channel", "on-child", "--uid", "pub", "--video", "pattern", "--size", "320x180",
+                                          "--audio", "none", "--no-subscribe", "--quiet"] + secret)
+        defer { publisher.stop() }
+        try await Task.sleep(for: .milliseconds(1500))
+        let viewer = try ChildProcess([cliPath, "join", "--server", url, "--channel", "on-child", "--uid", "far", "--video", "none", "--audio", "none"] + secret)
+        defer { viewer.stop() }
+        // The child's room is relayed: its viewer's media comes from the child's port, not the front's.
+        let frontPort = server.output.first { $0.hasPrefix("media candidates:") }?.split(separator: " ").dropFirst(2).first?
+            .split(separator: ":").last.map(String.init) ?? "?"
+        #expect(await eventually(20) { viewer.output.contains { $0.contains("path down udp") && !$0.contains(":\(frontPort) ") } },
+                "\(viewer.output.suffix(3)) front port \(frontPort)")
+        let api = url.replacingOccurrences(of: "/rtc", with: "")
+        var results: [[String: Any]] = []
+        let listed = await eventually(15) {
+            results = (try? await Self.calls(api, [#"ListRooms {}"#])) ?? []
+            let names = ((results.first?["result"] as? [String: Any])?["rooms"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+            return names == ["on-child", "on-front"]
+        }
+        #expect(listed, "ListRooms at the front: \(results)")
+        results = try await Self.calls(api, [
+            #"ListParticipants {"room": "on-child"}"#,
+            #"UpdateParticipant {"room": "on-child", "identity": "far", "metadata": "set through the front"}"#,
+            #"Raw {"method": "GET", "path": "/debug/forwarded?room=on-child&identity=far", "token": "admin", "room": "on-child"}"#,
+            #"RemoveParticipant {"room": "on-child", "identity": "far"}"#,
+            #"ListParticipants {"room": "nowhere"}"#,
+        ])
+        #expect(results.count == 5, "\(results)")
+        let participants = ((results.first?["result"] as? [String: Any])?["participants"] as? [[String: Any]] ?? []).compactMap { $0["identity"] as? String }
+        #expect(participants.sorted() == ["far", "pub"], "\(results.first ?? [:])")
+        #expect((results.count > 1 ? results[1]["result"] as? [String: Any] : nil)?["metadata"] as? String == "set through the front", "\(results)")
+        let forwarded = (results.count > 2 ? results[2]["json"] as? [String: Any] : nil)?["forwarded"] as? [[String: Any]] ?? []
+        let video = forwarded.first { $0["from"] as? String == "pub" && $0["kind"] as? String == "video" }?["packets"] as? Int ?? 0
+        #expect(video > 0, "/debug/forwarded through the front: \(results.count > 2 ? results[2] : [:])")
+        #expect(results.count > 3 && results[3]["ok"] as? Bool == true, "\(results)")
+        #expect(results.last?["code"] as? String == "not_found", "\(results.last ?? [:])")
+        #expect(await eventually(10) { viewer.output.contains("server left bannedByServer") }, "\(viewer.output.suffix(3))")
     }
 
     @Test("a webhook receiver that never answers: the room's media flows, the server's memory stays bounded and the queue at its bound (figures), and the events arrive once a receiver answers again")

@@ -21,10 +21,10 @@ public final class ProcessPlacer: RoomPlacer {
         }
     }
 
-    private let workers: [Worker]
-    private let isAlive: @Sendable (Int) -> Bool
+    let workers: [Worker]
+    let isAlive: @Sendable (Int) -> Bool
     private let localLoad: @Sendable () -> Int
-    private let hasRoom: @Sendable (String) -> Bool
+    let hasRoom: @Sendable (String) -> Bool
     private let forgetAfter: TimeAmount
     private let maxParticipants: Int
     private let state: NIOLockedValueBox<State>
@@ -115,6 +115,16 @@ public final class ProcessPlacer: RoomPlacer {
             room.connections = max(0, room.connections - 1)
             if room.connections == 0 { room.idleSince = .now() }
             state.rooms[channel] = room
+        }
+    }
+
+    /// The media process that has `room` (nil: none; its place may have been forgotten).
+    func roomWorker(_ room: String) -> Int? {
+        let (now, forgetAfter) = (NIODeadline.now(), self.forgetAfter)
+        return state.withLockedValue { state in
+            guard let placed = state.rooms[room], placed.connections > 0 || placed.idleSince.map({ now - $0 < forgetAfter }) ?? true
+            else { return nil }
+            return placed.worker
         }
     }
 

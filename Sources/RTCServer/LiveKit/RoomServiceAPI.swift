@@ -97,7 +97,7 @@ final class RoomServiceAPI: Sendable {
             return fail(TwirpError(code: "resource_exhausted", message: "more than \(Int(limits.apiCallsPerSecond)) calls a second with API key \(claims.apiKey)"))
         }
         let forwarded = headers.first(name: Self.forwardedHeader) != nil
-        if !forwarded, let node = cluster?.node as? ClusterNode {
+        if !forwarded, let node = cluster?.node as? any RoomLocator {
             switch call.request {
             case .listRooms:
                 return listRoomsAcrossNodes(node, request: call, body: body, headers: headers, json: json, loop: loop)
@@ -139,7 +139,18 @@ final class RoomServiceAPI: Sendable {
             return fail(.invalid("\(Self.forwardedPath) needs ?room=ROOM&identity=IDENTITY"))
         }
         if case .failure(let error) = authorize(headers.first(name: "Authorization"), for: .admin(room: room)) { return fail(error) }
-        guard sfu.shard(of: room) != nil else { return fail(.notFound("no room '\(room)' on this server")) }
+        guard sfu.shard(of: room) != nil else {
+            // A room on another node or media process answers there.
+            guard headers.first(name: Self.forwardedHeader) == nil, let node = cluster?.node as? any RoomLocator else {
+                return fail(.notFound("no room '\(room)' on this server"))
+            }
+            let promise = loop.makePromise(of: HTTPReply.self)
+            promise.completeWithTask {
+                guard let owner = await node.remoteOwner(of: room) else { return TwirpError.notFound("no room '\(room)' on this server").reply }
+                return try await self.pass(method: "GET", path: uri, to: owner.signalingURL, body: [], headers: headers, loop: loop, json: true)
+            }
+            return promise.futureResult
+        }
         let sfu = self.sfu
         return sfu.participants(in: room).flatMap { participants -> EventLoopFuture<[ForwardedStream: Int]?> in
             guard participants.contains(where: { $0.uid == identity }) else { return loop.makeSucceededFuture(nil) }
@@ -179,28 +190,32 @@ final class RoomServiceAPI: Sendable {
 
     /// A room that lives on another node of the cluster: the call goes there whole (its token and
     /// body), and its answer comes back as it is; a room that is nowhere else is answered here.
-    private func forwardIfElsewhere(_ node: ClusterNode, room: String, method: String, body: [UInt8], headers: HTTPHeaders, loop: EventLoop,
+    private func forwardIfElsewhere(_ node: any RoomLocator, room: String, method: String, body: [UInt8], headers: HTTPHeaders, loop: EventLoop,
                                     here: @escaping @Sendable () -> EventLoopFuture<HTTPReply>) -> EventLoopFuture<HTTPReply> {
         let promise = loop.makePromise(of: HTTPReply.self)
         promise.completeWithTask {
             guard let owner = await node.remoteOwner(of: room) else { return try await here().get() }
-            return try await self.pass(method: method, to: owner.signalingURL, body: body, headers: headers, loop: loop)
+            return try await self.pass(method: "POST", path: Self.prefix + method, to: owner.signalingURL, body: body, headers: headers, loop: loop)
         }
         return promise.futureResult
     }
 
-    private func pass(method: String, to signalingURL: String, body: [UInt8], headers: HTTPHeaders, loop: EventLoop) async throws -> HTTPReply {
-        let target = try HTTPPost.target(server: signalingURL, path: Self.prefix + method)
+    /// The call passed whole to the server at `signalingURL` (marked as passed on), and its answer
+    /// as it came: JSON for an error, for a JSON call, or when `json`.
+    private func pass(method: String, path: String, to signalingURL: String, body: [UInt8], headers: HTTPHeaders, loop: EventLoop,
+                      json: Bool = false) async throws -> HTTPReply {
+        let target = try HTTPPost.target(server: signalingURL, path: path)
         var passed: [(String, String)] = [(Self.forwardedHeader, "1")]
         for name in ["Authorization", "Content-Type"] { if let value = headers.first(name: name) { passed.append((name, value)) } }
-        let response = try await HTTPPost.send(target, headers: passed, body: body, on: loop, tls: tls, timeout: .seconds(10)).get()
-        let isJSON = response.status != 200 || (headers.first(name: "Content-Type")?.lowercased().hasPrefix("application/json") ?? false)
+        let response = try await HTTPPost.send(target, method: method == "GET" ? .GET : .POST, headers: passed, body: body, on: loop, tls: tls,
+                                               timeout: .seconds(10)).get()
+        let isJSON = json || response.status != 200 || (headers.first(name: "Content-Type")?.lowercased().hasPrefix("application/json") ?? false)
         return HTTPReply(status: HTTPResponseStatus(statusCode: response.status), contentType: isJSON ? "application/json" : "application/protobuf",
                          bytes: response.body)
     }
 
     /// ListRooms over the cluster: this node's rooms and every other live node's, each asked once.
-    private func listRoomsAcrossNodes(_ node: ClusterNode, request call: Call, body: [UInt8], headers: HTTPHeaders, json: Bool,
+    private func listRoomsAcrossNodes(_ node: any RoomLocator, request call: Call, body: [UInt8], headers: HTTPHeaders, json: Bool,
                                       loop: EventLoop) -> EventLoopFuture<HTTPReply> {
         let promise = loop.makePromise(of: HTTPReply.self)
         promise.completeWithTask {
@@ -210,7 +225,7 @@ final class RoomServiceAPI: Sendable {
                 // Asked in protobuf whatever the caller used; a node that does not answer is left out.
                 var asked = headers
                 asked.replaceOrAdd(name: "Content-Type", value: "application/protobuf")
-                guard let reply = try? await self.pass(method: "ListRooms", to: url, body: try request.serializedBytes(), headers: asked, loop: loop),
+                guard let reply = try? await self.pass(method: "POST", path: Self.prefix + "ListRooms", to: url, body: try request.serializedBytes(), headers: asked, loop: loop),
                       reply.status == .ok, let listed = try? LKListRoomsResponse(serializedBytes: reply.bytes ?? []) else { continue }
                 rooms += listed.rooms.filter { room in !rooms.contains { $0.name == room.name } }
             }
