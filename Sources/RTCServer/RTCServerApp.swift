@@ -65,8 +65,9 @@ public final class RTCServerApp: Sendable {
             let url = configuration.nodeSignalingURL ?? "ws://\(host.contains(":") ? "[\(host)]" : host):\(port)/rtc"
             do {
                 cluster = try await ClusterNode.start(nodeID: configuration.nodeID ?? "node-\(port)", signalingURL: url, redisURL: redisURL,
-                                                      group: group, logger: logger, hasRoom: { sfu.shard(of: $0) != nil }) {
-                    (sfu.participantsPerShard.reduce(0, +), sfu.roomNames)
+                                                      group: group, logger: logger, hasRoom: { sfu.serves($0) }) {
+                    // Rooms made by CreateRoom are kept too: their joins come here, to their settings.
+                    (sfu.participantsPerShard.reduce(0, +), sfu.roomNames + sfu.waitingRoomNames)
                 }
             } catch {
                 await sfu.shutdown()

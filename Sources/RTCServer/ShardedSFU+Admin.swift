@@ -34,6 +34,15 @@ extension ShardedSFU {
 
     private func placedShard(_ room: String) -> SFU? { shard(of: room).map { shards[$0] } }
 
+    /// Whether this server has `room`: placed on a shard, or made by `CreateRoom` and waiting for
+    /// its first participant (its joins belong here, where its settings are).
+    public func serves(_ room: String) -> Bool {
+        shard(of: room) != nil || createdRooms.waiting(now: Self.now())[room] != nil
+    }
+
+    /// The rooms made by `CreateRoom` that wait for their first participant.
+    public var waitingRoomNames: [String] { Array(createdRooms.waiting(now: Self.now()).keys) }
+
     private static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
 
     /// Every room, live or created and waiting, by name.

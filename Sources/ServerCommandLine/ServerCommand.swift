@@ -304,7 +304,7 @@ public struct ServerCommand: AsyncParsableCommand {
             app.placeRooms(with: ProcessPlacer(
                 workers: children.urls.enumerated().map { ProcessPlacer.Worker(name: "media-\($0.offset + 1)", signalingURL: $0.element) },
                 forgetAfter: .seconds(Int64(resumeWindow)), maxParticipants: maxParticipants, isAlive: { children.isReady($0) },
-                localLoad: { sfu.participantsPerShard.reduce(0, +) }, hasRoom: { sfu.shard(of: $0) != nil }))
+                localLoad: { sfu.participantsPerShard.reduce(0, +) }, hasRoom: { sfu.serves($0) }))
             // One scrape of the front covers the whole server.
             app.sumMetrics { await children.metricsPages() }
             print("media processes: \(mediaProcesses), this one and pids \(children.pids.map(String.init).joined(separator: " "))"

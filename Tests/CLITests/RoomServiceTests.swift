@@ -363,6 +363,31 @@ struct RoomServiceTests {
         #expect(await eventually(10) { onA.output.contains("server left bannedByServer") }, "\(onA.output.suffix(3))")
     }
 
+    @Test("in a cluster, a room made by CreateRoom at node A takes the joins that arrive at node B, with its settings: the first is relayed to A, the second refused (max_participants 1), and B lists the room's metadata",
+          .enabled(if: ClusterTests.redisAvailable))
+    func clusterCreatedRoom() async throws {
+        let nodes = try await ClusterTests().startTwoNodes(["--api-key", LiveKitInteropTests.apiKey, "--api-secret", LiveKitInteropTests.apiSecret])
+        defer { nodes.stop() }
+        let (apiA, apiB) = (nodes.urlA.replacingOccurrences(of: "/rtc", with: ""), nodes.urlB.replacingOccurrences(of: "/rtc", with: ""))
+        let made = try await Self.calls(apiA, [#"CreateRoom {"name": "made", "metadata": "agenda", "max_participants": 1}"#])
+        #expect((made.first?["result"] as? [String: Any])?["name"] as? String == "made", "\(made)")
+        let quiet = ["--video", "none", "--audio", "none", "--quiet"]
+        let first = try ClusterTests().join(nodes.urlB, uid: "first", channel: "made", quiet)
+        defer { first.stop() }
+        var listed: [[String: Any]] = []
+        #expect(await eventually(15) {
+            listed = (try? await Self.calls(apiB, [#"ListParticipants {"room": "made"}"#])) ?? []
+            return ((listed.first?["result"] as? [String: Any])?["participants"] as? [[String: Any]] ?? []).compactMap { $0["identity"] as? String } == ["first"]
+        }, "\(listed) \(first.errorText)")
+        // The room's bound came with it: a second participant is one too many.
+        let second = try ClusterTests().join(nodes.urlB, uid: "second", channel: "made", quiet)
+        defer { second.stop() }
+        #expect(await second.wait(15) != 0 && second.errorText.contains("made is full"), "\(second.output.suffix(3)) \(second.errorText)")
+        let rooms = try await Self.calls(apiB, [#"ListRooms {"names": ["made"]}"#])
+        let room = ((rooms.first?["result"] as? [String: Any])?["rooms"] as? [[String: Any]])?.first
+        #expect(room?["metadata"] as? String == "agenda" && room?["maxParticipants"] as? Int == 1, "\(rooms)")
+    }
+
     @Test("with --media-processes 2, calls reaching the front about a room in the media process act there: ListRooms lists both processes' rooms, ListParticipants, UpdateParticipant, /debug/forwarded and RemoveParticipant on the child's room; an unknown room is not_found")
     func mediaProcesses() async throws {
         let (server, url, _) = try await MediaProcessesTests().startServer(["--api-key", LiveKitInteropTests.apiKey, "--api-secret", LiveKitInteropTests.apiSecret])

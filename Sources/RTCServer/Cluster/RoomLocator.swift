@@ -8,9 +8,15 @@ public protocol RoomLocator: Sendable {
     func remoteOwner(of room: String) async -> (node: String, signalingURL: String)?
     /// The signaling URLs of the other places that serve rooms now.
     func otherNodeURLs() async -> [String]
+    /// `room` was made here (`CreateRoom`): its joins are to come here, wherever they arrive.
+    func keep(_ room: String) async
 }
 
-extension ClusterNode: RoomLocator {}
+extension ClusterNode: RoomLocator {
+    public func keep(_ room: String) async {
+        _ = await place(room)
+    }
+}
 
 extension ProcessPlacer: RoomLocator {
     public func remoteOwner(of room: String) async -> (node: String, signalingURL: String)? {
@@ -21,4 +27,7 @@ extension ProcessPlacer: RoomLocator {
     public func otherNodeURLs() async -> [String] {
         workers.indices.filter(isAlive).map { workers[$0].signalingURL }
     }
+
+    /// Nothing to record: the front sees every join, and a room it has stays with it.
+    public func keep(_ room: String) async {}
 }

@@ -101,15 +101,27 @@ final class RoomServiceAPI: Sendable {
             switch call.request {
             case .listRooms:
                 return listRoomsAcrossNodes(node, request: call, body: body, headers: headers, json: json, loop: loop)
-            case .createRoom:
-                break
+            case .createRoom(let request):
+                // A room that lives elsewhere is answered there; one made here is kept here, so a
+                // join arriving at another node or process comes to its settings.
+                guard !sfu.serves(request.name) else { break }
+                let promise = loop.makePromise(of: HTTPReply.self)
+                promise.completeWithTask {
+                    if let owner = await node.remoteOwner(of: request.name) {
+                        return try await self.pass(method: "POST", path: Self.prefix + name, to: owner.signalingURL, body: body, headers: headers, loop: loop)
+                    }
+                    let reply = try await self.answer(call, json: json, loop: loop).get()
+                    if reply.status == .ok { await node.keep(request.name) }
+                    return reply
+                }
+                return promise.futureResult
             default:
-                if case .admin(let room) = call.request.grant, sfu.shard(of: room) == nil {
+                if case .admin(let room) = call.request.grant, !sfu.serves(room) {
                     return forwardIfElsewhere(node, room: room, method: name, body: body, headers: headers, loop: loop) {
                         self.answer(call, json: json, loop: loop)
                     }
                 }
-                if case .deleteRoom(let request) = call.request, sfu.shard(of: request.room) == nil {
+                if case .deleteRoom(let request) = call.request, !sfu.serves(request.room) {
                     return forwardIfElsewhere(node, room: request.room, method: name, body: body, headers: headers, loop: loop) {
                         self.answer(call, json: json, loop: loop)
                     }
