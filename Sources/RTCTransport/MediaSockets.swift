@@ -290,6 +290,30 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         }
     }
 
+    /// ICE restart (RFC 8445 §9) with new local `credentials` towards `remote`'s, and the paths the
+    /// start opened beside direct UDP brought back where they were closed once another path won:
+    /// ICE-TCP connections to the peer's passive candidates and allocations on the TURN servers
+    /// (a restart often follows a changed network, and the path that won may be gone with it).
+    /// Relay only: through the TURN servers only, as at the start.
+    public func restartICE(local credentials: ICECredentials, remote: TransportParameters) {
+        let configuration = session.configuration
+        var direct = remote
+        if configuration.relayOnly {
+            direct.candidates = []
+            direct.tcpCandidates = []
+        }
+        session.restartICE(local: credentials, remote: direct)
+        // After the restart's own step on the loop: ICE is looking for a path again.
+        channel.eventLoop.execute {
+            if configuration.relayOnly {
+                guard !configuration.turnServers.isEmpty else { return }
+                return self.startRelays(remote, notBefore: .now())
+            }
+            if configuration.iceTCPAfter != nil, !remote.tcpCandidates.isEmpty, self.paths.tcp.isEmpty { self.connectTCP(remote) }
+            if configuration.relayAfter != nil, !configuration.turnServers.isEmpty { self.startRelays(remote, notBefore: .now()) }
+        }
+    }
+
     /// On the loop: a path was selected. ICE-TCP connections and relays that do not carry it are
     /// closed (a relay releases its allocation), unless it is a lower-priority path a direct one
     /// may still replace: then only the relays go, which would not be taken any more.

@@ -128,6 +128,47 @@ struct CrossHostTests {
         #expect(downPath?.contains("path down relay/tcp") == true, "\(String(describing: downPath))")
     }
 
+    @Test("a viewer whose direct UDP path won (its TURN allocation released), then UDP blocked on its network: the ICE restart allocates on coturn again (over TCP) and the frames come back through the relay")
+    func relayAgainAfterRestart() async throws {
+        guard NetworkLab.availableOrKnownIssue() else { return }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver") else {
+            withKnownIssue("coturn (turnserver) is not installed") { Issue.record("skipped") }
+            return
+        }
+        let lab = try NetworkLab()
+        defer { lab.close() }
+        let serverHost = try lab.addHost("s"), publisherHost = try lab.addHost("p"), viewerHost = try lab.addHost("v")
+        let dir = temporaryDirectory("lab-restart-relay"), frameLog = "\(dir)/frames.log"
+        let coturn = try startCoturn(lab, on: serverHost, secret: Self.turnSecret, dir: dir)
+        defer { coturn.stop() }
+        let server = try await startServer(lab, on: serverHost, ["--turn-url", "turn:\(serverHost.address):3478?transport=tcp",
+                                                                 "--turn-secret", Self.turnSecret])
+        defer { server.stop() }
+        let publisher = try join(lab, on: publisherHost, server: serverHost, uid: "1001",
+                                 ["--video", "pattern", "--size", "320x180", "--fps", "15", "--audio", "none", "--no-subscribe", "--duration", "40"])
+        defer { publisher.stop() }
+        // No ICE-TCP: once UDP is gone, the relay is the one way left.
+        let viewer = try join(lab, on: viewerHost, server: serverHost, uid: "2001", quiet: false,
+                              ["--role", "audience", "--video", "none", "--audio", "none", "--no-ice-tcp", "--frame-log", frameLog, "--duration", "40"])
+        defer { viewer.stop() }
+        func frames() -> [Int64] {
+            ((try? String(contentsOfFile: frameLog, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { Int64($0.split(separator: " ").first ?? "") }
+        }
+        #expect(await eventually(15) { frames().count >= 30 && viewer.output.last { $0.contains("path down ") }?.contains("path down udp") == true },
+                "\(viewer.output.suffix(3))")
+        let blocked = SimulcastNetworkTests.monotonicUs()
+        try lab.blockUDP(of: viewerHost)
+        // The media timeout (5 s), the restart, an allocation over TCP, checks and DTLS through it.
+        let back = await eventually(25) {
+            (frames().last ?? 0) > blocked + 1_000_000 && viewer.output.last { $0.contains("path down ") }?.contains("path down relay/tcp") == true
+        }
+        let after = frames().filter { $0 > blocked }
+        let firstBack = after.first.map { Double($0 - blocked) / 1e6 }
+        print("restart through a relay: UDP blocked, frames again after \(firstBack.map { String(format: "%.1f", $0) } ?? "never") s "
+            + "over \(viewer.output.last { $0.contains("path down ") }.map(Self.path) ?? "?")")
+        #expect(back, "after UDP was blocked: \(after.count) frames; \(viewer.output.suffix(4)) \(viewer.errorText)")
+    }
+
     /// The aiortc viewer (`Tests/Tools/aiortc_viewer.py`: aiortc answering the server's offers over
     /// this signaling) in a namespace; its JSON report.
     /// `Tests/Tools/aiortc_viewer.py` (or `aiortc_publisher.py`) in `host`.
@@ -223,7 +264,7 @@ struct CrossHostTests {
         #expect(rows[0].contains("udp") && rows[2].contains("tcp 10.77.0.1:7883") && rows[3].contains("relay") && rows[4].contains("relay/tcp"), "\(rows)")
     }
 
-    @Test("a room on the server's second media thread (its own libsrtp2 copy): a publisher behind a home NAT, ours and aiortc viewing from another host; each gets >= 100 frames over the second thread's port")
+    @Test("a room on the server's second media thread: a publisher behind a home NAT, ours and aiortc viewing from another host; each gets >= 100 frames over the second thread's port")
     func secondMediaThreadAcrossHosts() async throws {
         guard aiortcLabAvailable() else { return }
         let lab = try NetworkLab()

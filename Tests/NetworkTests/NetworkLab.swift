@@ -114,6 +114,16 @@ final class NetworkLab: @unchecked Sendable {
                 "rate", "\(kbit)kbit", "burst", "16kb", "latency", "300ms"])
     }
 
+    /// From now on drops every UDP packet to or from `host` at the router, as `udpBlocked` does
+    /// from the start (a network that changed under a client: only TCP gets out now).
+    func blockUDP(of host: Host) throws {
+        let net = host.address.split(separator: ".").dropLast().joined(separator: ".")
+        try nft("""
+            add rule ip lab gate ip saddr \(net).0/24 meta l4proto udp drop
+            add rule ip lab gate ip daddr \(net).0/24 meta l4proto udp drop
+            """)
+    }
+
     /// Drops one forwarded UDP packet in `every` at the router, each way, at random (nftables
     /// `numgen random`): a lossy path for media and data; signaling (TCP) is left alone.
     func dropUDP(oneIn every: Int) throws {

@@ -232,7 +232,7 @@ final class PublisherTransport: Sendable {
         let ice = ICECredentials.random()
         let answer = try await negotiate(signaling: signaling, streamID: streamID, sessionID: sessionID, ice: ice)
         let remote = try SessionDescription(parsing: answer.sdp).transportParameters(offererRole: .client)
-        transport.session.restartICE(local: ice, remote: remote)
+        transport.restartICE(local: ice, remote: remote)
         lock.withLockedValue { $0.ice = ice }
     }
 

@@ -130,7 +130,7 @@ final class SubscriberTransport: @unchecked Sendable {
             })
         // The answer first: the server takes our new credentials from it before our checks arrive.
         try await signaling.send(.answer(SessionDescriptionMessage(transport: .subscriber, sdp: answer.serialized)))
-        if restart, let local { transport.session.restartICE(local: local, remote: remote) }
+        if restart, let local { transport.restartICE(local: local, remote: remote) }
         if fresh { transport.start(remote: remote) }
     }
 

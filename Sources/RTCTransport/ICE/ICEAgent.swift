@@ -168,8 +168,11 @@ public final class ICEAgent {
     /// How the selected path ranks (nil before one is).
     private var selectedPreference: CandidatePreference? { selectedAddress.map { lowerPriority[$0] ?? .direct } }
 
-    /// Whether no check has been answered yet (still looking for a path).
-    public var isSearching: Bool { state == .checking && selectedAddress == nil }
+    /// Whether no check has been answered yet (still looking for a path): since the start, or
+    /// (controlling side) since a restart, whose path from before may be gone with the network.
+    public var isSearching: Bool {
+        state == .checking && (selectedAddress == nil || (role == .controlling && restarted && answered.isEmpty))
+    }
 
     /// The remote candidates checks go to.
     public var candidates: [SocketAddress] { remoteCandidates }
