@@ -36,6 +36,16 @@ struct RoomServiceTests {
         }
     }
 
+    /// Whether ListRooms at `url` lists exactly `names` within 15 s, and its last answer.
+    static func waitForRooms(_ url: String, _ names: [String]) async -> (Bool, [[String: Any]]) {
+        var results: [[String: Any]] = []
+        let listed = await eventually(15) {
+            results = (try? await calls(url, [#"ListRooms {}"#])) ?? []
+            return ((results.first?["result"] as? [String: Any])?["rooms"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String } == names
+        }
+        return (listed, results)
+    }
+
     static func events(_ path: String) -> [[String: Any]] {
         ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
             (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
@@ -336,14 +346,9 @@ struct RoomServiceTests {
         let onB = try ClusterTests().join(nodes.urlB, uid: "near", channel: "on-b", ["--video", "none", "--audio", "none", "--quiet"])
         defer { onA.stop(); onB.stop() }
         let urlB = nodes.urlB.replacingOccurrences(of: "/rtc", with: "")
-        var results: [[String: Any]] = []
-        let listed = await eventually(15) {
-            results = (try? await Self.calls(urlB, [#"ListRooms {}"#])) ?? []
-            let names = ((results.first?["result"] as? [String: Any])?["rooms"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
-            return names == ["on-a", "on-b"]
-        }
-        #expect(listed, "ListRooms at B: \(results)")
-        results = try await Self.calls(urlB, [
+        let (listed, rooms) = await Self.waitForRooms(urlB, ["on-a", "on-b"])
+        #expect(listed, "ListRooms at B: \(rooms)")
+        let results = try await Self.calls(urlB, [
             #"ListParticipants {"room": "on-a"}"#,
             #"UpdateParticipant {"room": "on-a", "identity": "far", "metadata": "set through B"}"#,
             #"Raw {"method": "GET", "path": "/debug/forwarded?room=on-a&identity=far", "token": "admin", "room": "on-a"}"#,
@@ -409,14 +414,9 @@ struct RoomServiceTests {
         #expect(await eventually(20) { viewer.output.contains { $0.contains("path down udp") && !$0.contains(":\(frontPort) ") } },
                 "\(viewer.output.suffix(3)) front port \(frontPort)")
         let api = url.replacingOccurrences(of: "/rtc", with: "")
-        var results: [[String: Any]] = []
-        let listed = await eventually(15) {
-            results = (try? await Self.calls(api, [#"ListRooms {}"#])) ?? []
-            let names = ((results.first?["result"] as? [String: Any])?["rooms"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
-            return names == ["on-child", "on-front"]
-        }
-        #expect(listed, "ListRooms at the front: \(results)")
-        results = try await Self.calls(api, [
+        let (listed, rooms) = await Self.waitForRooms(api, ["on-child", "on-front"])
+        #expect(listed, "ListRooms at the front: \(rooms)")
+        let results = try await Self.calls(api, [
             #"ListParticipants {"room": "on-child"}"#,
             #"UpdateParticipant {"room": "on-child", "identity": "far", "metadata": "set through the front"}"#,
             #"Raw {"method": "GET", "path": "/debug/forwarded?room=on-child&identity=far", "token": "admin", "room": "on-child"}"#,

@@ -83,11 +83,7 @@ struct CrossHostTests {
 
     @Test("UDP blocked on the viewer's network, relay only: it and a _sub share from there reach the server through coturn over TCP with the credentials joined hands out; ≥ 95 % of frames, and the stats say relay/tcp")
     func relayOnlyOverTCP() async throws {
-        guard NetworkLab.availableOrKnownIssue() else { return }
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver") else {
-            withKnownIssue("coturn (turnserver) is not installed") { Issue.record("skipped") }
-            return
-        }
+        guard coturnLabAvailable() else { return }
         let lab = try NetworkLab()
         defer { lab.close() }
         let serverHost = try lab.addHost("s"), publisherHost = try lab.addHost("p")
@@ -130,11 +126,7 @@ struct CrossHostTests {
 
     @Test("a viewer whose direct UDP path won (its TURN allocation released), then UDP blocked on its network: the ICE restart allocates on coturn again (over TCP) and the frames come back through the relay")
     func relayAgainAfterRestart() async throws {
-        guard NetworkLab.availableOrKnownIssue() else { return }
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver") else {
-            withKnownIssue("coturn (turnserver) is not installed") { Issue.record("skipped") }
-            return
-        }
+        guard coturnLabAvailable() else { return }
         let lab = try NetworkLab()
         defer { lab.close() }
         let serverHost = try lab.addHost("s"), publisherHost = try lab.addHost("p"), viewerHost = try lab.addHost("v")
@@ -178,6 +170,16 @@ struct CrossHostTests {
             .appendingPathComponent("Tools/\(name)").path
         return try LabProcess(lab.command(in: host, ["python3", script, "--server", "ws://\(server.address):7880/rtc", "--channel", "lab",
                                                      "--uid", uid, "--secret", Self.secret] + extra))
+    }
+
+    /// Namespaces and coturn, or a known issue recorded.
+    func coturnLabAvailable() -> Bool {
+        guard NetworkLab.availableOrKnownIssue() else { return false }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver") else {
+            withKnownIssue("coturn (turnserver) is not installed") { Issue.record("skipped") }
+            return false
+        }
+        return true
     }
 
     /// Namespaces, aiortc and coturn, or a known issue recorded (the side-by-side tests need all three).
