@@ -14,6 +14,7 @@ public enum RoomServiceRequest: Sendable {
     case updateSubscriptions(LKUpdateSubscriptionsRequest)
     case sendData(LKSendDataRequest)
     case updateRoomMetadata(LKUpdateRoomMetadataRequest)
+    case performRpc(LKPerformRpcRequest)
 
     /// Why a request could not be read: Twirp's code (`bad_route`, `malformed`) and a message.
     public struct Refusal: Error, Equatable, Sendable {
@@ -52,6 +53,7 @@ public enum RoomServiceRequest: Sendable {
         case "UpdateSubscriptions": self = .updateSubscriptions(try read(LKUpdateSubscriptionsRequest.self))
         case "SendData": self = .sendData(try read(LKSendDataRequest.self))
         case "UpdateRoomMetadata": self = .updateRoomMetadata(try read(LKUpdateRoomMetadataRequest.self))
+        case "PerformRpc": self = .performRpc(try read(LKPerformRpcRequest.self))
         default:
             throw Refusal(code: "bad_route", message: "no method \(method.prefix(64)) in livekit.RoomService here")
         }
@@ -68,10 +70,11 @@ public enum RoomServiceRequest: Sendable {
         case .updateSubscriptions(let request): .admin(room: request.room)
         case .sendData(let request): .admin(room: request.room)
         case .updateRoomMetadata(let request): .admin(room: request.room)
+        case .performRpc(let request): .admin(room: request.room)
         }
     }
 
     /// The methods answered here.
     public static let methods = ["CreateRoom", "ListRooms", "DeleteRoom", "ListParticipants", "GetParticipant", "RemoveParticipant",
-                                 "MutePublishedTrack", "UpdateParticipant", "UpdateSubscriptions", "SendData", "UpdateRoomMetadata"]
+                                 "MutePublishedTrack", "UpdateParticipant", "UpdateSubscriptions", "SendData", "UpdateRoomMetadata", "PerformRpc"]
 }

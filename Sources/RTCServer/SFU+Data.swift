@@ -53,6 +53,8 @@ extension SFU {
             context.counters.dataMessagesDropped += 1
             return
         }
+        // An ack or answer to one of the server's own RPCs goes no further.
+        if !pendingRPCs.isEmpty, let packet = message.packet, takeRPCReply(packet, from: sender) { return }
         // The kind is the channel's (LiveKit's clients write an inverted `kind` in their packets).
         deliver(message, reliable: channel.parameters.reliability == .reliable, channel: channel.parameters, fromSDK: fromSDK,
                 binary: binary, in: sender.room, except: sender)
@@ -178,6 +180,16 @@ struct RelayedData {
         payload = serverPayload
         packet = nil
         sender = ""
+        senderSid = ""
+    }
+
+    /// A LiveKit packet from the server itself (an RPC request): for LiveKit's clients only.
+    init(serverPacket: LKDataPacket, destinations: [String]) {
+        self.destinations = destinations
+        topic = ""
+        payload = nil
+        packet = serverPacket
+        sender = serverPacket.participantIdentity
         senderSid = ""
     }
 

@@ -125,6 +125,7 @@ extension SFU {
             subscription.track.subscriptions.removeAll { $0 === subscription }
         }
         participant.subscriptions.removeAll()
+        if !pendingRPCs.isEmpty { failRPCs(of: participant) }
         if let publisher = participant.publisher { port.removeOnLoop(publisher) }
         if let subscriber = participant.subscriber { port.removeOnLoop(subscriber) }
         let view = participant.view

@@ -35,6 +35,8 @@ public final class SFU: SignalingSink, @unchecked Sendable {
     /// client rejoining quickly is not taken by a server whose media port is closing.
     private var shuttingDown = false
     private var nextID = 0
+    /// RPCs the server made (the API's `PerformRpc`) and waits on, by request id (``performRPC``).
+    var pendingRPCs: [String: PendingRPC] = [:]
 
     /// Seconds since 1970 (tokens, keepalive, resume windows); replaceable in tests.
     var clock: @Sendable () -> Int64 {

@@ -30,7 +30,7 @@ extension ShardedSFU {
         }
     }
 
-    private var anyLoop: EventLoop { shards[0].loop }
+    var anyLoop: EventLoop { shards[0].loop }
 
     private func placedShard(_ room: String) -> SFU? { shard(of: room).map { shards[$0] } }
 
@@ -123,6 +123,13 @@ extension ShardedSFU {
 
     public func updateSubscriptions(of uid: String, in room: String, trackSids: [String], subscribe: Bool) -> EventLoopFuture<Void> {
         onRoom(room) { $0.updateSubscriptions(of: uid, in: room, trackSids: trackSids, subscribe: subscribe) }
+    }
+
+    /// Calls participant `identity`'s RPC method in `room` (LiveKit's `PerformRpc`): the answer's
+    /// payload, or ``RPCFailure``, or ``AdminError/notFound(_:)``.
+    public func performRPC(room: String, identity: String, method: String, payload: String, timeoutMs: Int64) -> EventLoopFuture<String> {
+        guard let shard = placedShard(room) else { return anyLoop.makeFailedFuture(AdminError.notFound("no room \(room)")) }
+        return shard.performRPC(room: room, identity: identity, method: method, payload: payload, timeoutMs: timeoutMs)
     }
 
     public func sendData(_ payload: [UInt8], in room: String, reliable: Bool, topic: String, destinations: [String]) -> EventLoopFuture<Int> {

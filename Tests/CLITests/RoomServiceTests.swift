@@ -227,6 +227,57 @@ struct RoomServiceTests {
         #expect(server.isRunning, "the server is still up: \(server.errorText.suffix(300))")
     }
 
+    @Test("PerformRpc: the server calls a LiveKit participant's RPC methods through its SDK (LiveKit's Python SDK): the answer's payload; the handler's own error, an unknown method and a handler slower than the timeout each as LiveKit answers them; a Swift bot (no LiveKit RPC) and an unknown identity refused at once; nothing relayed to the others")
+    func performRpc() async throws {
+        let (server, url, _) = try await LiveKitInteropTests.server()
+        defer { server.stop() }
+        // It reports what its handlers served when its 12 s are up.
+        let bot = try LiveKitInteropTests.peer("bot", url, ["--room", "rpc", "--identity", "lk", "--duration", "12"])
+        defer { bot.stop() }
+        let swift = try LiveKitInteropTests.swiftBot(url, room: "rpc", uid: "swift", ["--video", "none", "--audio", "none", "--print-data", "--duration", "40"])
+        defer { swift.stop() }
+        func rpc(_ identity: String, _ method: String, _ payload: String, timeoutMs: Int = 0) -> String {
+            let body = #"{"room": "rpc", "destination_identity": "\#(identity)", "method": "\#(method)", "payload": "\#(payload)", "response_timeout_ms": \#(timeoutMs)}"#
+            let escaped = body.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            return #"Raw {"path": "/twirp/livekit.RoomService/PerformRpc", "contentType": "application/json", "token": "admin", "room": "rpc", "body": "\#(escaped)"}"#
+        }
+        let results = try await Self.calls(url, [
+            #"WaitParticipants {"room": "rpc", "count": 2}"#,
+            #"Sleep {"seconds": 2}"#,
+            rpc("lk", "echo", "ping"),
+            rpc("lk", "refuse", "nope"),
+            rpc("lk", "nothing-here", "x"),
+            rpc("lk", "slow", "zzz", timeoutMs: 1000),
+            rpc("swift", "echo", "ping"),
+            rpc("nobody", "echo", "ping"),
+            rpc("", "echo", "ping"),
+        ])
+        let answers = Array(results.dropFirst())  // after WaitParticipants (Sleep answers nothing)
+        let shown = answers.map { "\($0["status"] as? Int ?? 0) \($0["code"] as? String ?? "-") \($0["msg"] as? String ?? "")" }
+        print("PerformRpc: \(shown)")
+        #expect(answers.count == 7, "\(results)")
+        guard answers.count == 7 else { return }
+        #expect(answers[0]["status"] as? Int == 200 && (answers[0]["json"] as? [String: Any])?["payload"] as? String == "echo:ping", "\(answers[0])")
+        // The handler's own error, with its code and data, as LiveKit's server gives it (internal).
+        #expect(answers[1]["status"] as? Int == 500 && answers[1]["code"] as? String == "internal"
+                && (answers[1]["msg"] as? String ?? "").contains("RpcError 2001: refused by the bot: nope"), "\(answers[1])")
+        // The SDK answers an unknown method with 1400 (invalid_argument).
+        #expect(answers[2]["code"] as? String == "invalid_argument" && (answers[2]["msg"] as? String ?? "").contains("RpcError 1400"), "\(answers[2])")
+        // Acked, but no answer within the 1 s asked: 1502 (canceled, 408).
+        #expect(answers[3]["status"] as? Int == 408 && (answers[3]["msg"] as? String ?? "").contains("RpcError 1502"), "\(answers[3])")
+        #expect(answers[4]["code"] as? String == "invalid_argument" && (answers[4]["msg"] as? String ?? "").contains("no LiveKit data channel"), "\(answers[4])")
+        #expect(answers[5]["code"] as? String == "not_found", "\(answers[5])")
+        #expect(answers[6]["code"] as? String == "invalid_argument", "\(answers[6])")
+        #expect(await bot.wait(30) == 0, "\(bot.output.suffix(3)) \(bot.errorText)")
+        let served = bot.output.compactMap { line -> [String: Any]? in
+            guard line.hasPrefix("{") else { return nil }
+            return (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+        }.last?["rpcServed"] as? [[String: Any]] ?? []
+        #expect(served.compactMap { $0["payload"] as? String } == ["ping", "nope", "zzz"], "\(served)")
+        // The requests, acks and answers went to no one else.
+        #expect(!swift.output.contains { $0.contains("ping") || $0.contains("echo:") }, "\(swift.output.suffix(5))")
+    }
+
     @Test("/debug/forwarded: RTP packets the server forwarded to one participant, by sender and kind, for a roomAdmin token of its room; no token 401, another room's token 403, an unknown identity or room 404, no query 400, a POST 404")
     func forwardedPackets() async throws {
         let (server, url, _) = try await LiveKitInteropTests.server()

@@ -240,6 +240,19 @@ async def run_bot(args):
     async def echo(data):
         rpc_calls.append({"caller": data.caller_identity, "payload": data.payload})
         return "echo:" + data.payload
+
+    # For the server's PerformRpc: a handler that refuses with an error of its own, and one
+    # slower than the caller waits.
+    @room.local_participant.register_rpc_method("refuse")
+    async def refuse(data):
+        rpc_calls.append({"caller": data.caller_identity, "payload": data.payload})
+        raise rtc.RpcError(2001, "refused by the bot", data.payload)
+
+    @room.local_participant.register_rpc_method("slow")
+    async def slow(data):
+        rpc_calls.append({"caller": data.caller_identity, "payload": data.payload})
+        await asyncio.sleep(3)
+        return "late"
     report["connectedMs"] = round((time.monotonic() - started) * 1000, 1)
     if args.set_metadata is not None:
         try:

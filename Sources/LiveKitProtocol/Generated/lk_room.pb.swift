@@ -302,6 +302,39 @@ public nonisolated struct LKUpdateRoomMetadataRequest: Sendable {
   public init() {}
 }
 
+/// A call of one of a participant's RPC methods from the server (the reply is its answer's payload).
+public nonisolated struct LKPerformRpcRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var room: String = String()
+
+  public var destinationIdentity: String = String()
+
+  public var method: String = String()
+
+  public var payload: String = String()
+
+  public var responseTimeoutMs: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct LKPerformRpcResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var payload: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// What a webhook receiver is sent, as protobuf JSON.
 public nonisolated struct LKWebhookEvent: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -954,6 +987,86 @@ nonisolated extension LKUpdateRoomMetadataRequest: SwiftProtobuf.Message, SwiftP
   public static func ==(lhs: LKUpdateRoomMetadataRequest, rhs: LKUpdateRoomMetadataRequest) -> Bool {
     if lhs.room != rhs.room {return false}
     if lhs.metadata != rhs.metadata {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension LKPerformRpcRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PerformRpcRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}room\0\u{3}destination_identity\0\u{1}method\0\u{1}payload\0\u{3}response_timeout_ms\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.room) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.destinationIdentity) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.method) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.payload) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.responseTimeoutMs) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.room.isEmpty {
+      try visitor.visitSingularStringField(value: self.room, fieldNumber: 1)
+    }
+    if !self.destinationIdentity.isEmpty {
+      try visitor.visitSingularStringField(value: self.destinationIdentity, fieldNumber: 2)
+    }
+    if !self.method.isEmpty {
+      try visitor.visitSingularStringField(value: self.method, fieldNumber: 3)
+    }
+    if !self.payload.isEmpty {
+      try visitor.visitSingularStringField(value: self.payload, fieldNumber: 4)
+    }
+    if self.responseTimeoutMs != 0 {
+      try visitor.visitSingularUInt32Field(value: self.responseTimeoutMs, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: LKPerformRpcRequest, rhs: LKPerformRpcRequest) -> Bool {
+    if lhs.room != rhs.room {return false}
+    if lhs.destinationIdentity != rhs.destinationIdentity {return false}
+    if lhs.method != rhs.method {return false}
+    if lhs.payload != rhs.payload {return false}
+    if lhs.responseTimeoutMs != rhs.responseTimeoutMs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension LKPerformRpcResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PerformRpcResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}payload\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.payload) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.payload.isEmpty {
+      try visitor.visitSingularStringField(value: self.payload, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: LKPerformRpcResponse, rhs: LKPerformRpcResponse) -> Bool {
+    if lhs.payload != rhs.payload {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -26,6 +26,7 @@ struct TwirpError: Error, Equatable {
         case "permission_denied": .forbidden
         case "resource_exhausted": .tooManyRequests
         case "already_exists", "aborted": .conflict
+        case "canceled", "deadline_exceeded": .requestTimeout
         case "unimplemented": .notImplemented
         case "unavailable": .serviceUnavailable
         default: .internalServerError
@@ -318,6 +319,19 @@ final class RoomServiceAPI: Sendable {
                                     destinations: request.destinationIdentities).map { _ in LKSendDataResponse() }
             case .updateRoomMetadata(let request):
                 return sfu.updateRoomMetadata(request.room, metadata: request.metadata).map { RoomServiceMapping.room($0) }
+            case .performRpc(let request):
+                guard !request.destinationIdentity.isEmpty else {
+                    return sfu.anyLoop.makeFailedFuture(TwirpError.invalid("destination_identity is required"))
+                }
+                // LiveKit's default of 10 s when none is given; at most a minute of held state.
+                let timeoutMs = request.responseTimeoutMs == 0 ? 10_000 : min(Int64(request.responseTimeoutMs), 60_000)
+                return sfu.performRPC(room: request.room, identity: request.destinationIdentity, method: request.method,
+                                      payload: request.payload, timeoutMs: timeoutMs)
+                    .map { payload -> any SwiftProtobuf.Message in LKPerformRpcResponse.with { $0.payload = payload } }
+                    .flatMapErrorThrowing { error in
+                        guard let failure = error as? RPCFailure else { throw error }
+                        throw TwirpError(code: RoomServiceMapping.twirpCode(of: failure), message: failure.description)
+                    }
             }
         }
     }
@@ -325,6 +339,22 @@ final class RoomServiceAPI: Sendable {
 
 /// The core's views as LiveKit's API messages.
 enum RoomServiceMapping {
+    /// The Twirp code a failed RPC answers with, as LiveKit's server maps its RPC errors: an
+    /// application error or a failed send `internal`, a timeout `canceled`, a recipient gone
+    /// `unavailable`, an unsupported method `invalid_argument`, a payload too large `malformed`.
+    static func twirpCode(of failure: RPCFailure) -> String {
+        switch failure.code {
+        case RPCFailure.connectionTimeout, RPCFailure.responseTimeout: "canceled"
+        case RPCFailure.recipientDisconnected: "unavailable"
+        case RPCFailure.unsupportedMethod: "invalid_argument"
+        case RPCFailure.requestPayloadTooLarge: "malformed"
+        case 1504: "malformed"
+        case 1401: "not_found"
+        case 1403, 1404: "unimplemented"
+        default: "internal"
+        }
+    }
+
     static func room(_ view: RoomView) -> LKRoom {
         .with {
             $0.sid = view.sid
