@@ -135,6 +135,17 @@ struct WHIPTests {
         #expect(try DataChannelInteropTests.report(again)["status"] as? Int == 201)
     }
 
+    @Test("rtc-cli bench whip runs: aiortc's pattern over WHIP and over our signaling, a first frame each way at a Swift viewer, and their ratio")
+    func firstFrameBench() async throws {
+        let bench = try runTool([cliPath, "bench", "whip", "--runs", "1"])
+        #expect(bench.status == 0, "\(bench.err)")
+        func ms(_ prefix: String) -> Int? {
+            bench.out.split(separator: "\n").first { $0.hasPrefix(prefix) }?.components(separatedBy: "p50 ").last.flatMap { Int($0.prefix { $0.isNumber }) }
+        }
+        print(bench.out)
+        #expect((ms("over WHIP") ?? 0) > 0 && (ms("over our signaling") ?? 0) > 0 && bench.out.contains("WHIP / our signaling (p50): "), "\(bench.out)")
+    }
+
     @Test("plain JS in headless Chromium publishes by WHIP and another page watches it by WHEP (fetch + RTCPeerConnection, no SDK), the room's and the uid's URL")
     func chromiumWHIPToWHEP() async throws {
         let (server, base, _) = try await Self.server()
