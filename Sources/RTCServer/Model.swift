@@ -73,6 +73,17 @@ final class Participant: @unchecked Sendable {
     var dataRetryScheduled = false
     /// Past this much waiting, a reliable message to a receiver that does not drain is dropped (counted).
     static let maxDataBacklogBytes = 8 << 20
+    /// Whether its data channels take messages: its association is up and a channel of its own is
+    /// open (or it opened none within ``dataReadyAfterMs`` of the association), so the relay knows
+    /// its framing. Until then reliable messages for it wait in ``dataPending``.
+    var dataReady = false
+    /// Reliable messages relayed while its data channels were not ready, in order (``SFU/deliver``).
+    var dataPending: [OutgoingData] = []
+    var dataPendingBytes = 0
+    /// At most this much waits for a receiver's data channels, and for at most ``dataPendingMaxAgeNs``.
+    static let maxDataPendingBytes = 256 << 10
+    static let dataPendingMaxAgeNs: UInt64 = 10_000_000_000
+    static let dataReadyAfterMs: Int64 = 250
     /// Lives as long as its publisher transport (a WHIP session): no ping timeout; it leaves when
     /// that transport fails or is closed.
     var mediaBound = false

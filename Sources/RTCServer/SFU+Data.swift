@@ -21,7 +21,21 @@ extension SFU {
             participant.dataBytes = TokenBucket(ratePerSecond: limits.dataBytesPerSecond, burst: limits.dataBytesPerSecond * ServerLimits.dataBurstSeconds)
             endpoint.onEvent = { [weak self, weak participant] event in
                 guard let self, let participant else { return }
-                self.dataEvent(event, from: participant)
+                switch event {
+                case .opened:
+                    self.dataBecameReady(participant)
+                case .disconnected:
+                    // Messages wait again until it is back.
+                    participant.dataReady = false
+                case .connected:
+                    // A peer that opens no channel of its own takes the server's: ready soon anyway.
+                    self.loop.scheduleTask(in: .milliseconds(Participant.dataReadyAfterMs)) { [weak self, weak participant] in
+                        guard let self, let participant else { return }
+                        self.dataBecameReady(participant)
+                    }
+                default:
+                    self.dataEvent(event, from: participant)
+                }
             }
         } catch {
             context.logger.warning("data channels for \(participant.uid) could not start", metadata: ["reason": "\(error)"])
@@ -71,37 +85,94 @@ extension SFU {
         var sent = 0
         for receiver in room.participants.values where receiver !== sender {
             if let destinations, !destinations.contains(receiver.uid) { continue }
-            guard let endpoint = receiver.publisher?.dataChannels, endpoint.isConnected else { continue }
-            let toSDK = endpoint.openChannels.contains { DataEnvelope.isEnvelopeLabel($0.parameters.label) }
-            let framing: DataFraming? = toSDK ? receiver.dataFraming : nil
-            let encoded: [UInt8]?
-            if let framing {
-                if framed[framing] == nil { framed[framing] = message.framed(framing, reliable: reliable) }
-                encoded = framed[framing].flatMap { $0.isEmpty ? nil : $0 }
-            } else {
-                encoded = message.payload
+            let outgoing = OutgoingData(message: message, reliable: reliable, channel: channel, fromSDK: fromSDK, binary: binary,
+                                        atNs: context.monotonicClock())
+            guard let endpoint = receiver.publisher?.dataChannels, endpoint.isConnected, receiver.dataReady else {
+                // Its data channels are not up yet (it joined a moment ago, or they are coming):
+                // a reliable message waits for them, lossy ones go (as the channel allows).
+                if reliable, receiver.publisher?.dataChannels != nil || clock() - receiver.joinedAt <= 10 { hold(outgoing, for: receiver) }
+                continue
             }
-            // Nothing this receiver can read (a LiveKit RPC for one of our clients).
-            guard let bytes = encoded else { continue }
-            guard receiver.dataMaxMessageSize == 0 || bytes.count <= receiver.dataMaxMessageSize else {
+            if send(outgoing, to: receiver, on: endpoint, framed: &framed) { sent += 1 }
+        }
+        return sent
+    }
+
+    /// One message on its way to one receiver whose data channels are up, in its framing (cached
+    /// in `framed` across receivers). False when it was not sent: nothing it can read, too large.
+    private func send(_ outgoing: OutgoingData, to receiver: Participant, on endpoint: DataChannelEndpoint,
+                      framed: inout [DataFraming: [UInt8]]) -> Bool {
+        let message = outgoing.message, reliable = outgoing.reliable
+        let toSDK = endpoint.openChannels.contains { DataEnvelope.isEnvelopeLabel($0.parameters.label) }
+        let framing: DataFraming? = toSDK ? receiver.dataFraming : nil
+        let encoded: [UInt8]?
+        if let framing {
+            if framed[framing] == nil { framed[framing] = message.framed(framing, reliable: reliable) }
+            encoded = framed[framing].flatMap { $0.isEmpty ? nil : $0 }
+        } else {
+            encoded = message.payload
+        }
+        // Nothing this receiver can read (a LiveKit RPC for one of our clients).
+        guard let bytes = encoded else { return false }
+        guard receiver.dataMaxMessageSize == 0 || bytes.count <= receiver.dataMaxMessageSize else {
+            context.counters.dataMessagesDropped += 1
+            return false
+        }
+        var parameters = outgoing.channel
+        if toSDK {
+            parameters = reliable ? DataEnvelope.reliableChannel : DataEnvelope.lossyChannel
+        } else if outgoing.fromSDK {
+            parameters.label = message.topic.isEmpty ? outgoing.channel.label : message.topic
+        }
+        do {
+            let stream = try endpoint.channel(labelled: parameters.label)?.stream ?? endpoint.open(parameters)
+            relay(bytes, binary: toSDK || outgoing.binary, on: stream, reliable: parameters.reliability == .reliable, to: receiver, endpoint: endpoint)
+            return true
+        } catch {
+            context.counters.dataMessagesDropped += 1
+            return false
+        }
+    }
+
+    /// Keeps a reliable message for a receiver whose data channels are not up yet (at most
+    /// ``Participant/maxDataPendingBytes``, for ``Participant/dataPendingMaxAgeNs``); past that it
+    /// is dropped, counted when the receiver has data channels coming (negotiated).
+    private func hold(_ outgoing: OutgoingData, for receiver: Participant) {
+        // A LiveKit packet other than user data (an RPC) is counted at a typical size, not encoded here.
+        let size = outgoing.message.payload?.count ?? 256
+        while let first = receiver.dataPending.first, outgoing.atNs &- first.atNs > Participant.dataPendingMaxAgeNs {
+            receiver.dataPending.removeFirst()
+            receiver.dataPendingBytes -= first.size
+            if receiver.publisher?.dataChannels != nil { context.counters.dataMessagesDropped += 1 }
+        }
+        guard receiver.dataPendingBytes + size <= Participant.maxDataPendingBytes else {
+            if receiver.publisher?.dataChannels != nil { context.counters.dataMessagesDropped += 1 }
+            return
+        }
+        var held = outgoing
+        held.size = size
+        receiver.dataPending.append(held)
+        receiver.dataPendingBytes += size
+    }
+
+    /// `participant`'s data channels take messages now: what waited for them goes, in order (the
+    /// expired dropped and counted).
+    func dataBecameReady(_ participant: Participant) {
+        guard !participant.dataReady, directory.contains(participant), let endpoint = participant.publisher?.dataChannels, endpoint.isConnected
+        else { return }
+        participant.dataReady = true
+        let waiting = participant.dataPending
+        participant.dataPending = []
+        participant.dataPendingBytes = 0
+        let now = context.monotonicClock()
+        for outgoing in waiting {
+            guard now &- outgoing.atNs <= Participant.dataPendingMaxAgeNs else {
                 context.counters.dataMessagesDropped += 1
                 continue
             }
-            var parameters = channel
-            if toSDK {
-                parameters = reliable ? DataEnvelope.reliableChannel : DataEnvelope.lossyChannel
-            } else if fromSDK {
-                parameters.label = message.topic.isEmpty ? channel.label : message.topic
-            }
-            do {
-                let stream = try endpoint.channel(labelled: parameters.label)?.stream ?? endpoint.open(parameters)
-                relay(bytes, binary: toSDK || binary, on: stream, reliable: parameters.reliability == .reliable, to: receiver, endpoint: endpoint)
-                sent += 1
-            } catch {
-                context.counters.dataMessagesDropped += 1
-            }
+            var framed: [DataFraming: [UInt8]] = [:]
+            _ = send(outgoing, to: participant, on: endpoint, framed: &framed)
         }
-        return sent
     }
 
     /// Sends on a receiver's channel. A reliable message its SCTP send buffer cannot take now
@@ -157,6 +228,20 @@ extension SFU {
             }
         }
     }
+}
+
+/// A message for one receiver, as ``SFU/deliver`` was asked to send it (kept while the
+/// receiver's data channels are not up).
+struct OutgoingData {
+    let message: RelayedData
+    let reliable: Bool
+    let channel: DCEPMessage.DataChannelParameters
+    let fromSDK: Bool
+    let binary: Bool
+    /// When it was relayed (monotonic ns).
+    let atNs: UInt64
+    /// Its bytes, counted against the receiver's bound while it waits.
+    var size = 0
 }
 
 /// One data channel message on its way through the relay, read once in the sender's framing:

@@ -55,6 +55,26 @@ struct DataChannelInteropTests {
         #expect((relayed?.split(separator: " ").last.flatMap { Double($0) } ?? 0) >= 100, "\(relayed ?? "no counter")")
     }
 
+    @Test("a reliable message sent the moment another participant joins reaches it: aiortc peer a sends 30 as soon as the server announces b, before b's data channel is up; b gets all 30, once, in order (they wait at the server for its channels)")
+    func messagesBeforeChannelsUp() async throws {
+        let (server, url, _) = try await Self.server()
+        defer { server.stop() }
+        func peer(_ uid: String, _ extra: [String]) throws -> ChildProcess {
+            try ChildProcess(["python3", Self.tool, "--server", url, "--channel", "early", "--uid", uid, "--token",
+                              testToken(uid: uid, channel: "early"), "--seconds", "30"] + extra)
+        }
+        let sender = try peer("a", ["--count", "30", "--send-on-join", "--linger", "3"])
+        defer { sender.stop() }
+        try await Task.sleep(for: .seconds(2))  // a's channel is up and it waits for b's join
+        let receiver = try peer("b", ["--count", "0", "--expect", "30"])
+        defer { receiver.stop() }
+        let receiverEnded = await receiver.wait(40), senderEnded = await sender.wait(40)
+        #expect(receiverEnded != nil && senderEnded != nil, "a peer did not finish")
+        let report = try Self.report(receiver)
+        let received = (report["received"] as? [String: [String]])?["chat"] ?? []
+        #expect(received == (0..<30).map { "a \($0)" }, "b received \(received)")
+    }
+
     static func browserTool(_ name: String) -> String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Tools/\(name)").path
     }

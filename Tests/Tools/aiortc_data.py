@@ -26,6 +26,8 @@ class DataPeer(Publisher):
         super().__init__(args)
         self.report = {"ok": False, "opened": False, "sent": 0, "received": {}, "errors": []}
         self.heard = set()
+        # Others the server announced (participantUpdate), for --send-on-join.
+        self.announced = set()
 
     async def publish(self):
         self.pc = RTCPeerConnection(self.configuration())
@@ -49,11 +51,15 @@ class DataPeer(Publisher):
 
         async def say():
             # "hello" until --peers others are heard (the server relays only to participants whose
-            # channels are up), then the numbered messages.
-            while len(self.heard) < self.args.peers:
+            # channels are up), then the numbered messages. With --send-on-join: the numbered
+            # messages as soon as the server announces --peers others, their channels up or not.
+            if self.args.send_on_join:
+                while len(self.announced) < self.args.peers:
+                    await asyncio.sleep(0.005)
+            while not self.args.send_on_join and len(self.heard) < self.args.peers:
                 channel.send("%s hello" % self.args.uid)
                 await asyncio.sleep(0.2)
-            for _ in range(3):
+            for _ in range(0 if self.args.send_on_join else 3):
                 channel.send("%s hello" % self.args.uid)
             for index in range(self.args.count):
                 text = "%s %d" % (self.args.uid, index)
@@ -111,6 +117,8 @@ class DataPeer(Publisher):
                     continue
                 if kind == "joined":
                     publishing = asyncio.ensure_future(self.publish())
+                elif kind == "participantUpdate":
+                    self.announced.update(p.get("uid") for p in payload.get("participants", []) if p.get("uid") != self.args.uid)
                 elif kind == "error":
                     self.report["errors"].append(f"{payload.get('code')} {payload.get('reason')}")
                 if publishing is not None and publishing.done() and publishing.exception():
@@ -137,6 +145,8 @@ def main():
         parser.add_argument("--linger", type=float, default=1.0, help="seconds to stay after that")
         parser.add_argument("--unordered", action="store_true")
         parser.add_argument("--peers", type=int, default=1, help="others to hear from before sending the numbered messages")
+        parser.add_argument("--send-on-join", action="store_true",
+                            help="send the numbered messages once the server announces --peers others (no hellos)")
         parser.add_argument("--pad", type=int, default=0, help="bytes added to every --pad-every-th message")
         parser.add_argument("--pad-every", type=int, default=0)
         parser.add_argument("--size", type=int, default=0, help="pad every numbered message to this many bytes (throughput runs)")
