@@ -68,7 +68,7 @@ extension SFU {
                 return promise.fail(RPCFailure(RPCFailure.requestPayloadTooLarge, "Request payload too large"))
             }
             // Only LiveKit's SDKs answer RPCs; ours and plain data channel peers cannot.
-            guard participant.dataFraming == .liveKit, participant.publisher?.dataChannels?.isConnected == true else {
+            guard participant.dataFraming == .liveKit, participant.publisher?.dataChannels != nil else {
                 return promise.fail(RPCFailure(RPCFailure.unsupportedMethod, "Method not supported at destination",
                                                data: "\(identity) has no LiveKit data channel to take RPCs on"))
             }
@@ -85,7 +85,8 @@ extension SFU {
             packet.value = .rpcRequest(request)
             let sent = self.deliver(RelayedData(serverPacket: packet, destinations: [identity]), reliable: true,
                                     channel: DataEnvelope.reliableChannel, fromSDK: true, binary: true, in: found, except: nil)
-            guard sent == 1 else { return promise.fail(RPCFailure(RPCFailure.sendFailed, "Failed to send")) }
+            // Not sent to channels that are up: failed. (Channels still coming hold it: the ack decides.)
+            guard sent == 1 || !participant.dataReady else { return promise.fail(RPCFailure(RPCFailure.sendFailed, "Failed to send")) }
             let pending = PendingRPC(participant: ObjectIdentifier(participant), promise: promise)
             pending.ackTimer = self.loop.scheduleTask(in: .milliseconds(Self.ackTimeoutMs)) { [weak self] in
                 self?.settleRPC(id, .failure(RPCFailure(RPCFailure.connectionTimeout, "Connection timeout")))

@@ -39,9 +39,9 @@ struct WHIPBench: AsyncParsableCommand {
             try await viewer.join(token: server.token("viewer", room), channel: room, uid: "viewer")
             let token = server.token("pub", room)
             let report = overWHIP
-                ? try await AbuseBench.attack(whipTool, ["publish", "--url", "\(base)/whip/\(room)", "--token", token, "--clip", "pattern", "--seconds", "3"])
-                : try await AbuseBench.attack(signalingTool, ["--server", server.url, "--channel", room, "--uid", "pub", "--token", token, "--seconds", "3"])
-            // The publisher has sent for 3 s: its first frame is in, or it will not come.
+                ? try await AbuseBench.attack(whipTool, ["publish", "--url", "\(base)/whip/\(room)", "--token", token, "--clip", "pattern", "--seconds", "1.5"])
+                : try await AbuseBench.attack(signalingTool, ["--server", server.url, "--channel", room, "--uid", "pub", "--token", token, "--seconds", "1.5"])
+            // The publisher has sent for 1.5 s (its first frame comes within a tenth of that): it is in, or it will not come.
             let timeout = Task {
                 try? await Task.sleep(for: .seconds(2))
                 firstFrame.cancel()

@@ -231,8 +231,8 @@ struct RoomServiceTests {
     func performRpc() async throws {
         let (server, url, _) = try await LiveKitInteropTests.server()
         defer { server.stop() }
-        // It reports what its handlers served when its 12 s are up.
-        let bot = try LiveKitInteropTests.peer("bot", url, ["--room", "rpc", "--identity", "lk", "--duration", "12"])
+        // It reports what its handlers served when its 9 s are up.
+        let bot = try LiveKitInteropTests.peer("bot", url, ["--room", "rpc", "--identity", "lk", "--duration", "9"])
         defer { bot.stop() }
         let swift = try LiveKitInteropTests.swiftBot(url, room: "rpc", uid: "swift", ["--video", "none", "--audio", "none", "--print-data", "--duration", "40"])
         defer { swift.stop() }
@@ -243,7 +243,7 @@ struct RoomServiceTests {
         }
         let results = try await Self.calls(url, [
             #"WaitParticipants {"room": "rpc", "count": 2}"#,
-            #"Sleep {"seconds": 2}"#,
+            #"Sleep {"seconds": 1}"#,
             rpc("lk", "echo", "ping"),
             rpc("lk", "refuse", "nope"),
             rpc("lk", "nothing-here", "x"),

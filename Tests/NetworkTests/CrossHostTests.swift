@@ -47,40 +47,6 @@ struct CrossHostTests {
                                               "--uid", uid, "--secret", Self.secret] + (quiet ? ["--quiet"] : []) + extra))
     }
 
-    @Test("UDP blocked on the publisher's and the viewer's networks: both reach the server over ICE-TCP, ≥ 95 % of frames arrive, and the stats say tcp")
-    func udpBlocked() async throws {
-        guard NetworkLab.availableOrKnownIssue() else { return }
-        let lab = try NetworkLab()
-        defer { lab.close() }
-        let serverHost = try lab.addHost("s")
-        let publisherHost = try lab.addHost("p", udpBlocked: true), viewerHost = try lab.addHost("v", udpBlocked: true)
-        let dir = temporaryDirectory("lab-tcp"), clip = "\(dir)/clip.y4m", recording = "\(dir)/rec"
-        try makeClip(clip)
-        let server = try await startServer(lab, on: serverHost, ["--tcp-port", "7883"])
-        defer { server.stop() }
-        #expect(server.output.contains { $0.contains("ICE-TCP on port 7883") }, "\(server.output)")
-        let viewer = try join(lab, on: viewerHost, server: serverHost, uid: "2001", quiet: false,
-                              ["--role", "audience", "--record", recording, "--duration", "18", "--bind", viewerHost.address])
-        defer { viewer.stop() }
-        try await Task.sleep(for: .milliseconds(2500))
-        let publisher = try join(lab, on: publisherHost, server: serverHost, uid: "1001", quiet: false,
-                                 ["--video", clip, "--audio", "tone", "--fps", "15", "--size", "640x360", "--bitrate", "1500",
-                                  "--duration", "12", "--no-subscribe"])
-        defer { publisher.stop() }
-        #expect(await publisher.wait(40) == 0, "publisher: \(publisher.output.suffix(5)) \(publisher.errorText)")
-        #expect(await viewer.wait(40) == 0, "viewer: \(viewer.output.suffix(5)) \(viewer.errorText)")
-        let summary = try #require(publisher.output.first { $0.hasPrefix("1001: pushed") }, "\(publisher.output.suffix(5))")
-        let sent = summary.components(separatedBy: "sent video ").last.flatMap { Int($0.prefix { $0.isNumber }) } ?? 0
-        let camera = try #require(try MediaProbe("\(recording)/1001-camera.ivf").first?.frames, "no camera recording: \(viewer.output.suffix(5))")
-        let upPath = publisher.output.last { $0.contains("path up ") }, downPath = viewer.output.last { $0.contains("path down ") }
-        print("UDP blocked: the publisher sent \(sent) frames over \(upPath.map(Self.path) ?? "?"), the viewer recorded \(camera) "
-            + "(\(String(format: "%.1f", 100 * Double(camera) / Double(max(sent, 1)))) %) over \(downPath.map(Self.path) ?? "?")")
-        #expect(sent > 100, "\(summary)")
-        #expect(Double(camera) >= 0.95 * Double(sent), "\(camera) of \(sent) frames")
-        #expect(upPath?.contains("path up tcp 10.77.0.1:7883") == true, "\(String(describing: upPath))")
-        #expect(downPath?.contains("path down tcp 10.77.0.1:7883") == true, "\(String(describing: downPath))")
-    }
-
     @Test("UDP blocked on the viewer's network, relay only: it and a _sub share from there reach the server through coturn over TCP with the credentials joined hands out; ≥ 95 % of frames, and the stats say relay/tcp")
     func relayOnlyOverTCP() async throws {
         guard coturnLabAvailable() else { return }
@@ -260,7 +226,9 @@ struct CrossHostTests {
             }
             rows.append("\(viewer.name.padding(toLength: 24, withPad: " ", startingAt: 0)) \(String(frames).padding(toLength: 8, withPad: " ", startingAt: 0)) "
                         + "\((first.map { String(format: "%.0f ms", $0) } ?? "none").padding(toLength: 12, withPad: " ", startingAt: 0)) \(path)")
-            #expect(frames >= 100, "\(viewer.name): \(frames) frames in \(seconds) s")
+            // Ours record ~13 s of the 15 fps stream (197-198 frames in every run since 2026-11-26):
+            // 185 is 95 % of it. aiortc's counts depend on its own decoder: it must just play.
+            #expect(frames >= (viewer.record == nil ? 100 : 185), "\(viewer.name): \(frames) frames in \(seconds) s")
         }
         print("side by side, 640x360 at 15 fps for \(seconds) s:\nviewer                   frames   first frame  path\n" + rows.joined(separator: "\n"))
         #expect(rows[0].contains("udp") && rows[2].contains("tcp 10.77.0.1:7883") && rows[3].contains("relay") && rows[4].contains("relay/tcp"), "\(rows)")
