@@ -45,9 +45,8 @@ demo: build
 # The whole log goes to out/test.log; a failed run ends by listing its failures again, so the
 # last lines of a CI log name them.
 # The release binaries first: the budget tests (BudgetTests) measure them as shipped.
-# No index store for the test build: nothing reads it here, and it costs about 8 % of that build.
 test: build
-	@mkdir -p out; set -o pipefail; swift test --no-parallel --disable-index-store 2>&1 | tee out/test.log; status=$$?; \
+	@mkdir -p out; set -o pipefail; swift test --no-parallel 2>&1 | tee out/test.log; status=$$?; \
 	if [ $$status -ne 0 ]; then echo "== failures (whole log: out/test.log)"; \
 		grep -E '✘|: error: |Fatal error|Test Case .* failed' out/test.log | tail -60; fi; exit $$status
 
