@@ -83,10 +83,11 @@ extension SFU {
         let destinations = message.destinations.isEmpty ? nil : Set(message.destinations)
         var framed: [DataFraming: [UInt8]] = [:]
         var sent = 0
+        // Made once for every receiver (what a receiver whose channels are not up keeps).
+        let outgoing = OutgoingData(message: message, reliable: reliable, channel: channel, fromSDK: fromSDK, binary: binary,
+                                    atNs: context.monotonicClock())
         for receiver in room.participants.values where receiver !== sender {
             if let destinations, !destinations.contains(receiver.uid) { continue }
-            let outgoing = OutgoingData(message: message, reliable: reliable, channel: channel, fromSDK: fromSDK, binary: binary,
-                                        atNs: context.monotonicClock())
             guard let endpoint = receiver.publisher?.dataChannels, endpoint.isConnected, receiver.dataReady else {
                 // Its data channels are not up yet (it joined a moment ago, or they are coming):
                 // a reliable message waits for them, lossy ones go (as the channel allows).

@@ -44,6 +44,11 @@ public final class ProcessPlacer: RoomPlacer {
         /// Since when it has had no relayed connection: it is forgotten `forgetAfter` later (its
         /// participants may still resume within that time).
         var idleSince: NIODeadline?
+
+        /// Whether it still has its place at `now`.
+        func isKept(now: NIODeadline, forgetAfter: TimeAmount) -> Bool {
+            connections > 0 || idleSince.map { now - $0 < forgetAfter } ?? true
+        }
     }
 
     /// - Parameters:
@@ -80,7 +85,7 @@ public final class ProcessPlacer: RoomPlacer {
             if roomHere { return .local }
             state.placedHere = state.placedHere.filter { $0.value > now }
             if state.placedHere[channel] != nil { return .local }
-            state.rooms = state.rooms.filter { _, room in room.connections > 0 || room.idleSince.map { now - $0 < forgetAfter } ?? true }
+            state.rooms = state.rooms.filter { _, room in room.isKept(now: now, forgetAfter: forgetAfter) }
             if let room = state.rooms[channel] {
                 if alive[room.worker] {
                     state.rooms[channel]?.connections += 1
@@ -122,8 +127,7 @@ public final class ProcessPlacer: RoomPlacer {
     func roomWorker(_ room: String) -> Int? {
         let (now, forgetAfter) = (NIODeadline.now(), self.forgetAfter)
         return state.withLockedValue { state in
-            guard let placed = state.rooms[room], placed.connections > 0 || placed.idleSince.map({ now - $0 < forgetAfter }) ?? true
-            else { return nil }
+            guard let placed = state.rooms[room], placed.isKept(now: now, forgetAfter: forgetAfter) else { return nil }
             return placed.worker
         }
     }
