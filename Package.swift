@@ -62,13 +62,16 @@ let package = Package(
         // Process-memory helpers (releasing libvpx's unused token pages, malloc tuning) for the sharer's budget.
         .target(name: "CMemory"),
 
+        // sendmmsg batches for the media sockets (RTCTransport's DatagramBatch): libc only.
+        .target(name: "CDatagram"),
+
         // MARK: Swift modules (DESIGN.md §2)
         // Conventions client and server share (the screen-share uid): no dependencies at all.
         .target(name: "RTCConventions"),
         .target(
             name: "RTCTransport",
             dependencies: [
-                "COpenSSL", "CSCTP", .product(name: "NIOCore", package: "swift-nio"),
+                "COpenSSL", "CSCTP", "CDatagram", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 // TURN over TLS (`turns:`).
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -14,8 +14,9 @@ final class Producer: @unchecked Sendable {
 
     init(context: SFUContext) { self.context = context }
 
-    /// One RTP datagram from `publisher`: to every subscriber of its track (no allocation beyond
-    /// each leg's serialized copy).
+    /// One RTP datagram from `publisher`: to every subscriber of its track. Each leg's copy is
+    /// written into a buffer of a datagram the port already sent (``SharedMediaPort/buffer(minimumCapacity:)``):
+    /// no allocation once the port has sent a fan-out's worth.
     func forward(_ datagram: ByteBuffer, from publisher: Participant) {
         let startNs = context.monotonicClock()
         guard var packet = try? RTPPacket(parsing: datagram) else {
@@ -162,7 +163,8 @@ final class Producer: @unchecked Sendable {
             packet.header = original
             let legSequenceAt = Self.renumber(&packet.header, for: subscription.subscriber, sequenceAt: sequenceAt)
             subscription.rewriter.rewrite(&packet.header)
-            var out = packet.serialized
+            var out = context.port.buffer(minimumCapacity: packet.serializedSize + SRTPProfile.maxTrailer)
+            packet.write(to: &out)
             emit(&out, payloadBytes: packet.payload.readableBytes, on: subscription, session: session, at: legSequenceAt, nowUs: arrivalUs)
             wrote = true
         }
@@ -212,7 +214,8 @@ final class Producer: @unchecked Sendable {
             let legSequenceAt = Self.renumber(&packet.header, for: subscription.subscriber, sequenceAt: sequenceAt)
             subscription.rewriter.rewrite(&packet.header, nowUs: arrivalUs)
             let vp8 = subscription.rewriter.rewriteVP8(pictureID: inputPicture, tl0: inputTL0)
-            var out = packet.serialized
+            var out = context.port.buffer(minimumCapacity: packet.serializedSize + SRTPProfile.maxTrailer)
+            packet.write(to: &out)
             if let layout, vp8.pictureID != nil || vp8.tl0 != nil {
                 layout.write(pictureID: vp8.pictureID, tl0: vp8.tl0, into: &out, payloadStart: out.writerIndex - packet.payload.readableBytes)
             }

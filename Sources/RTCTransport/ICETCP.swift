@@ -57,8 +57,10 @@ final class StreamFrameDecoder: ByteToMessageDecoder {
 /// Where a session's datagrams go: the UDP socket, or the TCP connection (ICE-TCP) a remote
 /// address is reached over. Used on the event loop that owns the UDP channel and the connections.
 final class MediaPaths: @unchecked Sendable {
-    /// The UDP socket (a new one after ``SocketKeeper`` bound it again).
+    /// The UDP socket (a new one after ``SocketKeeper`` bound it again), and the batch its media
+    /// is written with.
     private(set) var udp: Channel
+    private var batch: DatagramBatch
     /// Established ICE-TCP connections by their remote address.
     private(set) var tcp: [SocketAddress: Channel] = [:]
     /// Relayed paths by their key (``relayKey(_:serverIndex:peer:)``): the relay and the peer it reaches;
@@ -84,13 +86,30 @@ final class MediaPaths: @unchecked Sendable {
     /// Connections by remote IP address, for the bound above.
     private var perAddress: [String: Int] = [:]
 
-    init(udp: Channel) { self.udp = udp }
+    init(udp: MediaSocket) {
+        self.udp = udp.channel
+        batch = udp.batch
+    }
 
     /// The UDP socket was bound again (same address and port): writes go to the new one.
-    func replaceUDP(_ channel: Channel) {
-        udp = channel
+    func replaceUDP(_ socket: MediaSocket) {
+        batch.flush()
+        lostBefore = (lostBefore.refused + batch.refused, lostBefore.dropped + batch.dropped)
+        udp = socket.channel
+        batch = socket.batch
         sendable.removeAll()
     }
+
+    /// Hands every UDP datagram written without a flush to the kernel (one sendmmsg).
+    func flush() { batch.flush() }
+
+    /// A buffer to write a datagram into (``DatagramBatch/buffer(minimumCapacity:)``).
+    func buffer(minimumCapacity: Int) -> ByteBuffer { batch.buffer(minimumCapacity: minimumCapacity) }
+
+    /// UDP datagrams the kernel refused (each skipped: EPERM, no route, too big) and dropped on a
+    /// full send buffer, on this transport's sockets so far.
+    var udpLosses: (refused: Int, dropped: Int) { (batch.refused + lostBefore.refused, batch.dropped + lostBefore.dropped) }
+    private var lostBefore = (refused: 0, dropped: 0)
 
     /// Registers a connection's path, unless the port or its address has all it may have.
     func add(_ connection: Channel, for remote: SocketAddress) -> Bool {
@@ -160,8 +179,9 @@ final class MediaPaths: @unchecked Sendable {
             if let path = relayed[address] { path.relay.send(bytes, to: path.peer) }
             return
         }
-        let envelope = AddressedEnvelope(remoteAddress: address, data: bytes)
-        if flush { udp.writeAndFlush(envelope, promise: nil) } else { udp.write(envelope, promise: nil) }
+        // Not through NIO's pipeline: the batch, flushed once per fan-out (``DatagramBatch``).
+        batch.enqueue(bytes, to: address)
+        if flush { batch.flush() }
     }
 
     /// Whether the UDP socket can send to `address` at all: the same address family, and a route

@@ -17,17 +17,48 @@ final class InboundHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 }
 
-/// Binds a UDP socket with vectored reads (recvmmsg) for media.
-func bindMediaSocket(host: String, port: Int, group: EventLoopGroup, handler: InboundHandler) async throws -> Channel {
+/// A media UDP socket: NIO's channel reads it (recvmmsg) and writes what is not media; the batch
+/// writes media (``DatagramBatch``: one sendmmsg per fan-out).
+struct MediaSocket: Sendable {
+    let channel: Channel
+    let batch: DatagramBatch
+}
+
+/// Binds a UDP socket with vectored reads (recvmmsg) for media, and its ``DatagramBatch``. The
+/// socket is made and bound here and handed to NIO, so that the batch can write on (a duplicate
+/// of) its descriptor.
+func bindMediaSocket(host: String, port: Int, group: EventLoopGroup, handler: InboundHandler) async throws -> MediaSocket {
     // An IPv6 address (`::` above all) makes a dual-stack socket: IPv4 peers too, as mapped addresses
     // that the pipeline turns back into IPv4 ones both ways (``DualStack``).
-    let ipv6 = host.contains(":")
+    let address = try SocketAddress.makeAddressResolvingHost(host, port: port)
+    let ipv6: Bool
+    switch address {
+    case .v4: ipv6 = false
+    case .v6: ipv6 = true
+    case .unixDomainSocket: throw IOError(errnoCode: EAFNOSUPPORT, reason: "media socket on \(host)")
+    }
+    let family = ipv6 ? AF_INET6 : AF_INET
+    let descriptor = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+    guard descriptor >= 0 else { throw IOError(errnoCode: errno, reason: "socket") }
+    var handedOver = false
+    defer { if !handedOver { close(descriptor) } }
+    if ipv6 {
+        var off: CInt = 0
+        guard setsockopt(descriptor, CInt(IPPROTO_IPV6), IPV6_V6ONLY, &off, socklen_t(MemoryLayout<CInt>.size)) == 0 else {
+            throw IOError(errnoCode: errno, reason: "setsockopt(IPV6_V6ONLY)")
+        }
+    }
     // No SO_REUSEADDR: on Linux it lets two UDP sockets that both set it share a port, the kernel
     // then even hands an ephemeral port already in use to a second socket, and datagrams for one
     // peer reach another (seen as ICE checks answered 400 by the wrong agent). UDP has no
     // TIME_WAIT, so a closed socket's port can be bound again at once without it.
-    return try await DatagramBootstrap(group: group)
-        .channelOption(ChannelOptions.Types.SocketOption(level: IPPROTO_IPV6, name: IPV6_V6ONLY), value: 0, if: ipv6)
+    let bound = address.withSockAddr { pointer, size in bind(descriptor, pointer, socklen_t(size)) }
+    guard bound == 0 else { throw IOError(errnoCode: errno, reason: "bind(\(host):\(port))") }
+    guard let batch = DatagramBatch(duplicating: descriptor, family: family) else {
+        throw IOError(errnoCode: errno, reason: "dup")
+    }
+    handedOver = true
+    let channel = try await DatagramBootstrap(group: group)
         // A 720p screen keyframe is 100+ packets sent back to back: the default 208 KiB receive
         // buffer overflows on it. Ask for 4 MiB (the kernel caps it at net.core.rmem_max).
         .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
@@ -41,7 +72,10 @@ func bindMediaSocket(host: String, port: Int, group: EventLoopGroup, handler: In
                 try channel.pipeline.syncOperations.addHandler(handler)
             }
         }
-        .bind(host: host, port: port).get()
+        .withBoundSocket(descriptor).get()
+    // The duplicate goes with the socket: the port is free again once the channel has closed.
+    channel.closeFuture.whenComplete { _ in batch.close() }
+    return MediaSocket(channel: channel, batch: batch)
 }
 
 /// On a dual-stack socket: IPv4-mapped source addresses in as IPv4, IPv4 destinations out mapped.
@@ -101,15 +135,16 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         let certificate = try DTLSCertificate()
         let handler = InboundHandler()
         var configuration = configuration
-        let channel: Channel
+        let socket: MediaSocket
         do {
-            channel = try await bindMediaSocket(host: configuration.host, port: configuration.port, group: group, handler: handler)
+            socket = try await bindMediaSocket(host: configuration.host, port: configuration.port, group: group, handler: handler)
         } catch where configuration.host == "::" {
             // A kernel without IPv6: every IPv4 interface instead.
             configuration.host = "0.0.0.0"
-            channel = try await bindMediaSocket(host: configuration.host, port: configuration.port, group: group, handler: handler)
+            socket = try await bindMediaSocket(host: configuration.host, port: configuration.port, group: group, handler: handler)
         }
-        let transport = MediaTransport(configuration: configuration, channel: channel, certificate: certificate)
+        let channel = socket.channel
+        let transport = MediaTransport(configuration: configuration, socket: socket, certificate: certificate)
         handler.router = transport
         transport.keeper = SocketKeeper(host: configuration.host, port: channel.localAddress?.port ?? 0, loop: channel.eventLoop,
                                         paths: transport.paths, router: transport)
@@ -121,10 +156,11 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         return transport
     }
 
-    private init(configuration: MediaTransportConfiguration, channel: Channel, certificate: DTLSCertificate) {
+    private init(configuration: MediaTransportConfiguration, socket: MediaSocket, certificate: DTLSCertificate) {
+        let channel = socket.channel
         self.channel = channel
         boundAddress = channel.localAddress
-        let paths = MediaPaths(udp: channel)
+        let paths = MediaPaths(udp: socket)
         self.paths = paths
         session = MediaSession(configuration: configuration, certificate: certificate,
                                localCandidates: configuredCandidates(configuration, channel: channel),
@@ -448,8 +484,9 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     public static func bind(_ configuration: MediaTransportConfiguration, group: EventLoopGroup) async throws -> SharedMediaPort {
         let certificate = try DTLSCertificate()
         let handler = InboundHandler()
-        let channel = try await bindMediaSocket(host: configuration.host, port: configuration.port, group: group, handler: handler)
-        let port = SharedMediaPort(configuration: configuration, channel: channel, certificate: certificate)
+        let socket = try await bindMediaSocket(host: configuration.host, port: configuration.port, group: group, handler: handler)
+        let channel = socket.channel
+        let port = SharedMediaPort(configuration: configuration, socket: socket, certificate: certificate)
         handler.router = port
         // One rejected datagram must not end every session on the port (``SocketKeeper``).
         port.keeper = SocketKeeper(host: configuration.host, port: channel.localAddress?.port ?? configuration.port, loop: channel.eventLoop,
@@ -473,12 +510,13 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
         return port
     }
 
-    private init(configuration: MediaTransportConfiguration, channel: Channel, certificate: DTLSCertificate) {
+    private init(configuration: MediaTransportConfiguration, socket: MediaSocket, certificate: DTLSCertificate) {
+        let channel = socket.channel
         self.configuration = configuration
         self.channel = channel
         boundAddress = channel.localAddress
         self.certificate = certificate
-        paths = MediaPaths(udp: channel)
+        paths = MediaPaths(udp: socket)
         configured = configuredCandidates(configuration, channel: channel)
     }
 
@@ -493,7 +531,11 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     public var tcpAddress: SocketAddress? { tcpListener?.localAddress }
 
     /// Hands every pending datagram to the kernel together (sendmmsg). On the event loop.
-    public func flush() { paths.udp.flush() }
+    public func flush() { paths.flush() }
+
+    /// An empty buffer for a datagram of up to `minimumCapacity` bytes, on the event loop: one of a
+    /// datagram already sent when there is one, so a fan-out serializes without allocating.
+    public func buffer(minimumCapacity: Int) -> ByteBuffer { paths.buffer(minimumCapacity: minimumCapacity) }
 
     /// How many times the socket was bound again (``SocketKeeper``), on the event loop.
     public var socketRebinds: EventLoopFuture<Int> { channel.eventLoop.submit { self.keeper?.rebinds ?? 0 } }

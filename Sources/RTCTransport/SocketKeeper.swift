@@ -53,19 +53,19 @@ final class SocketKeeper: @unchecked Sendable {
         handler.router = router
         let (host, port, loop) = (self.host, self.port, self.loop)
         Task {
-            let channel = try? await bindMediaSocket(host: host, port: port, group: loop, handler: handler)
+            let socket = try? await bindMediaSocket(host: host, port: port, group: loop, handler: handler)
             loop.execute {
-                guard let channel else {
+                guard let socket else {
                     if !self.stopped { self.loop.scheduleTask(in: Self.laterRetry) { self.rebind() } }
                     return
                 }
                 guard !self.stopped else {
-                    channel.close(promise: nil)
+                    socket.channel.close(promise: nil)
                     return
                 }
-                self.paths.replaceUDP(channel)
+                self.paths.replaceUDP(socket)
                 self.rebinds += 1
-                self.watch(channel)
+                self.watch(socket.channel)
             }
         }
     }
