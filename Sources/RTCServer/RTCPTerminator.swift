@@ -40,21 +40,28 @@ final class RTCPTerminator: @unchecked Sendable {
 
     /// Transport-wide CC feedback to every publisher with arrivals since the last.
     func sendTransportFeedback() {
-        for participant in directory.allParticipants where participant.inbound.hasPendingFeedback {
+        directory.forEachParticipant { participant in
+            guard participant.inbound.hasPendingFeedback, let session = participant.publisher else { return }
             // libwebrtc drops transport feedback whose media SSRC is none of its send streams' SSRCs:
             // name one that has arrived (a simulcast track's first layer may not have been sent yet).
-            let mediaSSRC = participant.tracks.lazy.flatMap(\.streams).compactMap(\.ssrc).first ?? 0
-            guard let session = participant.publisher,
-                  let feedback = participant.inbound.makeFeedback(senderSSRC: serverSSRC, mediaSSRC: mediaSSRC)
-            else { continue }
+            var mediaSSRC: UInt32 = 0
+            search: for track in participant.tracks {
+                for stream in track.streams {
+                    if let ssrc = stream.ssrc {
+                        mediaSSRC = ssrc
+                        break search
+                    }
+                }
+            }
+            guard let feedback = participant.inbound.makeFeedback(senderSSRC: serverSSRC, mediaSSRC: mediaSSRC) else { return }
             session.sendRTCP(RTCPCompound.transportFeedback(sender: serverSSRC, feedback))
         }
     }
 
     /// Asks publishers again for the video packets that are due (``NackGenerator``).
     func sendUpstreamNacks(nowUs: Int64) {
-        for participant in directory.allParticipants {
-            guard let session = participant.publisher else { continue }
+        directory.forEachParticipant { participant in
+            guard let session = participant.publisher else { return }
             for track in participant.tracks where track.info.kind == .video {
                 for stream in track.streams {
                     guard let ssrc = stream.ssrc else { continue }

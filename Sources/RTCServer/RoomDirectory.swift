@@ -50,6 +50,9 @@ protocol RoomDirectory: AnyObject {
     var participantCount: Int { get }
     /// Every participant of every room, as a copy: callers may remove participants while going through it.
     var allParticipants: [Participant] { get }
+    /// Calls `body` with every participant of every room, without a copy (the media timers, many
+    /// times a second): `body` must not add or remove participants.
+    func forEachParticipant(_ body: (Participant) -> Void)
     /// Every room, as a copy.
     var allRooms: [Room] { get }
 
@@ -79,8 +82,21 @@ final class LocalRoomDirectory: RoomDirectory, @unchecked Sendable {
 
     var roomCount: Int { rooms.count }
     var participantCount: Int { rooms.values.reduce(0) { $0 + $1.participants.count } }
-    var allParticipants: [Participant] { rooms.values.flatMap(\.participants.values) }
+    /// A loop, not a key path's flatMap: the 20 ms NACK timer reads this (a key path projected
+    /// per room cost as much as the NACKs' work).
+    var allParticipants: [Participant] {
+        var all: [Participant] = []
+        all.reserveCapacity(participantCount)
+        for room in rooms.values { all.append(contentsOf: room.participants.values) }
+        return all
+    }
     var allRooms: [Room] { Array(rooms.values) }
+
+    func forEachParticipant(_ body: (Participant) -> Void) {
+        for room in rooms.values {
+            for participant in room.participants.values { body(participant) }
+        }
+    }
 
     func room(named name: String) -> Room? { rooms[name] }
 

@@ -329,6 +329,8 @@ public final class MediaSession: @unchecked Sendable {
                 _stats.bytesReceived += size
                 if isRTCP { onRTCP?(clear) } else { onRTP?(clear) }
             }
+            // Media moves no ICE or DTLS deadline: the timer stays as it is (this ran per packet).
+            return
         default:
             drop()
         }

@@ -63,6 +63,8 @@ func bindMediaSocket(host: String, port: Int, group: EventLoopGroup, handler: In
         // buffer overflows on it. Ask for 4 MiB (the kernel caps it at net.core.rmem_max).
         .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
         .channelOption(.socketOption(.so_sndbuf), value: 1 << 20)
+        // 32 datagrams a recvmmsg: 8 forwarded 7 % fewer packets a second on a saturated media
+        // thread (bench sfu) and cost no less on a light one (bench janus-load), same run.
         .channelOption(.datagramVectorReadMessageCount, value: 32)
         // With vector reads NIO splits one receive buffer across the messages: 2 KiB each.
         .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 32 * 2048))

@@ -291,14 +291,17 @@ public final class ICEAgent {
     }
 
     /// When ``handleTimers(now:)`` should run next.
+    /// Read after every datagram a session receives: a running minimum, no array.
     public var nextTimer: Double? {
-        var times = transactions.values.map(\.nextRetransmit)
-        if let nextConsentCheck { times.append(nextConsentCheck) }
-        if state == .checking, let startedAt { times.append(startedAt + timers.connectTimeout) }
+        var next: Double?
+        func consider(_ time: Double) { next = min(next ?? time, time) }
+        for transaction in transactions.values { consider(transaction.nextRetransmit) }
+        if let nextConsentCheck { consider(nextConsentCheck) }
+        if state == .checking, let startedAt { consider(startedAt + timers.connectTimeout) }
         if let lastConsent, state == .connected || isDisconnected {
-            times.append(lastConsent + (isDisconnected ? timers.consentTimeout : timers.disconnectAfter))
+            consider(lastConsent + (isDisconnected ? timers.consentTimeout : timers.disconnectAfter))
         }
-        return times.min()
+        return next
     }
 
     private var isDisconnected: Bool {
