@@ -105,3 +105,32 @@ final class DatagramBatch: @unchecked Sendable {
         descriptor = -1
     }
 }
+
+/// A UDP socket that sends on the media sockets' own path (``DatagramBatch``: queued on its event
+/// loop, one sendmmsg per flush) without ICE or SRTP: for tools and benchmarks that want the
+/// floor the media path stands on. What it receives is discarded.
+public final class UDPBatchSender: Sendable {
+    public let channel: Channel
+    private let batch: DatagramBatch
+
+    private init(_ socket: MediaSocket) {
+        channel = socket.channel
+        batch = socket.batch
+    }
+
+    public static func bind(host: String, port: Int = 0, group: EventLoopGroup) async throws -> UDPBatchSender {
+        try await UDPBatchSender(bindMediaSocket(host: host, port: port, group: group, handler: InboundHandler()))
+    }
+
+    /// Queues `bytes` for `address`, and sends what is queued when `flush`. On the event loop.
+    public func sendOnLoop(_ bytes: ByteBuffer, to address: SocketAddress, flush: Bool) {
+        channel.eventLoop.preconditionInEventLoop()
+        batch.enqueue(bytes, to: address)
+        if flush { batch.flush() }
+    }
+
+    /// An empty buffer, one of a datagram already sent when there is one. On the event loop.
+    public func bufferOnLoop(minimumCapacity: Int) -> ByteBuffer { batch.buffer(minimumCapacity: minimumCapacity) }
+
+    public func close() async throws { try await channel.close() }
+}

@@ -10,8 +10,10 @@ import Glibc
 #endif
 
 /// Packets per second on loopback for SRTP protect + send and for receive + unprotect, next to
-/// plain UDP sends of the same size as the floor, a row per SRTP profile. Each side runs on its own
-/// event loop thread. (The receive rate is bounded by what the sender sends: both share the machine.)
+/// plain UDP sends of the same size on the same send path (``UDPBatchSender``: the media sockets'
+/// sendmmsg batch) as the floor, a row per SRTP profile; and next to sends through a bare NIO
+/// channel, the path media took before. Each side runs on its own event loop thread. (The receive
+/// rate is bounded by what the sender sends: both share the machine.)
 struct TransportBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "transport",
@@ -55,8 +57,9 @@ struct TransportBench: AsyncParsableCommand {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         print("Loopback, \(packets) packets of \(12 + payload) bytes of RTP per round, \(rounds) rounds, medians; "
               + "each SRTP packet serialized afresh and protected in its own buffer, as the SFU sends one per leg:")
-        print("profile                   protect+send/s   plain UDP send/s   ratio   serialized+send/s   ratio   receive+unprotect/s   delivered")
-        print("(plain: one buffer re-sent; serialized: a packet serialized afresh per send, no SRTP; ratio: protect+send / that row)")
+        print("profile                   protect+send/s   plain UDP send/s   ratio   serialized+send/s   ratio   NIO channel send/s   receive+unprotect/s   delivered")
+        print("(plain: one buffer re-sent; serialized: a packet serialized afresh per send, no SRTP; both on the media send path, "
+              + "a flush per packet as the SRTP row; ratio: protect+send / that row; NIO channel: the plain sends through a bare NIO channel)")
         var inMemory: [String] = []
         for profile in chosen { try await measure(profile, group: group, inMemory: &inMemory) }
         print("In memory, \(12 + payload)-byte packets, medians:")
@@ -89,14 +92,20 @@ struct TransportBench: AsyncParsableCommand {
             guard Self.now() < deadline else { throw CLIError("the transports did not connect") }
             try await Task.sleep(nanoseconds: 5_000_000)
         }
-        // The floor: plain UDP datagrams of the protected packet's size, from a bare NIO channel,
-        // one buffer sent again and again (no work per packet but the send).
-        let plain = try await DatagramBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
-        let sink = try await DatagramBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
+        // The floor: plain UDP datagrams of the protected packet's size on the media send path,
+        // one buffer sent again and again (no work per packet but the send); and the same from a
+        // bare NIO channel.
+        // Sent from the SRTP sender's thread to a socket read on the SRTP receiver's: a sink read
+        // on the sending thread itself is never read while it sends, so its datagrams were
+        // dropped at a full socket buffer, with no receiver to wake, and the floor was too low.
+        let plain = try await UDPBatchSender.bind(host: "127.0.0.1", group: client.channel.eventLoop)
+        let nio = try await DatagramBootstrap(group: client.channel.eventLoop).bind(host: "127.0.0.1", port: 0).get()
+        let sink = try await DatagramBootstrap(group: server.channel.eventLoop).bind(host: "127.0.0.1", port: 0).get()
         let rtp = RTPPacket(header: RTPHeader(marker: true, payloadType: 96, sequenceNumber: 0, timestamp: 0, ssrc: 0xBEEF),
                             payload: ByteBuffer(bytes: [UInt8](repeating: 0xA5, count: payload)))
         let datagram = ByteBuffer(bytes: [UInt8](repeating: 0x80, count: rtp.serializedSize + profile.rtpTagLength))
-        var sendRates: [Double] = [], plainRates: [Double] = [], serializedRates: [Double] = [], receiveRates: [Double] = [], delivered: [Double] = []
+        var sendRates: [Double] = [], plainRates: [Double] = [], serializedRates: [Double] = [], nioRates: [Double] = []
+        var receiveRates: [Double] = [], delivered: [Double] = []
         let count = packets, session = client.session
         for round in 0..<rounds {
             received.withLockedValue { $0 = (0, 0, 0) }
@@ -116,23 +125,30 @@ struct TransportBench: AsyncParsableCommand {
             if got > 1 { receiveRates.append(Double(got - 1) / (last - first)) }
             delivered.append(Double(got) / Double(count))
             let target = sink.localAddress!
-            let floor = try await plain.eventLoop.submit { () -> Double in
+            let floor = try await plain.channel.eventLoop.submit { () -> Double in
                 let start = Self.now()
-                for _ in 0..<count { plain.writeAndFlush(AddressedEnvelope(remoteAddress: target, data: datagram), promise: nil) }
+                for _ in 0..<count { plain.sendOnLoop(datagram, to: target, flush: true) }
                 return Self.now() - start
             }.get()
             plainRates.append(Double(count) / floor)
             try await Task.sleep(nanoseconds: 200_000_000)
+            let viaNIO = try await nio.eventLoop.submit { () -> Double in
+                let start = Self.now()
+                for _ in 0..<count { nio.writeAndFlush(AddressedEnvelope(remoteAddress: target, data: datagram), promise: nil) }
+                return Self.now() - start
+            }.get()
+            nioRates.append(Double(count) / viaNIO)
+            try await Task.sleep(nanoseconds: 200_000_000)
             // The same sends, each of a packet serialized afresh (with the tag's room) as the SRTP
             // row makes them: what SRTP adds is the difference between these two rows.
-            let serialized = try await plain.eventLoop.submit { () -> Double in
+            let serialized = try await plain.channel.eventLoop.submit { () -> Double in
                 var packet = rtp
                 let start = Self.now()
                 for index in 0..<count {
                     packet.header.sequenceNumber = UInt16(truncatingIfNeeded: index)
                     var bytes = packet.serialized
                     bytes.writeRepeatingByte(0, count: profile.rtpTagLength)
-                    plain.writeAndFlush(AddressedEnvelope(remoteAddress: target, data: bytes), promise: nil)
+                    plain.sendOnLoop(bytes, to: target, flush: true)
                 }
                 return Self.now() - start
             }.get()
@@ -179,9 +195,11 @@ struct TransportBench: AsyncParsableCommand {
         func k(_ value: Double) -> String { String(format1: value / 1000) + "k" }
         print("\(profile.openSSLName.padding(25)) \(k(median(sendRates)).padding(16)) \(k(median(plainRates)).padding(18)) "
               + "\((String(format2: median(sendRates) / median(plainRates)) + "x").padding(7)) \(k(median(serializedRates)).padding(19)) "
-              + "\((String(format2: median(sendRates) / median(serializedRates)) + "x").padding(7)) \(k(median(receiveRates)).padding(21)) "
+              + "\((String(format2: median(sendRates) / median(serializedRates)) + "x").padding(7)) \(k(median(nioRates)).padding(20)) "
+              + "\(k(median(receiveRates)).padding(21)) "
               + "\(String(format1: median(delivered) * 100)) %")
         try await plain.close()
+        try await nio.close()
         try await sink.close()
         await client.close()
         await server.close()
