@@ -75,10 +75,17 @@ rtc_datagram_result rtc_datagram_batch_send(rtc_datagram_batch *batch, int fd) {
             continue;
         }
         if (done < 0 && errno == EINTR) continue;
-        if (done < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) {
+        if (done < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             // The socket's send buffer is full: what is left of this batch is lost, as on a wire.
             result.dropped += batch->count - next;
             break;
+        }
+        if (done < 0 && errno == ENOBUFS) {
+            // The queue of the device this one datagram goes out on is full (a rate-limited
+            // link): lost; the others, for other devices, still go.
+            result.dropped += 1;
+            next += 1;
+            continue;
         }
         if (done < 0 && (errno == EBADF || errno == ENOTSOCK)) {
             result.dropped += batch->count - next;

@@ -99,6 +99,7 @@ public final class SFU: SignalingSink, @unchecked Sendable {
     public var counterSnapshot: EventLoopFuture<ServerCounters> {
         loop.submit {
             var snapshot = self.context.counters
+            (snapshot.udpSendRefused, snapshot.udpSendDropped) = self.port.udpSendLossesOnLoop
             snapshot.rooms = self.directory.roomCount
             snapshot.participants = self.directory.participantCount
             snapshot.tracks = self.directory.allParticipants.reduce(0) { $0 + $1.tracks.count }

@@ -34,6 +34,10 @@ public struct ServerCounters: Sendable, Hashable {
     /// Connections closed for not joining within `ServerLimits.joinDeadlineSeconds`.
     public var connectionsClosedUnjoined = 0
     public var packetsDropped = 0
+    /// UDP datagrams the media sockets' kernel refused (a firewall's EPERM, no route, too big:
+    /// each skipped) and dropped (a full send buffer or device queue), read from the sockets.
+    public var udpSendRefused = 0
+    public var udpSendDropped = 0
     /// Data channel messages received from participants and sent to them, their bytes, and those
     /// dropped (too large, past the rate, no channel to send on).
     public var dataMessagesIn = 0
@@ -81,6 +85,8 @@ public struct ServerCounters: Sendable, Hashable {
         duplicateIdentities += other.duplicateIdentities
         connectionsClosedUnjoined += other.connectionsClosedUnjoined
         packetsDropped += other.packetsDropped
+        udpSendRefused += other.udpSendRefused
+        udpSendDropped += other.udpSendDropped
         dataMessagesIn += other.dataMessagesIn
         dataMessagesOut += other.dataMessagesOut
         dataBytesIn += other.dataBytesIn

@@ -19,7 +19,7 @@ final class ServerMetrics: @unchecked Sendable {
     private let packetsIn, bytesIn, packetsOut, bytesOut, nacks, retransmissions, keyframeRequests, keyframeThrottled,
                 signalingErrors, dropped, rtxRepairs, rtxDropped, iceRestarts, downstreamFeedback, publisherLimits,
                 limitRefusals, permissionRefusals, duplicateIdentities, closedUnjoined, switchesUp, switchesDown, legProbes, legPacings,
-                layerPauses, dataIn, dataOut, dataBytesIn, dataDropped: CoreMetrics.Counter
+                layerPauses, dataIn, dataOut, dataBytesIn, dataDropped, udpSendRefused, udpSendDropped: CoreMetrics.Counter
     private var last = ServerCounters()
 
     init() {
@@ -58,6 +58,8 @@ final class ServerMetrics: @unchecked Sendable {
         dataOut = counter("rtc_data_messages_out_total")
         dataBytesIn = counter("rtc_data_bytes_in_total")
         dataDropped = counter("rtc_data_messages_dropped_total")
+        udpSendRefused = counter("rtc_udp_send_refused_total")
+        udpSendDropped = counter("rtc_udp_send_dropped_total")
     }
 
     /// Brings the metrics up to `counters` and returns the Prometheus text exposition.
@@ -94,6 +96,8 @@ final class ServerMetrics: @unchecked Sendable {
         add(dataOut, counters.dataMessagesOut, last.dataMessagesOut)
         add(dataBytesIn, counters.dataBytesIn, last.dataBytesIn)
         add(dataDropped, counters.dataMessagesDropped, last.dataMessagesDropped)
+        add(udpSendRefused, counters.udpSendRefused, last.udpSendRefused)
+        add(udpSendDropped, counters.udpSendDropped, last.udpSendDropped)
         last = counters
         var text: [UInt8] = []
         registry.emit(into: &text)

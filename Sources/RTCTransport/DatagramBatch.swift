@@ -29,6 +29,9 @@ final class DatagramBatch: @unchecked Sendable {
     /// fan-out serializes each leg's packet into one of these instead of a new allocation.
     private var spare: [ByteBuffer] = []
     static let spareLimit = 2 * capacity
+    /// Sent buffers are kept only once someone has asked for one (the server's fan-out): a client
+    /// that serializes its own packets would only hold dead memory.
+    private var recycling = false
     /// Datagrams the kernel took, refused one by one, and dropped on a full send buffer.
     private(set) var sent = 0
     private(set) var refused = 0
@@ -63,14 +66,23 @@ final class DatagramBatch: @unchecked Sendable {
     /// reach the address's family.
     @discardableResult
     func enqueue(_ bytes: ByteBuffer, to address: SocketAddress) -> Bool {
-        guard descriptor >= 0 else { return false }
+        guard descriptor >= 0 else {
+            dropped += 1
+            return false
+        }
         if held.count == Self.capacity { flush() }
+        // The pointer outlives the closure: `held` keeps the storage alive and unchanged until the
+        // send (a writer elsewhere gets a copy, as the storage is no longer uniquely referenced).
         let added = bytes.withUnsafeReadableBytes { payload in
             address.withSockAddr { pointer, size in
                 rtc_datagram_batch_add(batch, payload.baseAddress, payload.count, pointer, socklen_t(size))
             }
         }
-        guard added == 0 else { return false }
+        guard added == 0 else {
+            refused += 1
+            lastError = EAFNOSUPPORT
+            return false
+        }
         held.append(bytes)
         return true
     }
@@ -83,13 +95,16 @@ final class DatagramBatch: @unchecked Sendable {
         refused += Int(result.refused)
         dropped += Int(result.dropped)
         if result.last_error != 0 { lastError = result.last_error }
-        for buffer in held where spare.count < Self.spareLimit { spare.append(buffer) }
+        if recycling {
+            for buffer in held where spare.count < Self.spareLimit { spare.append(buffer) }
+        }
         held.removeAll(keepingCapacity: true)
     }
 
     /// An empty buffer of at least `minimumCapacity` bytes: one of a datagram already sent when
     /// there is one (no allocation when nothing else holds it any more), else a new one.
     func buffer(minimumCapacity: Int) -> ByteBuffer {
+        recycling = true
         guard var buffer = spare.popLast() else { return ByteBufferAllocator().buffer(capacity: minimumCapacity) }
         buffer.clear(minimumCapacity: minimumCapacity)
         return buffer
@@ -123,6 +138,9 @@ public final class UDPBatchSender: Sendable {
     }
 
     /// Queues `bytes` for `address`, and sends what is queued when `flush`. On the event loop.
+    /// Datagrams sent, and dropped on a full send buffer or device queue, so far. On the event loop.
+    public var countsOnLoop: (sent: Int, dropped: Int) { (batch.sent, batch.dropped) }
+
     public func sendOnLoop(_ bytes: ByteBuffer, to address: SocketAddress, flush: Bool) {
         channel.eventLoop.preconditionInEventLoop()
         batch.enqueue(bytes, to: address)
@@ -132,5 +150,8 @@ public final class UDPBatchSender: Sendable {
     /// An empty buffer, one of a datagram already sent when there is one. On the event loop.
     public func bufferOnLoop(minimumCapacity: Int) -> ByteBuffer { batch.buffer(minimumCapacity: minimumCapacity) }
 
-    public func close() async throws { try await channel.close() }
+    public func close() async throws {
+        try await channel.eventLoop.submit { self.batch.close() }.get()
+        try await channel.close()
+    }
 }

@@ -209,6 +209,10 @@ final class MediaPaths: @unchecked Sendable {
     private var sendable: [SocketAddress: Bool] = [:]
 
     func closeAll() {
+        // The batch's duplicate descriptor goes now, not when NIO fulfils closeFuture a task after
+        // the close: whoever closes the transport and binds its port again at once finds it free.
+        batch.flush()
+        batch.close()
         for connection in tcp.values { connection.close(promise: nil) }
         tcp.removeAll()
         perAddress.removeAll()

@@ -24,6 +24,8 @@ public final class MediaSession: @unchecked Sendable {
 
     public let eventLoop: EventLoop
     private let writer: (ByteBuffer, SocketAddress, Bool) -> Void
+    /// Sends what the writer holds unflushed (the socket's batch).
+    private let flusher: () -> Void
     let ice: ICEAgent
     private let certificate: DTLSCertificate
     private var dtls: DTLSEndpoint?
@@ -54,10 +56,11 @@ public final class MediaSession: @unchecked Sendable {
 
     init(configuration: MediaTransportConfiguration, certificate: DTLSCertificate, localCandidates: [SocketAddress],
          eventLoop: EventLoop, ice credentials: ICECredentials = .random(),
-         writer: @escaping (ByteBuffer, SocketAddress, Bool) -> Void) {
+         flusher: @escaping () -> Void = {}, writer: @escaping (ByteBuffer, SocketAddress, Bool) -> Void) {
         self.configuration = configuration
         self.certificate = certificate
         self.eventLoop = eventLoop
+        self.flusher = flusher
         self.writer = writer
         ice = ICEAgent(role: configuration.iceRole, local: credentials, timers: configuration.iceTimers)
         localParameters = TransportParameters(ice: credentials, fingerprint: certificate.fingerprint,
@@ -202,13 +205,17 @@ public final class MediaSession: @unchecked Sendable {
     /// pending datagrams to the kernel together (sendmmsg).
     public func sendRTP(batch packets: [ByteBuffer]) {
         let work: @Sendable () -> Void = {
-            for (index, packet) in packets.enumerated() {
+            for packet in packets {
                 var packet = packet
-                self.sendOnLoop(&packet, rtcp: false, flush: index == packets.count - 1)
+                self.sendOnLoop(&packet, rtcp: false, flush: false)
             }
+            // After the loop: a last packet that failed to protect must not leave the rest queued.
+            self.flushOnLoop()
         }
         if eventLoop.inEventLoop { work() } else { eventLoop.execute(work) }
     }
+
+    private func flushOnLoop() { flusher() }
 
     private func write(_ bytes: ByteBuffer, to address: SocketAddress, flush: Bool = true) {
         onDatagramSent?(bytes, address)

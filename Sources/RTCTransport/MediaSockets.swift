@@ -166,7 +166,7 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
         self.paths = paths
         session = MediaSession(configuration: configuration, certificate: certificate,
                                localCandidates: configuredCandidates(configuration, channel: channel),
-                               eventLoop: channel.eventLoop, writer: paths.write)
+                               eventLoop: channel.eventLoop, flusher: paths.flush, writer: paths.write)
         session.transportOf = paths.transport(of:)
         session.peerOf = paths.peer(of:)
         session.canSendTo = paths.canSend(to:)
@@ -533,11 +533,20 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
     public var tcpAddress: SocketAddress? { tcpListener?.localAddress }
 
     /// Hands every pending datagram to the kernel together (sendmmsg). On the event loop.
-    public func flush() { paths.flush() }
+    public func flush() {
+        channel.eventLoop.preconditionInEventLoop()
+        paths.flush()
+    }
 
     /// An empty buffer for a datagram of up to `minimumCapacity` bytes, on the event loop: one of a
     /// datagram already sent when there is one, so a fan-out serializes without allocating.
-    public func buffer(minimumCapacity: Int) -> ByteBuffer { paths.buffer(minimumCapacity: minimumCapacity) }
+    /// UDP datagrams the kernel refused and dropped on this port's sockets so far, on the event loop.
+    public var udpSendLossesOnLoop: (refused: Int, dropped: Int) { paths.udpLosses }
+
+    public func buffer(minimumCapacity: Int) -> ByteBuffer {
+        assert(channel.eventLoop.inEventLoop)
+        return paths.buffer(minimumCapacity: minimumCapacity)
+    }
 
     /// How many times the socket was bound again (``SocketKeeper``), on the event loop.
     public var socketRebinds: EventLoopFuture<Int> { channel.eventLoop.submit { self.keeper?.rebinds ?? 0 } }
@@ -573,7 +582,7 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
         channel.eventLoop.preconditionInEventLoop()
         let session = MediaSession(configuration: configuration, certificate: certificate,
                                    localCandidates: candidateAddresses,
-                                   eventLoop: channel.eventLoop, ice: credentials, writer: paths.write)
+                                   eventLoop: channel.eventLoop, ice: credentials, flusher: paths.flush, writer: paths.write)
         session.transportOf = paths.transport(of:)
         session.onSelectedAddress = { [weak self, weak session] address in
             guard let self, let session else { return }

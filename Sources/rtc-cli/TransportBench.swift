@@ -198,6 +198,8 @@ struct TransportBench: AsyncParsableCommand {
               + "\((String(format2: median(sendRates) / median(serializedRates)) + "x").padding(7)) \(k(median(nioRates)).padding(20)) "
               + "\(k(median(receiveRates)).padding(21)) "
               + "\(String(format1: median(delivered) * 100)) %")
+        let floorDrops = try await plain.channel.eventLoop.submit { plain.countsOnLoop.dropped }.get()
+        if floorDrops > 0 { print("  (the plain rows' socket dropped \(floorDrops) datagrams on a full send buffer: their rates are too high)") }
         try await plain.close()
         try await nio.close()
         try await sink.close()

@@ -94,6 +94,8 @@ struct WebSocketServerTests {
         let metrics = try httpGet(address, "/metrics")
         #expect(metrics.contains("rtc_participants 2") && metrics.contains("rtc_packets_in_total"))
         #expect(metrics.contains("rtc_forward_latency_seconds_bucket"))
+        // The media socket's send losses (DatagramBatchTests count them): none on loopback.
+        #expect(metrics.contains("rtc_udp_send_refused_total 0") && metrics.contains("rtc_udp_send_dropped_total 0"))
         #expect(try httpGet(address, "/nope").contains("404"))
         bobEvents.cancel()
         await alice.close()

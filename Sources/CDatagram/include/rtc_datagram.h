@@ -11,8 +11,8 @@
 typedef struct rtc_datagram_batch rtc_datagram_batch;
 
 /// What one send did: datagrams the kernel took, refused one by one (EPERM from a firewall, no
-/// route, too big: each skipped and the rest sent), and dropped because the socket's send buffer
-/// was full (EAGAIN: the rest of the batch).
+/// route, too big: each skipped and the rest sent), and dropped: the rest of the batch when the
+/// socket's send buffer was full (EAGAIN), one datagram when its device's queue was (ENOBUFS).
 typedef struct {
     int sent;
     int refused;
