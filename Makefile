@@ -50,22 +50,21 @@ test: build
 	if [ $$status -ne 0 ]; then echo "== failures (whole log: out/test.log)"; \
 		grep -E '✘|: error: |Fatal error|Test Case .* failed' out/test.log | tail -60; fi; exit $$status
 
-# Builds every libFuzzer target and runs each for FUZZ_SECONDS on a copy of its committed corpus.
+# Builds the libFuzzer executable (every target in one) and runs each target for FUZZ_SECONDS on a copy of its committed corpus.
 # New inputs land in out/fuzz/NAME; a crash leaves crash-* there: copy it into Fuzz/Corpus/NAME.
 fuzz: deps
-	@for t in $(FUZZ_TARGETS); do \
-		swift build --build-path $(FUZZ_BUILD) $(FUZZ_FLAGS) --product fuzz-$$t || exit 1; \
-	done
+	swift build --build-path $(FUZZ_BUILD) $(FUZZ_FLAGS) --product rtc-fuzz
 	@for t in $(FUZZ_TARGETS); do \
 		mkdir -p out/fuzz/$$t && cp -n Fuzz/Corpus/$$t/* out/fuzz/$$t/ ; \
-		echo "== fuzz-$$t for $(FUZZ_SECONDS) s"; \
-		(cd out/fuzz && ../../$(FUZZ_BUILD)/debug/fuzz-$$t $$t -max_total_time=$(FUZZ_SECONDS) \
+		echo "== rtc-fuzz $$t for $(FUZZ_SECONDS) s"; \
+		(cd out/fuzz && ../../$(FUZZ_BUILD)/debug/rtc-fuzz $$t $$t -max_total_time=$(FUZZ_SECONDS) \
 			-rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 2>&1 | grep -E "stat::number_of_executed_units|stat::peak_rss|ERROR|SUMMARY|Done") || exit 1; \
 	done
 
 # Replays the corpora without libFuzzer (the test suite does the same through FuzzHarness).
 fuzz-replay:
-	@for t in $(FUZZ_TARGETS); do swift run -q fuzz-$$t Fuzz/Corpus/$$t || exit 1; done
+	swift build -q --product rtc-fuzz
+	@for t in $(FUZZ_TARGETS); do .build/debug/rtc-fuzz $$t Fuzz/Corpus/$$t || exit 1; done
 
 bench: build
 	.build/release/rtc-cli bench encode

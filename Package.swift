@@ -3,9 +3,6 @@
 // the SFU (RTCServer) and the `rtc-cli` tool. See docs/architecture.md for the dependency graph.
 import PackageDescription
 
-let fuzzTargets = ["Y4M", "IVF", "WAV", "Ogg", "RTP", "RTCP", "VP8", "STUN", "SDP", "DTLS", "ICE", "SRTP", "DCEP", "Signaling", "Link", "RESP",
-                   "LiveKit"]
-
 let package = Package(
     name: "swift-rtc",
     products: [
@@ -230,9 +227,8 @@ let package = Package(
                 "RTCCore", "RTCTransport", "TestKit", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
-    ] + fuzzTargets.map { name in
-        .executableTarget(name: "fuzz-\(name.lowercased())", dependencies: ["RTCFuzzHarness"],
-                          path: "Fuzz/\(name)")
-    },
+        // Every fuzz target in one executable (`rtc-fuzz NAME`, Fuzz/Main): the test build links it once.
+        .executableTarget(name: "rtc-fuzz", dependencies: ["RTCFuzzHarness"], path: "Fuzz/Main"),
+    ],
     cxxLanguageStandard: .cxx14
 )
