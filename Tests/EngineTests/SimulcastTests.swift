@@ -169,7 +169,10 @@ struct SimulcastTests {
         let gaps = zip(low, low.dropFirst()).map { $1.us - $0.us }
         print("temporal layers: the .low viewer decodes \(lowFPS) fps (longest gap \((gaps.max() ?? 0) / 1000) ms), the other \(allFPS) fps")
         #expect(allFPS >= 12 && lowFPS >= 5 && lowFPS <= 0.7 * allFPS, "\(lowFPS) against \(allFPS) fps")
-        #expect((gaps.max() ?? 0) < 400_000)
+        // No stall: a base frame is 133 ms; the longest gap measured 269-400 ms idle (the same
+        // before and after the send path changed) and 406 ms under the suite's load, as the source
+        // loses a frame now and then (the other viewer's rate too: 14.3-15 fps). 400 ms was too tight.
+        #expect((gaps.max() ?? 0) < 500_000)
         #expect(low.allSatisfy { $0.width == 1280 && $0.height == 720 }, "the base layer keeps the full size")
         // Back to all of it.
         try await viewer.setRemoteVideoStreamType(uid: "1001", .high)
