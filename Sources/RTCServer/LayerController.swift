@@ -168,9 +168,22 @@ final class LayerController: @unchecked Sendable {
             // Found: the next layer up is probed for at once (a lifted cap is climbed layer by layer in seconds).
             participant.probeIntervalUs = found ? 0 : min(2 * max(participant.probeIntervalUs, Self.probeIntervalUs / 2), Self.maxProbeIntervalUs)
         }
-        guard nowUs - (participant.lastProbeUs ?? .min / 2) >= participant.probeIntervalUs,
-              participant.downstream.mayProbe(nowUs: nowUs),
-              let session = participant.subscriber,
+        guard nowUs - (participant.lastProbeUs ?? .min / 2) >= participant.probeIntervalUs else { return }
+        guard participant.downstream.mayProbe(nowUs: nowUs) else {
+            // Once a second at most: why a leg held below its request is not probed.
+            if nowUs - (participant.probeHeldLoggedUs ?? .min / 2) >= 1_000_000 {
+                participant.probeHeldLoggedUs = nowUs
+                let downstream = participant.downstream, estimator = downstream.estimator
+                context.logger.debug("leg probe held", metadata: [
+                    "uid": "\(participant.uid)", "estimate": "\(downstream.estimateBps(nowUs: nowUs).map { Int($0) } ?? -1)",
+                    "usage": "\(estimator.usage)", "queueMs": "\(Int(estimator.queueDelayMs))", "probing": "\(downstream.probe != nil)",
+                    "sinceCutMs": "\(estimator.lastDecreaseUs.map { (nowUs - $0) / 1000 } ?? -1)",
+                    "sinceFeedbackMs": "\(downstream.lastFeedbackUs.map { (nowUs - $0) / 1000 } ?? -1)", "atMs": "\(nowUs / 1000)",
+                ])
+            }
+            return
+        }
+        guard let session = participant.subscriber,
               let source = participant.subscriptions.first(where: { $0.rtxPayloadType != nil && $0.currentStream?.newestSequence != nil })
         else { return }
         participant.lastProbeUs = nowUs

@@ -135,6 +135,8 @@ final class Participant: @unchecked Sendable {
     var lastProbeUs: Int64?
     var probeIntervalUs = LayerController.probeIntervalUs
     var probeOutcomeSeen: Int64?
+    /// When ``LayerController`` last logged why this leg was not probed.
+    var probeHeldLoggedUs: Int64?
     var tracks: [PublishedTrack] = []
     /// Our ICE credentials on the subscriber transport (new ones when it restarts ICE).
     var subscriberCredentials = ICECredentials.random()
