@@ -196,4 +196,61 @@ struct TransportFeedbackBuilderTests {
         #expect(next.baseSequenceNumber == 2 && next.packets.count == 1 && next.feedbackPacketCount == 1)
         #expect(builder.makeFeedback(senderSSRC: 1, mediaSSRC: 2) == nil)
     }
+
+    /// Sequence numbers of every received packet `feedback` reports.
+    static func received(_ feedback: TransportFeedback) -> [UInt16] {
+        feedback.packets.enumerated().compactMap { offset, result in
+            result == .lost ? nil : feedback.baseSequenceNumber &+ UInt16(offset)
+        }
+    }
+
+    /// Feedback until the builder has none left (at most 50).
+    static func drain(_ builder: inout TransportFeedbackBuilder) -> [TransportFeedback] {
+        var made: [TransportFeedback] = []
+        while made.count < 50, let feedback = builder.makeFeedback(senderSSRC: 1, mediaSSRC: 2) { made.append(feedback) }
+        return made
+    }
+
+    // An outage longer than one feedback holds (1000 numbers) used to stop feedback for good: the
+    // window after the last report had no arrival, and the builder waited for one there forever.
+    @Test("an outage of more than one feedback's numbers (1500 lost in a row, with a wrap): the gap is skipped and the packets after it are reported, then every one after them",
+          arguments: [UInt16(0), 65000])
+    func outage(start: UInt16) throws {
+        var builder = TransportFeedbackBuilder()
+        for index in 0..<10 { builder.record(sequence: start &+ UInt16(index), arrivalUs: 1_000_000 + Int64(index) * 1000) }
+        #expect(Self.drain(&builder).flatMap(Self.received) == (0..<10).map { start &+ UInt16($0) })
+        for index in 1510..<1520 { builder.record(sequence: start &+ UInt16(index), arrivalUs: 9_000_000 + Int64(index) * 1000) }
+        let after = Self.drain(&builder)
+        #expect(after.flatMap(Self.received) == (1510..<1520).map { start &+ UInt16($0) })
+        #expect(after.allSatisfy { $0.packets.count <= 1000 })
+        for index in 1520..<1530 { builder.record(sequence: start &+ UInt16(index), arrivalUs: 10_000_000 + Int64(index) * 1000) }
+        #expect(Self.drain(&builder).flatMap(Self.received) == (1520..<1530).map { start &+ UInt16($0) })
+    }
+
+    // A single number far ahead of the stream (a bogus packet) used to run the window past every
+    // real packet: those were then dropped as already reported, and feedback stopped.
+    @Test("one number far ahead of the stream (30000 on) does not stop the reports of the packets around it")
+    func outlier() throws {
+        var builder = TransportFeedbackBuilder()
+        for index in 0..<20 { builder.record(sequence: UInt16(index), arrivalUs: 1_000_000 + Int64(index) * 1000) }
+        builder.record(sequence: 30_000, arrivalUs: 1_020_500)
+        for index in 20..<40 { builder.record(sequence: UInt16(index), arrivalUs: 1_021_000 + Int64(index) * 1000) }
+        let first = Self.drain(&builder).flatMap(Self.received)
+        #expect(Array(first.prefix(40)) == (0..<40).map { UInt16($0) }, "\(first)")
+        // Feedback goes on for what follows, whether or not the stray number was reported meanwhile.
+        for index in 40..<60 { builder.record(sequence: UInt16(index), arrivalUs: 2_000_000 + Int64(index) * 1000) }
+        let next = Self.drain(&builder).flatMap(Self.received).filter { $0 != 30_000 }
+        #expect(next == (40..<60).map { UInt16($0) }, "\(next)")
+    }
+
+    @Test("numbering that starts again far back (a sender that restarted its counter) is reported again; a packet a little late is still ignored")
+    func restart() throws {
+        var builder = TransportFeedbackBuilder()
+        for index in 5000..<5010 { builder.record(sequence: UInt16(index), arrivalUs: 1_000_000 + Int64(index)) }
+        #expect(Self.drain(&builder).flatMap(Self.received).count == 10)
+        builder.record(sequence: 5005, arrivalUs: 2_000_000)  // late: reported lost already
+        #expect(Self.drain(&builder).isEmpty)
+        for index in 0..<10 { builder.record(sequence: UInt16(index), arrivalUs: 3_000_000 + Int64(index) * 1000) }
+        #expect(Self.drain(&builder).flatMap(Self.received) == (0..<10).map { UInt16($0) })
+    }
 }

@@ -13,7 +13,10 @@ public struct TransportFeedbackBuilder: Sendable {
 
     public init(maxPacketsPerFeedback: Int = 1000) { self.maxPacketsPerFeedback = maxPacketsPerFeedback }
 
-    /// Records one packet's transport-wide sequence number and arrival time.
+    /// Records one packet's transport-wide sequence number and arrival time. A packet from before
+    /// the last feedback is ignored (it was reported lost), unless it is so far before it
+    /// (``resetDistance``) that the numbering itself moved (the sender started again, or one bogus
+    /// number ran the window ahead): then the window starts again at it.
     public mutating func record(sequence: UInt16, arrivalUs: Int64) {
         let unwrapped: Int64
         if let last = lastUnwrapped {
@@ -22,20 +25,35 @@ public struct TransportFeedbackBuilder: Sendable {
         } else {
             unwrapped = Int64(sequence)
         }
+        if let base = nextBase, unwrapped < base {
+            guard base - unwrapped > Int64(resetDistance) else { return }  // already reported
+            arrivals.removeAll()
+            nextBase = unwrapped
+            lastUnwrapped = unwrapped
+        }
         if lastUnwrapped.map({ unwrapped > $0 }) ?? true { lastUnwrapped = unwrapped }
-        if let base = nextBase, unwrapped < base { return }  // already reported
         if nextBase == nil { nextBase = unwrapped }
         arrivals[unwrapped] = arrivalUs
     }
+
+    /// How far before the window a packet must be for the window to start again at it, rather
+    /// than the packet being ignored as late.
+    public var resetDistance: Int { maxPacketsPerFeedback }
 
     /// True when there is something to report.
     public var hasPending: Bool { !arrivals.isEmpty }
 
     /// Feedback for everything recorded since the last call: received packets with their deltas,
-    /// the gaps as lost. Nil when nothing arrived.
+    /// the gaps as lost, up to the newest arrival within ``maxPacketsPerFeedback`` numbers of the
+    /// first one reported (numbers beyond it are left for the next feedback, never called lost
+    /// before they could arrive). A gap of that many numbers or more with nothing received (a
+    /// long outage) is skipped rather than reported, and reporting goes on after it. Nil when
+    /// nothing arrived.
     public mutating func makeFeedback(senderSSRC: UInt32, mediaSSRC: UInt32) -> TransportFeedback? {
-        guard let base = nextBase, let highest = arrivals.keys.max() else { return nil }
-        let end = min(highest, base + Int64(maxPacketsPerFeedback) - 1)
+        guard var base = nextBase, let lowest = arrivals.keys.min() else { return nil }
+        if lowest - base >= Int64(maxPacketsPerFeedback) { base = lowest }
+        let limit = base + Int64(maxPacketsPerFeedback) - 1
+        guard let end = arrivals.keys.lazy.filter({ $0 <= limit }).max() else { return nil }
         let arrivals = self.arrivals
         guard let firstArrival = (base...end).lazy.compactMap({ arrivals[$0] }).first else { return nil }
         let referenceTicks = firstArrival / Int64(TransportFeedback.referenceTickUs)
