@@ -19,7 +19,6 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
-        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.27.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
@@ -61,6 +60,9 @@ let package = Package(
 
         // sendmmsg batches for the media sockets (RTCTransport's DatagramBatch): libc only.
         .target(name: "CDatagram"),
+        // TLS for streams (wss://, https://, turns:) over the OpenSSL DTLS already links: a NIO
+        // handler and its contexts. No second TLS library (BoringSSL) to build.
+        .target(name: "TLSStream", dependencies: ["COpenSSL", .product(name: "NIOCore", package: "swift-nio")]),
 
         // MARK: Swift modules (DESIGN.md §2)
         // Conventions client and server share (the screen-share uid): no dependencies at all.
@@ -71,7 +73,7 @@ let package = Package(
                 "COpenSSL", "CSCTP", "CDatagram", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 // TURN over TLS (`turns:`).
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "TLSStream",
             ]),
         // The network impairment proxy (loss, delay, jitter, reorder, duplication, bandwidth cap,
         // blackouts) on loopback: the kernel here has no netem.
@@ -84,7 +86,7 @@ let package = Package(
             dependencies: [
                 "COpenSSL", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "TLSStream",
             ]),
         // Frames, pixel formats, media files (Y4M, IVF, WAV, Ogg), libyuv conversion, test patterns
         // and media threads: no codecs, no network, no Foundation (the relay sharer links this alone).
@@ -123,7 +125,7 @@ let package = Package(
                 "RTCConventions", "RTCTransport", "Signaling", "LiveKitProtocol", "RedisWire", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                "TLSStream", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
             ]),
         // The server's command line (`rtc-server`, and `rtc-cli server`), media processes, and the
@@ -145,7 +147,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "TLSStream",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -186,7 +188,7 @@ let package = Package(
         .testTarget(
             name: "RTCServerTests",
             dependencies: [
-                "RTCServer", "RedisWire", "RTCFuzzHarness", "RTCConventions", "RTCTransport", "Signaling", "LiveKitProtocol", "TestKit", "CMemory",
+                "RTCServer", "RedisWire", "RTCFuzzHarness", "RTCConventions", "RTCTransport", "Signaling", "LiveKitProtocol", "TestKit", "CMemory", "TLSStream",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), "RTCTestSupport",
             ]),

@@ -25,6 +25,10 @@ static inline EVP_PKEY *rtc_ec_p256_key(void) { return EVP_EC_gen("P-256"); }
 static inline int rtc_ssl_is_init_finished(SSL *ssl) { return SSL_is_init_finished(ssl); }
 static inline int rtc_ssl_received_shutdown(SSL *ssl) { return (SSL_get_shutdown(ssl) & SSL_RECEIVED_SHUTDOWN) != 0; }
 static inline int rtc_verify_peer_flags(void) { return SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT; }
+// TLS over streams (TLSStream): version floor, SNI and the memory BIO's "empty is retry".
+static inline long rtc_ssl_ctx_set_min_tls12(SSL_CTX *ctx) { return SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION); }
+static inline long rtc_ssl_set_sni(SSL *ssl, const char *name) { return SSL_set_tlsext_host_name(ssl, name); }
+static inline long rtc_bio_set_mem_retry(BIO *bio) { return BIO_set_mem_eof_return(bio, -1); }
 
 /// HMAC-SHA1 (RFC 2104) for SRTP authentication (RFC 3711 §4.2.1), keyed once: the inner and
 /// outer SHA-1 states after the padded key are kept by value, so a packet's tag costs a copy of

@@ -2,7 +2,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import NIOSSL
+import TLSStream
 import Signaling
 
 /// The whole server: signaling (WebSocket + HTTP) on one TCP port and the SFU on one UDP port.
@@ -25,11 +25,9 @@ public final class RTCServerApp: Sendable {
 
     public static func start(configuration: ServerConfiguration, group: EventLoopGroup,
                              logger: Logger = Logger(label: "rtc.server")) async throws -> RTCServerApp {
-        var tls: NIOSSLContext?
+        var tls: TLSContext?
         if let certificatePath = configuration.tlsCertificatePath, let keyPath = configuration.tlsKeyPath {
-            let chain = try NIOSSLCertificate.fromPEMFile(certificatePath).map { NIOSSLCertificateSource.certificate($0) }
-            let key = try NIOSSLPrivateKey(file: keyPath, format: .pem)
-            tls = try NIOSSLContext(configuration: .makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key)))
+            tls = try TLSContext.server(certificateChainFile: certificatePath, privateKeyFile: keyPath)
         }
         // A wrong Redis URL is refused before anything binds.
         let redisURL = try configuration.redisURL.map { text throws(RedisError) in try RedisURL(parsing: text) }

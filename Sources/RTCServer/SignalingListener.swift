@@ -3,7 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import NIOSSL
+import TLSStream
 import NIOWebSocket
 import Signaling
 
@@ -638,7 +638,7 @@ final class HTTPEndpoints: ChannelInboundHandler, RemovableChannelHandler, @unch
 let maxWebSocketFrame = 1 << 20
 
 /// Binds the signaling port: `/rtc` upgrades to a WebSocket, the rest is plain HTTP.
-func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedSFU, cluster: ClusterHandle?, logger: Logger, tls: NIOSSLContext?,
+func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedSFU, cluster: ClusterHandle?, logger: Logger, tls: TLSContext?,
                    web: WebRoot?, devTokens: DevTokenMinter?, limits: ServerLimits,
                    metrics: @escaping @Sendable () -> EventLoopFuture<String>) async throws -> Channel {
     let liveKit = LiveKitFrontEnd(configuration: sfu.configuration)
@@ -695,7 +695,7 @@ func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedS
             }
             guard let tls else { return http() }
             return channel.eventLoop.makeCompletedFuture {
-                try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                try channel.pipeline.syncOperations.addHandler(try tls.handler())
             }.flatMap { _ in http() }
         }
         .bind(host: host, port: port).get()

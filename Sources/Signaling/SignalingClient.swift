@@ -1,7 +1,7 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import NIOSSL
+import TLSStream
 import NIOWebSocket
 
 /// Why the signaling client could not do what it was asked.
@@ -32,7 +32,7 @@ public actor SignalingClient {
     public let path: String
     private let group: EventLoopGroup
     /// TLS for `wss://`, nil for `ws://`.
-    private let tls: NIOSSLContext?
+    private let tls: TLSContext?
     /// A second connection attempt beside a slow first one (nil: one attempt).
     private let backup: BackupConnect?
     private var channel: Channel?
@@ -55,17 +55,17 @@ public actor SignalingClient {
     /// The joined connection's life: lost, then resumed within the window (or the stream ends).
     public nonisolated let connectionEvents: AsyncStream<SignalingConnectionEvent>
 
-    /// `url` is `ws://host:port/path` or `wss://host:port/path`; `tls` configures the latter
-    /// (default: the system's trust roots and hostname verification).
+    /// `url` is `ws://host:port/path` or `wss://host:port/path`; `tls` says what the latter trusts
+    /// (default: the system's roots; the host name or IP address is always verified).
     /// `backup` opens a second connection beside a first one that has not opened in time (a lost
     /// SYN costs a second); nil makes one attempt.
-    public init(url: String, group: EventLoopGroup, tls: TLSConfiguration = .makeClientConfiguration(),
+    public init(url: String, group: EventLoopGroup, tls: TLSClientOptions = TLSClientOptions(),
                 backup: BackupConnect? = .standard) throws(SignalingClientError) {
         self.backup = backup
         let secure = url.hasPrefix("wss://")
         guard secure || url.hasPrefix("ws://") else { throw SignalingClientError("expected a ws:// or wss:// URL, got \(url)") }
         do {
-            self.tls = secure ? try NIOSSLContext(configuration: tls) : nil
+            self.tls = secure ? try TLSContext.client(tls) : nil
         } catch {
             throw SignalingClientError("TLS setup failed: \(error)")
         }
@@ -118,7 +118,7 @@ public actor SignalingClient {
         return (String(parts[0]), port)
     }
 
-    fileprivate static func open(host: String, port: Int, path: String, group: EventLoopGroup, tls: NIOSSLContext?) async throws
+    fileprivate static func open(host: String, port: Int, path: String, group: EventLoopGroup, tls: TLSContext?) async throws
         -> (channel: Channel, messages: AsyncStream<[UInt8]>)
     {
         let (messages, continuation) = AsyncStream.makeStream(of: [UInt8].self)
@@ -144,9 +144,8 @@ public actor SignalingClient {
             }
             guard let tls else { return http() }
             return channel.eventLoop.makeCompletedFuture {
-                // SNI and hostname verification take a name; an IP literal is checked against the peer address.
-                let isIP = host.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" }
-                try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: isIP ? nil : host))
+                // A name is sent as SNI and verified; an IP literal is checked against the certificate's IP entries.
+                try channel.pipeline.syncOperations.addHandler(try tls.handler(serverName: host))
             }.flatMap { _ in http() }
         }.connect(host: host, port: port)
         let channel: Channel
@@ -377,6 +376,13 @@ private final class UpgradeRequest: ChannelInboundHandler, RemovableChannelHandl
             failed.fail(SignalingClientError("WebSocket upgrade refused: HTTP \(head.status.code)"))
             context.close(promise: nil)
         }
+    }
+
+    /// A failure before the upgrade (a TLS handshake that refused the server's certificate) is
+    /// the reason the connect fails with.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        failed.fail(SignalingClientError("\(error)"))
+        context.close(promise: nil)
     }
 }
 

@@ -3,7 +3,7 @@ import Foundation
 import LiveKitProtocol
 import NIOCore
 import NIOPosix
-import NIOSSL
+import TLSStream
 import RTCServer
 import ServerCommandLine
 import SwiftProtobuf
@@ -42,7 +42,7 @@ struct RoomCommand: ParsableCommand {
             let token = LiveKitClaims(apiKey: apiKey, identity: "rtc-cli", video: grant, now: now, ttl: 600).signed(secret: apiSecret)
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
             defer { try? group.syncShutdownGracefully() }
-            let tls = try NIOSSLContext(configuration: .makeClientConfiguration())
+            let tls = try TLSContext.client()
             let response: HTTPPost.Response
             do {
                 response = try HTTPPost.send(try target(method), headers: [("Content-Type", "application/json"), ("Authorization", "Bearer " + token)],

@@ -255,17 +255,17 @@ struct WebSocketServerTests {
     }
 }
 
-import NIOSSL
+import TLSStream
 
 @Suite("Signaling over TLS (wss://)", .serialized)
 struct SecureSignalingTests {
     /// A self-signed P-256 certificate for localhost and 127.0.0.1, made with the openssl tool.
-    func makeCertificate() throws -> (certificate: String, key: String) {
+    func makeCertificate(names: String = "DNS:localhost,IP:127.0.0.1") throws -> (certificate: String, key: String) {
         let dir = NSTemporaryDirectory() + "rtc-tls-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         _ = try runTool(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
                          "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "1", "-subj", "/CN=localhost",
-                         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+                         "-addext", "subjectAltName=" + names])
         return (dir + "/cert.pem", dir + "/key.pem")
     }
 
@@ -277,8 +277,7 @@ struct SecureSignalingTests {
                                                tlsKeyPath: key),
             group: WebSocketServerTests.group)
         let url = "wss://localhost:\(app.signalingAddress!.port!)/rtc"
-        var trusting = TLSConfiguration.makeClientConfiguration()
-        trusting.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(certificate))
+        let trusting = TLSClientOptions(trustedCertificateFiles: [certificate])
         let client = try SignalingClient(url: url, group: WebSocketServerTests.group, tls: trusting)
         try await client.connect()
         guard case .joined = try await client.request(.join(JoinRequest(token: testToken(uid: "tls"), channel: "room", uid: "tls"))) else {
@@ -288,10 +287,55 @@ struct SecureSignalingTests {
         await client.close()
         // Default trust roots do not include a self-signed certificate: the handshake fails, cleanly.
         let untrusting = try SignalingClient(url: url, group: WebSocketServerTests.group)
-        await #expect(throws: (any Error).self) { try await untrusting.connect() }
+        let refused = await #expect(throws: (any Error).self) { try await untrusting.connect() }
+        #expect("\(refused.map { "\($0)" } ?? "")".contains("certificate was refused"), "\(String(describing: refused))")
+        // https:// on the same port: the HTTP client webhooks and `rtc-cli room` use, over the same TLS.
+        let metrics = try await HTTPPost.send(try HTTPPost.target("https://localhost:\(app.signalingAddress!.port!)/metrics"), method: .GET,
+                                              headers: [], body: [], on: WebSocketServerTests.group.next(),
+                                              tls: try TLSContext.client(trusting), timeout: .seconds(5)).get()
+        #expect(metrics.status == 200 && String(decoding: metrics.body, as: UTF8.self).contains("rtc_"), "\(metrics.status)")
+        // The certificate's IP entry is checked for an address.
+        let byAddress = try SignalingClient(url: "wss://127.0.0.1:\(app.signalingAddress!.port!)/rtc", group: WebSocketServerTests.group,
+                                            tls: trusting)
+        try await byAddress.connect()
+        await byAddress.close()
         // And a plain ws:// client cannot talk to a TLS port.
         let plain = try SignalingClient(url: "ws://127.0.0.1:\(app.signalingAddress!.port!)/rtc", group: WebSocketServerTests.group)
         await #expect(throws: (any Error).self) { try await plain.connect() }
         await app.shutdown()
+    }
+
+    @Test("a trusted certificate for another name is refused: by name (localhost) and by address (127.0.0.1)", arguments: ["localhost", "127.0.0.1"])
+    func wrongName(host: String) async throws {
+        let (certificate, key) = try makeCertificate(names: "DNS:other.test,IP:10.9.8.7")
+        let app = try await RTCServerApp.start(
+            configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret", tlsCertificatePath: certificate,
+                                               tlsKeyPath: key),
+            group: WebSocketServerTests.group)
+        let client = try SignalingClient(url: "wss://\(host):\(app.signalingAddress!.port!)/rtc", group: WebSocketServerTests.group,
+                                         tls: TLSClientOptions(trustedCertificateFiles: [certificate]))
+        let refused = await #expect(throws: (any Error).self) { try await client.connect() }
+        #expect("\(refused.map { "\($0)" } ?? "")".contains("certificate was refused"), "\(String(describing: refused))")
+        await app.shutdown()
+    }
+
+    @Test("a certificate or key that cannot be used is a clear error at start")
+    func badFiles() async throws {
+        let (certificate, key) = try makeCertificate()
+        let (_, otherKey) = try makeCertificate()
+        let cases: [(String, String, String)] = [
+            ("/nonexistent/cert.pem", key, "cannot use the certificate chain"),
+            (certificate, "/nonexistent/key.pem", "cannot use the private key"),
+            (certificate, otherKey, "key values mismatch"),
+            (key, key, "cannot use the certificate chain"),
+        ]
+        for (certificatePath, keyPath, message) in cases {
+            let error = await #expect(throws: TLSError.self) {
+                _ = try await RTCServerApp.start(configuration: ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: "test-secret",
+                                                                                    tlsCertificatePath: certificatePath, tlsKeyPath: keyPath),
+                                                 group: WebSocketServerTests.group)
+            }
+            #expect(error?.description.contains(message) == true, "\(String(describing: error))")
+        }
     }
 }

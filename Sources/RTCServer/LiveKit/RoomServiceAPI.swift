@@ -3,7 +3,7 @@ import LiveKitProtocol
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
-import NIOSSL
+import TLSStream
 import Signaling
 import SwiftProtobuf
 
@@ -54,7 +54,7 @@ final class RoomServiceAPI: Sendable {
     private let sfu: ShardedSFU
     /// A cluster's node (when the server is one): a call about a room on another node is passed there.
     private let cluster: ClusterHandle?
-    private let tls: NIOSSLContext?
+    private let tls: TLSContext?
     private let keys: [String: String]
     private let limits: ServerLimits
     /// Calls per API key, for ``ServerLimits/apiCallsPerSecond``.
@@ -66,7 +66,7 @@ final class RoomServiceAPI: Sendable {
     init(sfu: ShardedSFU, cluster: ClusterHandle? = nil) {
         self.sfu = sfu
         self.cluster = cluster
-        tls = try? NIOSSLContext(configuration: .makeClientConfiguration())
+        tls = try? TLSContext.client()
         keys = sfu.configuration.liveKitKeys
         limits = sfu.configuration.limits
     }

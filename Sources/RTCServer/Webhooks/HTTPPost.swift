@@ -1,11 +1,11 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import NIOSSL
+import TLSStream
 
 /// One HTTP/1.1 POST over SwiftNIO, for webhooks and `rtc-cli room`: the answer's status and body
 /// (at most 1 MiB kept), or an error (no connection, no answer within the timeout). `https` goes
-/// through NIOSSL with the system's roots.
+/// through TLS (``TLSStream``, over OpenSSL) with the system's roots.
 public enum HTTPPost {
     public struct Target: Sendable, Hashable, CustomStringConvertible {
         public var secure: Bool
@@ -71,15 +71,14 @@ public enum HTTPPost {
 
     /// One request (a POST unless `method` says otherwise), its answer's status and body.
     public static func send(_ target: Target, method: HTTPMethod = .POST, headers extra: [(String, String)], body: [UInt8], on loop: EventLoop,
-                            tls: NIOSSLContext?, timeout: TimeAmount) -> EventLoopFuture<Response> {
+                            tls: TLSContext?, timeout: TimeAmount) -> EventLoopFuture<Response> {
         let promise = loop.makePromise(of: Response.self)
         let bootstrap = ClientBootstrap(group: loop)
             .connectTimeout(timeout)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if target.secure, let tls {
-                        let handler = try NIOSSLClientHandler(context: tls, serverHostname: target.host.contains(":") ? nil : target.host)
-                        try channel.pipeline.syncOperations.addHandler(handler)
+                        try channel.pipeline.syncOperations.addHandler(try tls.handler(serverName: target.host))
                     }
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
                     try channel.pipeline.syncOperations.addHandler(StatusReader(promise: promise))

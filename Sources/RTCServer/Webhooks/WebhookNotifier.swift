@@ -3,7 +3,7 @@ import LiveKitProtocol
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
-import NIOSSL
+import TLSStream
 import Signaling
 
 /// Webhooks as LiveKit sends them (docs/server-api.md): each ``RoomEvent`` is POSTed to every
@@ -32,7 +32,7 @@ final class WebhookNotifier: Sendable {
     /// Nil when there is no URL. Throws for a URL that is not http(s).
     init?(urls: [String], apiKey: String, secret: String, queueLimit: Int = 1000, group: EventLoopGroup, logger: Logger) throws {
         guard !urls.isEmpty else { return nil }
-        let tls = try NIOSSLContext(configuration: .makeClientConfiguration())
+        let tls = try TLSContext.client()
         deliverers = try urls.map { url in
             Deliverer(target: try HTTPPost.target(url), loop: group.next(), tls: tls, queueLimit: queueLimit, logger: logger)
         }
@@ -122,12 +122,12 @@ final class WebhookNotifier: Sendable {
 
         private let target: HTTPPost.Target
         private let loop: EventLoop
-        private let tls: NIOSSLContext
+        private let tls: TLSContext
         private let logger: Logger
         private let state = NIOLockedValueBox(State())
         private let queueLimit: Int
 
-        init(target: HTTPPost.Target, loop: EventLoop, tls: NIOSSLContext, queueLimit: Int, logger: Logger) {
+        init(target: HTTPPost.Target, loop: EventLoop, tls: TLSContext, queueLimit: Int, logger: Logger) {
             self.queueLimit = queueLimit
             self.target = target
             self.loop = loop

@@ -1,6 +1,6 @@
 import NIOCore
 import NIOPosix
-import NIOSSL
+import TLSStream
 
 extension STUNMessage {
     public static let sendMethod: UInt16 = 0x006
@@ -141,20 +141,19 @@ final class TURNRelay: @unchecked Sendable {
         self.peers = peers
         timer = loop.scheduleRepeatedTask(initialDelay: .milliseconds(50), delay: .milliseconds(50)) { [weak self] _ in self?.tick() }
         guard server.transport != .udp else { return request(.allocate) }
-        let tls: NIOSSLContext?
+        let tls: TLSContext?
         do { tls = server.transport == .tls ? try Self.tlsContext(server) : nil } catch {
             return fail("TLS to the TURN server \(server.address): \(error)")
         }
-        let hostname = server.hostname
+        let hostname = server.hostname ?? server.address.ipAddress
         ClientBootstrap(group: loop)
             .connectTimeout(.seconds(3))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { [weak self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let tls {
-                        // SNI only for names, not addresses (RFC 6066 §3).
-                        let name = hostname.flatMap { (try? SocketAddress(ipAddress: $0, port: 0)) == nil ? $0 : nil }
-                        try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: name))
+                        // The name it was given (sent as SNI), else its address: what the certificate must name.
+                        try channel.pipeline.syncOperations.addHandler(try tls.handler(serverName: hostname))
                     }
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(StreamFrameDecoder(TURNStream.nextMessage)))
                     try channel.pipeline.syncOperations.addHandler(Inbound(relay: self))
@@ -175,12 +174,8 @@ final class TURNRelay: @unchecked Sendable {
 
     /// A client TLS context that checks the server's certificate against the given PEM file (or
     /// the system's roots) and, for an address, its IP address entries.
-    private static func tlsContext(_ server: TURNServer) throws -> NIOSSLContext {
-        var configuration = TLSConfiguration.makeClientConfiguration()
-        if let path = server.trustedCertificates {
-            configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(path))
-        }
-        return try NIOSSLContext(configuration: configuration)
+    private static func tlsContext(_ server: TURNServer) throws -> TLSContext {
+        try TLSContext.client(TLSClientOptions(trustedCertificateFiles: server.trustedCertificates.map { [$0] }))
     }
 
     func close() {

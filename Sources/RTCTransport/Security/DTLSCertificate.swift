@@ -1,4 +1,5 @@
 internal import COpenSSL
+import TLSStream
 
 /// An ECDSA P-256 key and a self-signed certificate, made per session as WebRTC does; peers
 /// authenticate it by the SHA-256 fingerprint exchanged in SDP (RFC 8122, RFC 8827 §6.5).
@@ -79,14 +80,7 @@ public struct DTLSError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// Drains OpenSSL's error queue into a reason.
     static func openSSLQueue() -> String {
-        var reasons: [String] = []
-        while true {
-            let code = ERR_get_error()
-            if code == 0 { break }
-            var text = [CChar](repeating: 0, count: 256)
-            ERR_error_string_n(code, &text, text.count)
-            reasons.append(String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
-        }
+        let reasons = OpenSSLErrors.drain()
         return reasons.isEmpty ? noDetail : reasons.joined(separator: "; ")
     }
 
