@@ -29,6 +29,10 @@ static inline int rtc_verify_peer_flags(void) { return SSL_VERIFY_PEER | SSL_VER
 static inline long rtc_ssl_ctx_set_min_tls12(SSL_CTX *ctx) { return SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION); }
 static inline long rtc_ssl_set_sni(SSL *ssl, const char *name) { return SSL_set_tlsext_host_name(ssl, name); }
 static inline long rtc_bio_set_mem_retry(BIO *bio) { return BIO_set_mem_eof_return(bio, -1); }
+static inline void rtc_ssl_ctx_harden(SSL_CTX *ctx) {
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+}
 
 /// HMAC-SHA1 (RFC 2104) for SRTP authentication (RFC 3711 §4.2.1), keyed once: the inner and
 /// outer SHA-1 states after the padded key are kept by value, so a packet's tag costs a copy of

@@ -52,7 +52,8 @@ public final class TLSContext: @unchecked Sendable {
         guard let context = SSL_CTX_new(TLS_method()) else { throw TLSError.openSSL("SSL_CTX_new") }
         self.context = context
         isServer = server
-        _ = rtc_ssl_ctx_set_min_tls12(context)
+        guard rtc_ssl_ctx_set_min_tls12(context) == 1 else { throw TLSError.openSSL("cannot require TLS 1.2 or later") }
+        rtc_ssl_ctx_harden(context)  // no renegotiation; idle connections give their buffers back
     }
 
     deinit { SSL_CTX_free(context) }
@@ -88,8 +89,10 @@ public final class TLSContext: @unchecked Sendable {
     }
 
     /// A handler for one connection. A client's `serverName` is what the certificate must name: a
-    /// host name (also sent as SNI) or an IP address (checked against the certificate's IP entries).
+    /// host name (also sent as SNI) or an IP address (checked against the certificate's IP entries);
+    /// a client without one is refused (it would take any certificate its roots vouch for).
     public func handler(serverName: String? = nil) throws(TLSError) -> TLSHandler {
-        try TLSHandler(context: self, serverName: isServer ? nil : serverName)
+        guard isServer || !(serverName ?? "").isEmpty else { throw TLSError("a TLS client needs the server's name or address to verify") }
+        return try TLSHandler(context: self, serverName: isServer ? nil : serverName)
     }
 }

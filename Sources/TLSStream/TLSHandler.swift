@@ -31,33 +31,38 @@ public final class TLSHandler: ChannelDuplexHandler {
     private var flushWaiting = false
     private var scratch = [UInt8](repeating: 0, count: 16 * 1024)
 
+    /// Everything is set up on locals first: a throw leaves no stored property set, so `deinit`
+    /// (which frees the `SSL`) does not run for a half-made handler.
     init(context tls: TLSContext, serverName: String?) throws(TLSError) {
+        ERR_clear_error()
         guard let ssl = SSL_new(tls.context) else { throw TLSError.openSSL("SSL_new") }
-        guard let inbound = BIO_new(BIO_s_mem()), let outbound = BIO_new(BIO_s_mem()) else {
+        guard let inbound = BIO_new(BIO_s_mem()) else {
+            SSL_free(ssl)
+            throw TLSError.openSSL("BIO_new")
+        }
+        guard let outbound = BIO_new(BIO_s_mem()) else {
+            BIO_free(inbound)
             SSL_free(ssl)
             throw TLSError.openSSL("BIO_new")
         }
         _ = rtc_bio_set_mem_retry(inbound)  // empty means "more to come", not end of stream
         _ = rtc_bio_set_mem_retry(outbound)
-        SSL_set_bio(ssl, inbound, outbound)
-        (self.tls, self.ssl, self.inbound, self.outbound) = (tls, ssl, inbound, outbound)
+        SSL_set_bio(ssl, inbound, outbound)  // the SSL owns both from here on
         if tls.isServer {
             SSL_set_accept_state(ssl)
-            return
-        }
-        SSL_set_connect_state(ssl)
-        guard let serverName, !serverName.isEmpty else { return }
-        if Self.isIPAddress(serverName) {
-            guard X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), serverName) == 1 else {
-                SSL_free(ssl)
-                throw TLSError("not an IP address: \(serverName)")
-            }
         } else {
-            guard rtc_ssl_set_sni(ssl, serverName) == 1, SSL_set1_host(ssl, serverName) == 1 else {
+            SSL_set_connect_state(ssl)
+            let name = serverName ?? ""
+            let checked = Self.isIPAddress(name)
+                ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name) == 1
+                : rtc_ssl_set_sni(ssl, name) == 1 && SSL_set1_host(ssl, name) == 1
+            guard !name.isEmpty, checked else {
                 SSL_free(ssl)
-                throw TLSError.openSSL("cannot check the server name \(serverName)")
+                ERR_clear_error()
+                throw TLSError("cannot verify a server by the name or address '\(name)'")
             }
         }
+        (self.tls, self.ssl, self.inbound, self.outbound) = (tls, ssl, inbound, outbound)
     }
 
     deinit { SSL_free(ssl) }
@@ -71,6 +76,11 @@ public final class TLSHandler: ChannelDuplexHandler {
 
     public func handlerAdded(context: ChannelHandlerContext) {
         if context.channel.isActive { start(context) }
+    }
+
+    public func handlerRemoved(context: ChannelHandlerContext) {
+        state = .closed
+        failWaiting(ChannelError.ioOnClosedChannel)
     }
 
     public func channelActive(context: ChannelHandlerContext) {
@@ -104,29 +114,33 @@ public final class TLSHandler: ChannelDuplexHandler {
     }
 
     private func advanceHandshake(_ context: ChannelHandlerContext) {
+        ERR_clear_error()  // SSL_get_error reads the thread's queue: nothing stale may be on it
         let result = SSL_do_handshake(ssl)
-        writeCiphertext(context, promise: nil, flush: true)
-        guard result == 1 else {
-            let error = SSL_get_error(ssl, result)
-            if error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE { return }
+        let error = result == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl, result)
+        if result != 1, error != SSL_ERROR_WANT_READ, error != SSL_ERROR_WANT_WRITE {
             return fail(context, handshakeError())
         }
+        writeCiphertext(context, promise: nil, flush: true)
+        // Writing may have run other handlers (a failed flush closes the channel at once).
+        guard result == 1, state == .handshaking else { return }
         state = .open
-        context.fireUserInboundEventTriggered(TLSHandshakeCompleted(version: String(cString: SSL_get_version(ssl))))
-        let queued = waiting
-        waiting = []
-        for write in queued where state == .open { writePlaintext(context, write.bytes, promise: write.promise) }
-        if state == .open, flushWaiting || !queued.isEmpty {
+        // What waited goes first, in order (a write made meanwhile queues behind it), then the event.
+        while state == .open, !waiting.isEmpty {
+            let write = waiting.removeFirst()
+            writePlaintext(context, write.bytes, promise: write.promise)
+        }
+        if state == .open, flushWaiting {
             flushWaiting = false
             context.flush()
         }
+        if state == .open { context.fireUserInboundEventTriggered(TLSHandshakeCompleted(version: String(cString: SSL_get_version(ssl)))) }
     }
 
     /// Why the handshake failed: the verification of the peer's certificate when that is it.
     private func handshakeError() -> TLSError {
         let verify = SSL_get_verify_result(ssl)
         if !tls.isServer, verify != X509_V_OK {
-            ERR_clear_error()
+            ERR_clear_error()  // the verification result says it better than the queue
             return TLSError("TLS handshake failed: the server's certificate was refused: \(String(cString: X509_verify_cert_error_string(verify)))")
         }
         return TLSError.openSSL("TLS handshake failed")
@@ -134,14 +148,16 @@ public final class TLSHandler: ChannelDuplexHandler {
 
     private func readPlaintext(_ context: ChannelHandlerContext) {
         while state == .open {
+            ERR_clear_error()
             let count = scratch.withUnsafeMutableBytes { SSL_read(ssl, $0.baseAddress, Int32($0.count)) }
+            let error = count > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl, count)
             if count > 0 {
                 var plaintext = context.channel.allocator.buffer(capacity: Int(count))
                 _ = scratch.withUnsafeBytes { plaintext.writeBytes(UnsafeRawBufferPointer(rebasing: $0.prefix(Int(count)))) }
                 context.fireChannelRead(wrapInboundOut(plaintext))
                 continue
             }
-            switch SSL_get_error(ssl, count) {
+            switch error {
             case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
                 // Post-handshake messages (TLS 1.3 tickets, key updates) may have been answered.
                 writeCiphertext(context, promise: nil, flush: true)
@@ -149,6 +165,7 @@ public final class TLSHandler: ChannelDuplexHandler {
                 // The peer's close_notify: answer it and close.
                 state = .closed
                 SSL_shutdown(ssl)
+                ERR_clear_error()
                 writeCiphertext(context, promise: nil, flush: true)
                 failWaiting(ChannelError.ioOnClosedChannel)
                 context.close(promise: nil)
@@ -164,8 +181,8 @@ public final class TLSHandler: ChannelDuplexHandler {
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let bytes = unwrapOutboundIn(data)
         switch state {
-        case .open: writePlaintext(context, bytes, promise: promise)
-        case .idle, .handshaking: waiting.append((bytes, promise))
+        case .open where waiting.isEmpty: writePlaintext(context, bytes, promise: promise)
+        case .open, .idle, .handshaking: waiting.append((bytes, promise))
         case .closed: promise?.fail(ChannelError.ioOnClosedChannel)
         }
     }
@@ -181,7 +198,9 @@ public final class TLSHandler: ChannelDuplexHandler {
     public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
         if mode == .all, state == .open {
             state = .closed
+            ERR_clear_error()
             SSL_shutdown(ssl)  // close_notify
+            ERR_clear_error()
             writeCiphertext(context, promise: nil, flush: true)
         }
         if mode == .all {
@@ -191,19 +210,31 @@ public final class TLSHandler: ChannelDuplexHandler {
         context.close(mode: mode, promise: promise)
     }
 
+    /// Encrypts `bytes` a record's worth at a time, each record's ciphertext taken out of the BIO
+    /// at once (a memory BIO never shrinks: a large write through it in one piece would keep its
+    /// size for the connection's life); the promise goes with the last.
     private func writePlaintext(_ context: ChannelHandlerContext, _ bytes: ByteBuffer, promise: EventLoopPromise<Void>?) {
         var rest = bytes
-        while rest.readableBytes > 0 {
-            let written = rest.withUnsafeReadableBytes { SSL_write(ssl, $0.baseAddress, Int32(clamping: $0.count)) }
-            guard written > 0 else {
-                let error = TLSError.openSSL("TLS write failed")
-                promise?.fail(error)
-                return fail(context, error)
+        repeat {
+            let slice = min(rest.readableBytes, Self.recordBytes)
+            if slice > 0 {
+                ERR_clear_error()
+                let written = rest.withUnsafeReadableBytes { SSL_write(ssl, $0.baseAddress, Int32(slice)) }
+                guard written > 0 else {
+                    let error = TLSError.openSSL("TLS write failed")
+                    fail(context, error)
+                    promise?.fail(error)
+                    return
+                }
+                rest.moveReaderIndex(forwardBy: Int(written))
             }
-            rest.moveReaderIndex(forwardBy: Int(written))
-        }
-        writeCiphertext(context, promise: promise, flush: false)
+            writeCiphertext(context, promise: rest.readableBytes == 0 ? promise : nil, flush: false)
+        } while rest.readableBytes > 0 && state == .open
+        if rest.readableBytes > 0 { promise?.fail(ChannelError.ioOnClosedChannel) }
     }
+
+    /// The most plaintext one TLS record carries.
+    static let recordBytes = 16 * 1024
 
     /// Writes what OpenSSL produced to the socket (the promise goes with it; with nothing to
     /// write it succeeds at once).

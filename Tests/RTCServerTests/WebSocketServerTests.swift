@@ -319,6 +319,71 @@ struct SecureSignalingTests {
         await app.shutdown()
     }
 
+    @Test("a client handler needs a name or address it can verify: none, an empty one, or one OpenSSL cannot check (127.1) is refused, never a crash")
+    func clientNeedsAName() throws {
+        let client = try TLSContext.client()
+        for name in [nil, "", "127.1"] as [String?] {
+            #expect(throws: TLSError.self) { _ = try client.handler(serverName: name) }
+        }
+        _ = try client.handler(serverName: "localhost")
+        _ = try client.handler(serverName: "::1")
+    }
+
+    /// Echoes what it reads.
+    final class Echo: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) { context.writeAndFlush(data, promise: nil) }
+    }
+
+    /// Collects what it reads until `count` bytes came.
+    final class Collect: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = ByteBuffer
+        let count: Int, done: EventLoopPromise<[UInt8]>
+        var bytes: [UInt8] = []
+        init(count: Int, done: EventLoopPromise<[UInt8]>) { (self.count, self.done) = (count, done) }
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            bytes += Array(buffer: unwrapInboundIn(data))
+            if bytes.count >= count { done.succeed(bytes) }
+        }
+        func errorCaught(context: ChannelHandlerContext, error: any Error) { done.fail(error) }
+        func channelInactive(context: ChannelHandlerContext) { done.fail(ChannelError.ioOnClosedChannel) }
+    }
+
+    @Test("TLSHandler both ways over loopback: writes made before the handshake go first and in order, their promises succeed; a 3 MB write arrives whole through 16 KB records")
+    func handlerEcho() async throws {
+        let (certificate, key) = try makeCertificate()
+        let serverTLS = try TLSContext.server(certificateChainFile: certificate, privateKeyFile: key)
+        let clientTLS = try TLSContext.client(TLSClientOptions(trustedCertificateFiles: [certificate]))
+        let group = WebSocketServerTests.group
+        let server = try await ServerBootstrap(group: group).childChannelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(try serverTLS.handler())
+                try channel.pipeline.syncOperations.addHandler(Echo())
+            }
+        }.bind(host: "127.0.0.1", port: 0).get()
+        let first = Array("hello before the handshake ".utf8)
+        let large = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let done = group.next().makePromise(of: [UInt8].self)
+        let channel = try await ClientBootstrap(group: group).channelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(try clientTLS.handler(serverName: "127.0.0.1"))
+                try channel.pipeline.syncOperations.addHandler(Collect(count: first.count + large.count, done: done))
+            }
+        }.connect(to: server.localAddress!).get()
+        // Written at once, before the handshake can have finished: both wait for it, in order.
+        let firstWritten = channel.eventLoop.makePromise(of: Void.self), largeWritten = channel.eventLoop.makePromise(of: Void.self)
+        channel.writeAndFlush(ByteBuffer(bytes: first), promise: firstWritten)
+        channel.writeAndFlush(ByteBuffer(bytes: large), promise: largeWritten)
+        try await firstWritten.futureResult.get()
+        try await largeWritten.futureResult.get()
+        let echoed = try await done.futureResult.get()
+        #expect(echoed.count == first.count + large.count)
+        #expect(Array(echoed.prefix(first.count)) == first && Array(echoed.dropFirst(first.count)) == large)
+        try await channel.close()
+        try await server.close()
+    }
+
     @Test("a certificate or key that cannot be used is a clear error at start")
     func badFiles() async throws {
         let (certificate, key) = try makeCertificate()

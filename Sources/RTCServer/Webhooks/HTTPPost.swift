@@ -73,6 +73,11 @@ public enum HTTPPost {
     public static func send(_ target: Target, method: HTTPMethod = .POST, headers extra: [(String, String)], body: [UInt8], on loop: EventLoop,
                             tls: TLSContext?, timeout: TimeAmount) -> EventLoopFuture<Response> {
         let promise = loop.makePromise(of: Response.self)
+        if target.secure && tls == nil {
+            // Never plain text to an https:// target.
+            promise.fail(Failure(description: "\(target): https needs TLS, which could not be set up"))
+            return promise.futureResult
+        }
         let bootstrap = ClientBootstrap(group: loop)
             .connectTimeout(timeout)
             .channelInitializer { channel in

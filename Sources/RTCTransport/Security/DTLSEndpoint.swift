@@ -153,6 +153,7 @@ public final class DTLSEndpoint {
     /// nothing before the handshake is done or after close.
     public func send(applicationData bytes: [UInt8]) -> [[UInt8]] {
         guard state == .connected, !bytes.isEmpty else { return [] }
+        ERR_clear_error()  // SSL_get_error reads the thread's queue: nothing stale may be on it
         let written = bytes.withUnsafeBytes { SSL_write(ssl, $0.baseAddress, Int32($0.count)) }
         if written <= 0 { handleError(SSL_get_error(ssl, written)) }
         return drain()
@@ -160,6 +161,7 @@ public final class DTLSEndpoint {
 
     private func readApplicationData() {
         while state == .connected {
+            ERR_clear_error()
             let read = SSL_read(ssl, &readScratch, Int32(readScratch.count))
             if read <= 0 {
                 handleError(SSL_get_error(ssl, read))
@@ -170,6 +172,7 @@ public final class DTLSEndpoint {
     }
 
     private func advanceHandshake() {
+        ERR_clear_error()
         let result = SSL_do_handshake(ssl)
         if result == 1 {
             finishHandshake()
