@@ -137,10 +137,10 @@ public final class UDPBatchSender: Sendable {
         try await UDPBatchSender(bindMediaSocket(host: host, port: port, group: group, handler: InboundHandler()))
     }
 
-    /// Queues `bytes` for `address`, and sends what is queued when `flush`. On the event loop.
     /// Datagrams sent, and dropped on a full send buffer or device queue, so far. On the event loop.
     public var countsOnLoop: (sent: Int, dropped: Int) { (batch.sent, batch.dropped) }
 
+    /// Queues `bytes` for `address`, and sends what is queued when `flush`. On the event loop.
     public func sendOnLoop(_ bytes: ByteBuffer, to address: SocketAddress, flush: Bool) {
         channel.eventLoop.preconditionInEventLoop()
         batch.enqueue(bytes, to: address)

@@ -210,12 +210,10 @@ public final class MediaSession: @unchecked Sendable {
                 self.sendOnLoop(&packet, rtcp: false, flush: false)
             }
             // After the loop: a last packet that failed to protect must not leave the rest queued.
-            self.flushOnLoop()
+            self.flusher()
         }
         if eventLoop.inEventLoop { work() } else { eventLoop.execute(work) }
     }
-
-    private func flushOnLoop() { flusher() }
 
     private func write(_ bytes: ByteBuffer, to address: SocketAddress, flush: Bool = true) {
         onDatagramSent?(bytes, address)

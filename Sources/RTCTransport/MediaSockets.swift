@@ -538,11 +538,12 @@ public final class SharedMediaPort: @unchecked Sendable, DatagramRouter {
         paths.flush()
     }
 
-    /// An empty buffer for a datagram of up to `minimumCapacity` bytes, on the event loop: one of a
-    /// datagram already sent when there is one, so a fan-out serializes without allocating.
     /// UDP datagrams the kernel refused and dropped on this port's sockets so far, on the event loop.
     public var udpSendLossesOnLoop: (refused: Int, dropped: Int) { paths.udpLosses }
 
+    /// An empty buffer for a datagram of up to `minimumCapacity` bytes, on the event loop: one of a
+    /// datagram already sent when there is one, so a fan-out serializes without allocating.
+    /// Checked in debug builds only: it runs once per leg.
     public func buffer(minimumCapacity: Int) -> ByteBuffer {
         assert(channel.eventLoop.inEventLoop)
         return paths.buffer(minimumCapacity: minimumCapacity)
