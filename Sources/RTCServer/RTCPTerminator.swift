@@ -59,19 +59,25 @@ final class RTCPTerminator: @unchecked Sendable {
     }
 
     /// Asks publishers again for the video packets that are due (``NackGenerator``).
+    /// Walks the rooms only while a gap is open somewhere (``SFUContext/upstreamGapsOpen``): on a
+    /// clean network this 20 ms job costs nothing.
     func sendUpstreamNacks(nowUs: Int64) {
+        guard context.upstreamGapsOpen else { return }
+        var stillOpen = false
         directory.forEachParticipant { participant in
             guard let session = participant.publisher else { return }
             for track in participant.tracks where track.info.kind == .video {
                 for stream in track.streams {
                     guard let ssrc = stream.ssrc else { continue }
                     let lost = stream.nack.due(nowUs: nowUs)
+                    if stream.nack.missingCount > 0 { stillOpen = true }
                     guard !lost.isEmpty else { continue }
                     context.counters.nacksSent += 1
                     session.sendRTCP(RTCPCompound.nack(sender: serverSSRC, media: ssrc, lost: lost))
                 }
             }
         }
+        context.upstreamGapsOpen = stillOpen
     }
 
     /// Holds each publisher's video to what its slowest subscriber's downstream leg carries, with

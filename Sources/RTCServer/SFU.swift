@@ -31,6 +31,8 @@ public final class SFU: SignalingSink, @unchecked Sendable {
     let terminator: RTCPTerminator
     let layers: LayerController
     private var timers: [RepeatedTask] = []
+    /// What the timer runs at each tick (on the loop).
+    private var periodicJobs = PeriodicJobs(startUs: 0)
     /// Set by ``shutdown()``: joins and resumes are refused from then on (`shuttingDown`), so a
     /// client rejoining quickly is not taken by a server whose media port is closing.
     private var shuttingDown = false
@@ -73,24 +75,25 @@ public final class SFU: SignalingSink, @unchecked Sendable {
     }
 
     /// Housekeeping once a second, simulcast layers every 250 ms, transport-wide feedback to
-    /// publishers and active speakers every 100 ms, upstream NACKs every 20 ms. The timers keep the SFU alive until ``shutdown()``.
+    /// publishers and active speakers every 100 ms, upstream NACKs every 20 ms: one timer for all
+    /// (``PeriodicJobs``), on the loop's own clock, not ``monotonicClock`` (which tests replace).
+    /// The timer keeps the SFU alive until ``shutdown()``.
     private func startTimers() {
+        periodicJobs = PeriodicJobs(startUs: Self.loopClockUs())
         timers = [
-            loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in self.tick() },
-            loop.scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .milliseconds(100)) { _ in
-                self.terminator.sendTransportFeedback()
-            },
-            loop.scheduleRepeatedTask(initialDelay: .milliseconds(20), delay: .milliseconds(20)) { _ in
-                self.terminator.sendUpstreamNacks(nowUs: self.context.nowUs)
-            },
-            loop.scheduleRepeatedTask(initialDelay: .milliseconds(250), delay: .milliseconds(250)) { _ in
-                self.layers.tick(nowUs: self.context.nowUs)
-            },
-            loop.scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .microseconds(SpeakerDetector.tickUs)) { _ in
-                self.detectSpeakers(nowUs: self.context.nowUs)
+            loop.scheduleRepeatedTask(initialDelay: .microseconds(PeriodicJobs.tickUs), delay: .microseconds(PeriodicJobs.tickUs)) { _ in
+                let due = self.periodicJobs.due(nowUs: Self.loopClockUs())
+                if due.contains(.housekeeping) { self.tick() }
+                if due.contains(.transportFeedback) { self.terminator.sendTransportFeedback() }
+                if due.contains(.upstreamNacks) { self.terminator.sendUpstreamNacks(nowUs: self.context.nowUs) }
+                if due.contains(.layers) { self.layers.tick(nowUs: self.context.nowUs) }
+                if due.contains(.speakers) { self.detectSpeakers(nowUs: self.context.nowUs) }
             },
         ]
     }
+
+    /// The clock NIO's timers run on, µs.
+    private static func loopClockUs() -> Int64 { Int64(NIODeadline.now().uptimeNanoseconds / 1000) }
 
     /// The UDP media address.
     public var mediaAddress: SocketAddress? { port.localAddress }

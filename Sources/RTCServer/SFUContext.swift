@@ -24,6 +24,9 @@ final class SFUContext: @unchecked Sendable {
     /// The screen-share uid rule under the configured suffix.
     let screenShare: ScreenShareUID
     var counters = ServerCounters()
+    /// Whether some publisher's video has a gap the server may still ask for (set on the packet
+    /// path, cleared by the NACK job once every gap is closed or given up).
+    var upstreamGapsOpen = false
     /// This SFU's place among the server's shards (``ShardedSFU``), and what its ids carry so
     /// that sids stay unique across shards ("" alone).
     var shardIndex = 0
