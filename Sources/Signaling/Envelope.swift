@@ -82,9 +82,16 @@ public struct Envelope<Message: SignalingMessage>: Sendable, Hashable {
         guard bytes.count <= maxSize else {
             throw SignalingError(.messageTooLarge, "message of \(bytes.count) bytes is over the \(maxSize)-byte limit")
         }
+        let data = Data(bytes)
+        // A good message is parsed once (a ping, above all, is most of what a busy server reads);
+        // anything else is parsed again field by field for the error that says what is wrong.
+        if let wire = try? JSONDecoder().decode(Wire.self, from: data), let version = ProtocolVersion(wire.v),
+           version.isCompatible(with: .current) {
+            return Envelope(wire.message, requestID: wire.id, version: version)
+        }
         let head: Head
         do {
-            head = try JSONDecoder().decode(Head.self, from: Data(bytes))
+            head = try JSONDecoder().decode(Head.self, from: data)
         } catch {
             throw SignalingError(.malformedMessage, "not a signaling envelope: \(Self.describe(error))")
         }
@@ -96,7 +103,7 @@ public struct Envelope<Message: SignalingMessage>: Sendable, Hashable {
             throw SignalingError(.unknownMessageType, "unknown message type '\(head.type.prefix(64))'", requestID: head.id)
         }
         do {
-            let wire = try JSONDecoder().decode(Wire.self, from: Data(bytes))
+            let wire = try JSONDecoder().decode(Wire.self, from: data)
             return Envelope(wire.message, requestID: head.id, version: version)
         } catch {
             throw SignalingError(.malformedMessage, "bad '\(head.type)' message: \(Self.describe(error))", requestID: head.id)
