@@ -146,7 +146,9 @@ final class Producer: @unchecked Sendable {
         let sequenceAt = DownstreamCongestion.sequenceOffset(in: original, sourceID: RTPExtensionID.transportWideSequence)
         var wrote = false
         for subscription in track.subscriptions {
-            guard let session = subscription.subscriber.subscriber else { continue }
+            // One strong load of the unowned subscriber per leg (each read of it is an atomic check).
+            let subscriber = subscription.subscriber
+            guard let session = subscriber.subscriber else { continue }
             if let temporal {
                 if temporal.startsFrame {
                     let cap: UInt8? = subscription.wantsBaseLayerOnly ? 0 : nil
@@ -162,11 +164,11 @@ final class Producer: @unchecked Sendable {
                 }
             }
             packet.header = original
-            let legSequenceAt = Self.renumber(&packet.header, for: subscription.subscriber, sequenceAt: sequenceAt)
+            let legSequenceAt = Self.renumber(&packet.header, for: subscriber, sequenceAt: sequenceAt)
             subscription.rewriter.rewrite(&packet.header)
             var out = context.port.buffer(minimumCapacity: packet.serializedSize + SRTPProfile.maxTrailer)
             packet.write(to: &out)
-            emit(&out, payloadBytes: packet.payload.readableBytes, on: subscription, session: session, at: legSequenceAt, nowUs: arrivalUs)
+            emit(&out, payloadBytes: packet.payload.readableBytes, on: subscription, of: subscriber, session: session, at: legSequenceAt, nowUs: arrivalUs)
             wrote = true
         }
         // One flush for all subscribers: NIO hands the datagrams to the kernel with one sendmmsg.
@@ -189,7 +191,9 @@ final class Producer: @unchecked Sendable {
         let sequenceAt = DownstreamCongestion.sequenceOffset(in: original, sourceID: RTPExtensionID.transportWideSequence)
         var wrote = false
         for subscription in track.subscriptions {
-            guard let session = subscription.subscriber.subscriber else { continue }
+            // One strong load of the unowned subscriber per leg (each read of it is an atomic check).
+            let subscriber = subscription.subscriber
+            guard let session = subscriber.subscriber else { continue }
             if subscription.targetLayer == nil { layers?.update(subscription, nowUs: arrivalUs) }
             if subscription.currentLayer != layer {
                 guard subscription.targetLayer == layer, layout?.startsKeyframe == true else { continue }
@@ -212,7 +216,7 @@ final class Producer: @unchecked Sendable {
                 continue
             }
             packet.header = original
-            let legSequenceAt = Self.renumber(&packet.header, for: subscription.subscriber, sequenceAt: sequenceAt)
+            let legSequenceAt = Self.renumber(&packet.header, for: subscriber, sequenceAt: sequenceAt)
             subscription.rewriter.rewrite(&packet.header, nowUs: arrivalUs)
             let vp8 = subscription.rewriter.rewriteVP8(pictureID: inputPicture, tl0: inputTL0)
             var out = context.port.buffer(minimumCapacity: packet.serializedSize + SRTPProfile.maxTrailer)
@@ -226,7 +230,7 @@ final class Producer: @unchecked Sendable {
                 }
                 continue
             }
-            emit(&out, payloadBytes: packet.payload.readableBytes, on: subscription, session: session, at: legSequenceAt, nowUs: arrivalUs)
+            emit(&out, payloadBytes: packet.payload.readableBytes, on: subscription, of: subscriber, session: session, at: legSequenceAt, nowUs: arrivalUs)
             wrote = true
         }
         if wrote { context.port.flush() }
@@ -253,7 +257,7 @@ final class Producer: @unchecked Sendable {
             let now = self.context.nowUs
             guard now < pacer.giveUpUs else { return self.endPacing(subscription, session: session, nowUs: now) }
             let sent = pacer.drain(nowUs: now) { item in
-                self.emit(&item.packet, payloadBytes: item.payloadBytes, on: subscription, session: session, at: item.sequenceAt, nowUs: now)
+                self.emit(&item.packet, payloadBytes: item.payloadBytes, on: subscription, of: subscription.subscriber, session: session, at: item.sequenceAt, nowUs: now)
             }
             if sent > 0 { self.context.port.flush() }
             // Done once nothing waits and the leg is calm, or nothing waits and its time is up.
@@ -279,7 +283,7 @@ final class Producer: @unchecked Sendable {
         subscription.pacer = nil
         pacer.timer?.cancel()
         let sent = pacer.drainAll { item in
-            emit(&item.packet, payloadBytes: item.payloadBytes, on: subscription, session: session, at: item.sequenceAt, nowUs: nowUs)
+            emit(&item.packet, payloadBytes: item.payloadBytes, on: subscription, of: subscription.subscriber, session: session, at: item.sequenceAt, nowUs: nowUs)
         }
         if sent > 0 { context.port.flush() }
         context.logger.debug("leg pacing ended", metadata: ["uid": "\(subscription.subscriber.uid)", "released": "\(sent)", "atMs": "\(nowUs / 1000)"])
@@ -287,11 +291,11 @@ final class Producer: @unchecked Sendable {
 
     /// Counts a rewritten packet for its subscription, stamps the leg's transport-wide number and
     /// queues it (the caller flushes once for all legs).
-    private func emit(_ out: inout ByteBuffer, payloadBytes: Int, on subscription: Subscription, session: MediaSession,
+    private func emit(_ out: inout ByteBuffer, payloadBytes: Int, on subscription: Subscription, of subscriber: Participant, session: MediaSession,
                       at sequenceAt: (id: UInt8, offset: Int)?, nowUs: Int64) {
         subscription.packetsForwarded += 1
         subscription.payloadBytesForwarded += payloadBytes
-        subscription.subscriber.downstream.stamp(&out, at: sequenceAt, nowUs: nowUs)
+        subscriber.downstream.stamp(&out, at: sequenceAt, nowUs: nowUs)
         context.counters.packetsOut += 1
         context.counters.bytesOut += out.readableBytes
         session.sendRTPOnLoop(&out, flush: false)
