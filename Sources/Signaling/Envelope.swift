@@ -86,7 +86,7 @@ public struct Envelope<Message: SignalingMessage>: Sendable, Hashable {
         // A good message is parsed once (a ping, above all, is most of what a busy server reads);
         // anything else is parsed again field by field for the error that says what is wrong.
         if let wire = try? JSONDecoder().decode(Wire.self, from: data), let version = ProtocolVersion(wire.v),
-           version.isCompatible(with: .current) {
+           version.isCompatible(with: .current), Message.types.contains(wire.message.type) {
             return Envelope(wire.message, requestID: wire.id, version: version)
         }
         let head: Head

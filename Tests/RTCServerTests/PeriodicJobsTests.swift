@@ -29,8 +29,25 @@ struct PeriodicJobsTests {
         let counts = Self.runs(ticks: 500) { tick in Int64(tick * 7919 % 5000) }
         #expect(counts[PeriodicJobs.Due.upstreamNacks.rawValue] == 500)
         #expect(counts[PeriodicJobs.Due.transportFeedback.rawValue] == 100)
+        #expect(counts[PeriodicJobs.Due.speakers.rawValue] == 10_000_000 / Int(SpeakerDetector.tickUs))
         #expect(counts[PeriodicJobs.Due.layers.rawValue] == 40)
         #expect(counts[PeriodicJobs.Due.housekeeping.rawValue] == 10)
+    }
+
+    @Test("ticks 21 ms apart (NIO waits its delay after each run, so lateness adds up): NACKs every tick, the others within one run of their period over 10.5 s")
+    func driftingTicks() {
+        var jobs = PeriodicJobs(startUs: 0)
+        var counts: [UInt8: Int] = [:]
+        for tick in 1...500 {
+            let due = jobs.due(nowUs: Int64(tick) * 21_000)
+            for (job, _) in PeriodicJobs.periods where due.contains(job) { counts[job.rawValue, default: 0] += 1 }
+        }
+        #expect(counts[PeriodicJobs.Due.upstreamNacks.rawValue] == 500)
+        for (job, period) in PeriodicJobs.periods where job != .upstreamNacks {
+            let expected = Int(10_500_000 / period)
+            let ran = counts[job.rawValue] ?? 0
+            #expect(abs(ran - expected) <= 1, "job \(job.rawValue): \(ran) runs, \(expected) periods")
+        }
     }
 
     @Test("nothing before its first period; a loop stalled for 3 s runs each job once, then a period later again")

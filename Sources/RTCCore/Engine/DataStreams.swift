@@ -39,11 +39,19 @@ final class DataStreams: @unchecked Sendable {
     /// ``queueLimit``: past it, `send` refuses (`messageRateExceeded`).
     private var backlog: [(reliable: Bool, bytes: [UInt8])] = []
     private var retryScheduled = false
+    /// Messages ``send(streamID:reliable:_:topic:destinations:)`` accepted that have not reached the
+    /// transport's loop yet: they count against ``queueLimit`` with the queue and the backlog, so
+    /// the loop never finds a full queue for a message the app was told is on its way.
+    private var onTheirWay = 0
     /// Whether the app asked for data (the engine enables the channels on every join then).
     private(set) var wanted = false
     private let emit: @Sendable (RTCEngineEvent) -> Void
 
     init(emit: @escaping @Sendable (RTCEngineEvent) -> Void) { self.emit = emit }
+
+    /// Messages taken and not yet handed to SCTP: queued for the channels, waiting for buffer, or
+    /// on their way to the loop (tests).
+    var waitingCount: Int { lock.withLock { queued.count + backlog.count + onTheirWay } }
 
     func want() { lock.withLock { wanted = true } }
 
@@ -75,7 +83,7 @@ final class DataStreams: @unchecked Sendable {
         let (isReliable, target) = try reserve(streamID: streamID, reliable: reliable, envelope: envelope)
         guard let (endpoint, loop) = target else { return }
         let bytes = envelope.serialized
-        loop.execute { self.sendOnLoop(bytes, reliable: isReliable, endpoint: endpoint) }
+        loop.execute { self.sendOnLoop(bytes, reliable: isReliable, endpoint: endpoint, reserved: true) }
     }
 
     /// Under the lock: the stream's rate, and where the message goes now (nil: queued).
@@ -98,16 +106,14 @@ final class DataStreams: @unchecked Sendable {
             streams[streamID] = stream
             isReliable = stream.reliable
         }
-        guard backlog.count < Self.queueLimit else {
-            throw RTCEngineError(.messageRateExceeded, "\(Self.queueLimit) messages wait for the data channel's send buffer already")
+        guard backlog.count + queued.count + onTheirWay < Self.queueLimit else {
+            throw RTCEngineError(.messageRateExceeded, "\(Self.queueLimit) messages wait for the data channels or their send buffer already")
         }
         guard let endpoint, let loop else {
-            guard queued.count < Self.queueLimit else {
-                throw RTCEngineError(.messageRateExceeded, "\(Self.queueLimit) messages wait for the data channels already")
-            }
             queued.append((isReliable, envelope.serialized))
             return (isReliable, nil)
         }
+        onTheirWay += 1
         return (isReliable, (endpoint, loop))
     }
 
@@ -161,22 +167,27 @@ final class DataStreams: @unchecked Sendable {
         }
     }
 
-    private func sendOnLoop(_ bytes: [UInt8], reliable: Bool, endpoint: DataChannelEndpoint) {
-        let (stream, waiting, earlier) = lock.withLock {
-            (reliable ? open.reliable : open.lossy, !backlog.isEmpty, queued.contains { $0.reliable == reliable })
+    /// `reserved`: a message ``send(streamID:reliable:_:topic:destinations:)`` counted in
+    /// ``onTheirWay``; it moves to the queue or the backlog under the same lock, so the count never
+    /// dips below what waits. Nothing is dropped here: the limit was checked when it was accepted.
+    private func sendOnLoop(_ bytes: [UInt8], reliable: Bool, endpoint: DataChannelEndpoint, reserved: Bool = false) {
+        let stream = lock.withLock { () -> UInt16? in
+            if reserved { onTheirWay -= 1 }
+            // Its channel not open yet, or earlier messages of its kind still queued for it: behind
+            // them. (A message that overtook the queue arrived before the first ones: seen at 10 %
+            // loss, where the reliable channel opened well before the lossy one.)
+            guard let stream = reliable ? open.reliable : open.lossy, !queued.contains(where: { $0.reliable == reliable }) else {
+                queued.append((reliable, bytes))
+                return nil
+            }
+            // Behind messages already waiting for buffer: after them, in order.
+            guard backlog.isEmpty else {
+                backlog.append((reliable, bytes))
+                return nil
+            }
+            return stream
         }
-        // Its channel not open yet, or earlier messages of its kind still queued for it: behind them.
-        // (A message that overtook the queue arrived before the first ones: seen at 10 % loss, where
-        // the reliable channel opened well before the lossy one.)
-        guard let stream, !earlier else {
-            lock.withLock { if queued.count < Self.queueLimit { queued.append((reliable, bytes)) } }
-            return
-        }
-        // Behind messages already waiting for buffer: after them, in order.
-        if waiting {
-            lock.withLock { backlog.append((reliable, bytes)) }
-            return
-        }
+        guard let stream else { return }
         do {
             try endpoint.send(bytes, binary: true, on: stream)
         } catch {
