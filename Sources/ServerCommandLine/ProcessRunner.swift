@@ -90,6 +90,17 @@ public enum ProcessRunner {
         waitpid(pid, &status, 0)
     }
 
+    /// Whether `pid` still runs: a child that has exited but is not reaped yet (a zombie) answers
+    /// `kill(pid, 0)` as if it ran, so its state in `/proc` is read too. It does not reap it.
+    public static func isRunning(_ pid: pid_t) -> Bool {
+        guard kill(pid, 0) == 0 else { return false }
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return true }
+        // "pid (comm) S ...": the state is the first field after the command's closing parenthesis.
+        let state = stat[stat.index(after: close)...].first { $0 != " " }
+        return state != "Z" && state != "X"
+    }
+
     /// The executable `name` next to this one, when it was built there.
     public static func sibling(_ name: String) -> String? {
         let me = selfPath

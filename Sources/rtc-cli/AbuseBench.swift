@@ -34,7 +34,7 @@ struct AbuseBench: AsyncParsableCommand {
         var targets: [Target] = [try startOurs()]
         var janusDirectory: String?
         if !noJanus {
-            let (target, directory) = try startJanus()
+            let (target, directory) = try await startJanus()
             targets.append(target)
             janusDirectory = directory
         }
@@ -105,8 +105,8 @@ struct AbuseBench: AsyncParsableCommand {
     }
 
     /// Janus with a videoroom room big enough for the join flood.
-    private func startJanus() throws -> (Target, String) {
-        let server = try JanusServer.start(janus: janus,
+    private func startJanus() async throws -> (Target, String) {
+        let server = try await JanusServer.startListening(janus: janus,
                                            videoroomRooms: "room-4242: {\n\tdescription = \"abuse bench\"\n\tpublishers = \(joins + 10)\n}")
         return (Target(name: server.name, pid: server.pid, url: server.url, kind: "janus"), server.directory)
     }

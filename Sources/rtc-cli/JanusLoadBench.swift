@@ -84,7 +84,7 @@ struct JanusLoadBench: AsyncParsableCommand {
         let target: String
         var janusServer: JanusServer?
         if server.hasPrefix("Janus") {
-            let started = try JanusServer.start(janus: janus, files: 4096)
+            let started = try await JanusServer.startListening(janus: janus, files: 4096)
             (pid, url, target, janusServer) = (started.pid, started.url, "janus", started)
         } else {
             let port = try FreePort.tcp()
@@ -97,7 +97,7 @@ struct JanusLoadBench: AsyncParsableCommand {
         defer {
             if let janusServer { janusServer.stop() } else { AbuseBench.stop(pid) }
         }
-        try await Self.waitForListener(url: url, pid: pid, name: server)
+        if janusServer == nil { try await Self.waitForListener(url: url, pid: pid, name: server) }
         var arguments = ["--target", target, "--url", url, "--clip", clip, "--server-pid", "\(pid)", "--rooms", "\(shape.rooms)",
                          "--viewers", "\(shape.viewers)", "--warmup", "\(warmup)", "--seconds", "\(seconds)", "--workers", "\(workers)"]
         if target == "ours" { arguments += ["--secret", BenchSecret.value] }
@@ -106,11 +106,11 @@ struct JanusLoadBench: AsyncParsableCommand {
 
     /// Waits until the signaling port of `url` takes connections (Janus loads its plugins first,
     /// which can take seconds on a cold start).
-    static func waitForListener(url: String, pid: pid_t, name: String) async throws {
+    static func waitForListener(url: String, pid: pid_t, name: String, seconds: Double = 20) async throws {
         guard let port = URLComponents(string: url)?.port else { throw CLIError("no port in \(url)") }
-        let deadline = Date().addingTimeInterval(20)
+        let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
-            guard kill(pid, 0) == 0 else { throw CLIError("\(name) exited at start") }
+            guard ProcessRunner.isRunning(pid) else { throw CLIError("\(name) exited at start") }
             let connected = FreePort.accepts(port)
             if connected {
                 try await Task.sleep(for: .milliseconds(500))  // the rest of its start (Janus: its other transports)
@@ -118,7 +118,7 @@ struct JanusLoadBench: AsyncParsableCommand {
             }
             try await Task.sleep(for: .milliseconds(200))
         }
-        throw CLIError("\(name) did not listen on port \(port) within 20 s")
+        throw CLIError("\(name) did not listen on port \(port) within \(Int(seconds)) s")
     }
 
     /// A 10 s 720p test pattern encoded once with ffmpeg's libvpx (keyframe every second), which the

@@ -31,8 +31,35 @@ struct JanusServer {
         }
         // No core file: Janus 1.1.2 can crash in its shutdown (a plugin's thread outliving it), and
         // the dump would land in the working directory.
-        let pid = try ProcessRunner.spawn(["sh", "-c", "ulimit -Sn \(files); ulimit -c 0; exec \(janus) -F \(directory) -C \(directory)/janus.jcfg -o -d 2"])
+        // Its errors go to a log in its folder, for the message when it does not come up.
+        let pid = try ProcessRunner.spawn(["sh", "-c", "ulimit -Sn \(files); ulimit -c 0; exec \(janus) -F \(directory) -C \(directory)/janus.jcfg -o -d 2 2>&1"],
+                                          output: directory + "/janus.log")
         return JanusServer(pid: pid, url: "ws://127.0.0.1:\(port)/", directory: directory, name: "Janus \(version(janus))")
+    }
+
+    /// Starts Janus and waits until its WebSocket port takes connections. A start that does not
+    /// listen within 15 s (the free port taken by someone else before Janus bound it, a plugin slow
+    /// to load) is stopped and tried again on another port, three times in all; the error then
+    /// carries the end of each attempt's log.
+    static func startListening(janus: String = "janus", videoroomRooms: String = "", files: Int = 1024) async throws -> JanusServer {
+        var failures: [String] = []
+        for attempt in 1...3 {
+            let server = try start(janus: janus, videoroomRooms: videoroomRooms, files: files)
+            do {
+                try await JanusLoadBench.waitForListener(url: server.url, pid: server.pid, name: server.name, seconds: 15)
+                return server
+            } catch {
+                failures.append("attempt \(attempt): \(error); its log ends: \(server.logTail())")
+                server.stop()
+            }
+        }
+        throw CLIError("Janus did not come up. " + failures.joined(separator: " | "))
+    }
+
+    /// The last 600 characters of Janus's log (its errors), or a note that there is none.
+    func logTail() -> String {
+        guard let text = try? String(contentsOfFile: directory + "/janus.log", encoding: .utf8), !text.isEmpty else { return "(empty)" }
+        return String(text.suffix(600))
     }
 
     /// Stops Janus (SIGTERM, then SIGKILL) and removes its configuration folder.
