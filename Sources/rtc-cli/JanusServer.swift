@@ -26,6 +26,7 @@ struct JanusServer {
         let port = try FreePort.tcp()
         try edit("\(directory)/janus.transport.websockets.jcfg") { $0.replacingOccurrences(of: "ws_port = 8188", with: "ws_port = \(port)") }
         try edit("\(directory)/janus.transport.http.jcfg") { $0.replacingOccurrences(of: "http = true", with: "http = false") }
+        try edit("\(directory)/janus.jcfg", onlyWhatTheBenchUses)
         if !videoroomRooms.isEmpty {
             try edit("\(directory)/janus.plugin.videoroom.jcfg") { $0 + "\n" + videoroomRooms + "\n" }
         }
@@ -74,7 +75,32 @@ struct JanusServer {
         return text.split(separator: "(").dropFirst().first.map { String($0.prefix { $0 != ")" }) } ?? "?"
     }
 
-    private static func edit(_ path: String, _ change: (String) -> String) throws {
+    /// Only the WebSocket transport and the videoroom plugin: Debian's Janus otherwise loads every
+    /// transport, plugin and event handler it ships, and one of them (MQTT's transport, after its
+    /// configuration fails to parse) crashes it at start about half the time on this machine. Each
+    /// `#disable = …` sample line of `janus.jcfg` becomes the list of that folder's other modules.
+    static func onlyWhatTheBenchUses(_ configuration: String) throws -> String {
+        let sections: [(folderKey: String, sample: String, keep: String)] = [
+            ("plugins_folder", "#disable = \"libjanus_voicemail.so,libjanus_recordplay.so\"", "libjanus_videoroom.so"),
+            ("transports_folder", "#disable = \"libjanus_rabbitmq.so\"", "libjanus_websockets.so"),
+            ("loggers_folder", "#disable = \"libjanus_jsonlog.so\"", ""),
+            ("events_folder", "#disable = \"libjanus_sampleevh.so\"", ""),
+        ]
+        var text = configuration
+        for section in sections {
+            guard let line = text.split(separator: "\n").first(where: { $0.contains(section.folderKey) && $0.contains("=") }),
+                  let folder = line.split(separator: "\"").dropFirst().first,
+                  let range = text.range(of: section.sample) else {
+                throw CLIError("janus.jcfg: no \(section.folderKey) or no sample line \(section.sample) to edit (a Janus other than Debian's 1.1.2?)")
+            }
+            let modules = ((try? FileManager.default.contentsOfDirectory(atPath: String(folder))) ?? [])
+                .filter { $0.hasSuffix(".so") && $0 != section.keep }.sorted()
+            text.replaceSubrange(range, with: modules.isEmpty ? section.sample : "disable = \"\(modules.joined(separator: ","))\"")
+        }
+        return text
+    }
+
+    private static func edit(_ path: String, _ change: (String) throws -> String) throws {
         let text = try String(contentsOfFile: path, encoding: .utf8)
         try change(text).write(toFile: path, atomically: true, encoding: .utf8)
     }
