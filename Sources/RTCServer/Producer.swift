@@ -60,7 +60,10 @@ final class Producer: @unchecked Sendable {
         stream.cache.insert(packet, sequence: packet.header.sequenceNumber)
         if track.info.kind == .video {
             stream.nack.received(packet.header.sequenceNumber, nowUs: arrivalUs)
-            if stream.nack.missingCount > 0 { context.upstreamGapsOpen = true }
+            if stream.nack.missingCount > 0, !context.upstreamGapsOpen {
+                context.upstreamGapsOpen = true
+                context.onUpstreamGapOpened?()
+            }
             // Only while a keyframe request is unanswered: the descriptor is read for that alone.
             if stream.keyframeThrottle.outstanding, VP8DescriptorLayout(payload: packet.payload)?.startsKeyframe == true {
                 stream.keyframeThrottle.answered()

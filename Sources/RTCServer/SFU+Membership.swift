@@ -55,6 +55,7 @@ extension SFU {
         participant.metadata = claims.metadata.flatMap { $0.utf8.count <= limits.maxMetadataBytes ? $0 : nil }
         if let attributes = claims.attributes, ParticipantAttributes.fit(attributes, limits: limits) { participant.attributes = attributes }
         directory.insert(participant)
+        setJobsTimer()  // the participants' jobs, if the shard had none
         context.tally.add(1, shard: context.shardIndex)
         directory.bind(peer, to: participant)
         participant.send(.joined(joinResponse(for: participant)), requestID: requestID)

@@ -30,9 +30,12 @@ public final class SFU: SignalingSink, @unchecked Sendable {
     let consumer: Consumer
     let terminator: RTCPTerminator
     let layers: LayerController
-    private var timers: [RepeatedTask] = []
-    /// What the timer runs at each tick (on the loop).
+    /// When each periodic job is due (on the loop), the timer set for the earliest wanted one and
+    /// the time it is set for; nil before ``startTimers()`` and after ``shutdown()``.
     private var periodicJobs = PeriodicJobs(startUs: 0)
+    private var jobsTimer: Scheduled<Void>?
+    private var jobsTimerDueUs: Int64 = .max
+    private var jobsRunning = false
     /// Set by ``shutdown()``: joins and resumes are refused from then on (`shuttingDown`), so a
     /// client rejoining quickly is not taken by a server whose media port is closing.
     private var shuttingDown = false
@@ -78,18 +81,52 @@ public final class SFU: SignalingSink, @unchecked Sendable {
     /// publishers and active speakers every 100 ms, upstream NACKs every 20 ms: one timer for all
     /// (``PeriodicJobs``), on the loop's own clock, not ``monotonicClock`` (which tests replace).
     /// The timer keeps the SFU alive until ``shutdown()``.
+    /// The timer is set for the next wanted job only (``PeriodicJobs``): an idle shard wakes once a
+    /// second, a shard with participants every 100 ms, every 20 ms only while a gap is open.
     private func startTimers() {
-        periodicJobs = PeriodicJobs(startUs: Self.loopClockUs())
-        timers = [
-            loop.scheduleRepeatedTask(initialDelay: .microseconds(PeriodicJobs.tickUs), delay: .microseconds(PeriodicJobs.tickUs)) { _ in
-                let due = self.periodicJobs.due(nowUs: Self.loopClockUs())
-                if due.contains(.housekeeping) { self.tick() }
-                if due.contains(.transportFeedback) { self.terminator.sendTransportFeedback() }
-                if due.contains(.upstreamNacks) { self.terminator.sendUpstreamNacks(nowUs: self.context.nowUs) }
-                if due.contains(.layers) { self.layers.tick(nowUs: self.context.nowUs) }
-                if due.contains(.speakers) { self.detectSpeakers(nowUs: self.context.nowUs) }
-            },
-        ]
+        loop.execute {
+            self.periodicJobs = PeriodicJobs(startUs: Self.loopClockUs())
+            self.jobsRunning = true
+            self.setJobsTimer()
+            // A gap opened on the packet path: the NACK job is wanted within its period.
+            self.context.onUpstreamGapOpened = { [unowned self] in
+                self.periodicJobs.resume(.upstreamNacks, nowUs: Self.loopClockUs())
+                self.setJobsTimer()
+            }
+        }
+    }
+
+    /// The jobs wanted now: housekeeping always; transport feedback, speakers and layers while the
+    /// shard has participants; upstream NACKs while a gap is open (``SFUContext/upstreamGapsOpen``).
+    private var activeJobs: PeriodicJobs.Due {
+        var jobs: PeriodicJobs.Due = [.housekeeping]
+        if directory.participantCount > 0 { jobs.formUnion([.transportFeedback, .speakers, .layers]) }
+        if context.upstreamGapsOpen { jobs.insert(.upstreamNacks) }
+        return jobs
+    }
+
+    /// Sets the timer for the earliest wanted job, unless it is already set no later than that.
+    /// Called after the jobs ran, when a gap opens and when a participant joins.
+    func setJobsTimer() {
+        guard jobsRunning, let dueUs = periodicJobs.nextDueUs(active: activeJobs) else { return }
+        if jobsTimer != nil, jobsTimerDueUs <= dueUs { return }
+        jobsTimer?.cancel()
+        jobsTimerDueUs = dueUs
+        // The timer keeps the SFU alive until ``shutdown()``.
+        jobsTimer = loop.scheduleTask(deadline: NIODeadline.uptimeNanoseconds(UInt64(max(0, dueUs)) * 1000)) { self.runJobs() }
+    }
+
+    private func runJobs() {
+        jobsTimer = nil
+        jobsTimerDueUs = .max
+        guard jobsRunning else { return }
+        let due = periodicJobs.due(nowUs: Self.loopClockUs(), active: activeJobs)
+        if due.contains(.housekeeping) { tick() }
+        if due.contains(.transportFeedback) { terminator.sendTransportFeedback() }
+        if due.contains(.upstreamNacks) { terminator.sendUpstreamNacks(nowUs: context.nowUs) }
+        if due.contains(.layers) { layers.tick(nowUs: context.nowUs) }
+        if due.contains(.speakers) { detectSpeakers(nowUs: context.nowUs) }
+        setJobsTimer()
     }
 
     /// The clock NIO's timers run on, µs.
@@ -146,8 +183,10 @@ public final class SFU: SignalingSink, @unchecked Sendable {
     public func shutdown() async {
         try? await loop.submit {
             self.shuttingDown = true
-            for timer in self.timers { timer.cancel() }
-            self.timers = []
+            self.jobsRunning = false
+            self.jobsTimer?.cancel()
+            self.jobsTimer = nil
+            self.context.onUpstreamGapOpened = nil
             for participant in self.directory.allParticipants {
                 // A screen share leaves with its owner: it may be gone by its turn in this list.
                 guard self.directory.contains(participant) else { continue }

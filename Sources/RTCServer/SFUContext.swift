@@ -27,6 +27,8 @@ final class SFUContext: @unchecked Sendable {
     /// Whether some publisher's video has a gap the server may still ask for (set on the packet
     /// path, cleared by the NACK job once every gap is closed or given up).
     var upstreamGapsOpen = false
+    /// Told when ``upstreamGapsOpen`` turns true (the SFU sets its timer for the NACK job).
+    var onUpstreamGapOpened: (() -> Void)?
     /// This SFU's place among the server's shards (``ShardedSFU``), and what its ids carry so
     /// that sids stay unique across shards ("" alone).
     var shardIndex = 0

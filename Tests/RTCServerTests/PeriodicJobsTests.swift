@@ -61,4 +61,65 @@ struct PeriodicJobsTests {
         #expect(!jobs.due(nowUs: 4_000_000).contains(.housekeeping))
         #expect(jobs.due(nowUs: 4_020_000).contains(.housekeeping))
     }
+
+    /// The timer as the SFU drives it: set for the earliest wanted job (``PeriodicJobs/nextDueUs(active:)``)
+    /// and fired on time, from `fromUs` to `untilUs`; how many times it fired and how often each job ran.
+    static func timerRuns(_ jobs: inout PeriodicJobs, fromUs: Int64 = 0, untilUs: Int64, active: PeriodicJobs.Due) -> (wakeups: Int, runs: [UInt8: Int]) {
+        var now = fromUs
+        var wakeups = 0
+        var runs: [UInt8: Int] = [:]
+        while let next = jobs.nextDueUs(active: active), next <= untilUs {
+            now = max(now, next)
+            wakeups += 1
+            let due = jobs.due(nowUs: now, active: active)
+            #expect(!due.isEmpty, "a wakeup at \(now) µs with nothing to run")
+            for (job, _) in PeriodicJobs.periods where due.contains(job) { runs[job.rawValue, default: 0] += 1 }
+        }
+        return (wakeups, runs)
+    }
+
+    @Test("a shard without participants wakes once a second (housekeeping), 10 times in 10 s")
+    func idleShard() {
+        var jobs = PeriodicJobs(startUs: 0)
+        let (wakeups, runs) = Self.timerRuns(&jobs, untilUs: 10_000_000, active: [.housekeeping])
+        #expect(wakeups == 10)
+        #expect(runs == [PeriodicJobs.Due.housekeeping.rawValue: 10])
+    }
+
+    @Test("a shard with participants and no gap wakes 120 times in 10 s (was 500): feedback and speakers every 100 ms, layers every 250 ms, no NACK job")
+    func shardWithoutGaps() {
+        var jobs = PeriodicJobs(startUs: 0)
+        let active = PeriodicJobs.all.subtracting(.upstreamNacks)
+        let (wakeups, runs) = Self.timerRuns(&jobs, untilUs: 10_000_000, active: active)
+        // The layer job's times that are not also 100 ms times (250, 750, ... ms) add 20 wakeups.
+        #expect(wakeups == 120)
+        #expect(runs[PeriodicJobs.Due.upstreamNacks.rawValue] == nil)
+        #expect(runs[PeriodicJobs.Due.transportFeedback.rawValue] == 100)
+        #expect(runs[PeriodicJobs.Due.speakers.rawValue] == 10_000_000 / Int(SpeakerDetector.tickUs))
+        #expect(runs[PeriodicJobs.Due.layers.rawValue] == 40)
+        #expect(runs[PeriodicJobs.Due.housekeeping.rawValue] == 10)
+    }
+
+    @Test("a gap opened at 1.234 s: the NACK job runs 20 ms later and every 20 ms while it is open, not at its stale time, and stops when it closes")
+    func gapOpensAndCloses() {
+        var jobs = PeriodicJobs(startUs: 0)
+        let quiet = PeriodicJobs.all.subtracting(.upstreamNacks)
+        _ = Self.timerRuns(&jobs, untilUs: 1_234_000, active: quiet)
+        // Before the resume the NACK job's time is from the start (20 ms), long gone.
+        #expect(jobs.nextDueUs(active: .upstreamNacks) == 20_000)
+        jobs.resume(.upstreamNacks, nowUs: 1_234_000)
+        #expect(jobs.nextDueUs(active: .upstreamNacks) == 1_254_000)
+        #expect(jobs.nextDueUs(active: PeriodicJobs.all) == 1_250_000, "the layer job's, before it")
+        let open = Self.timerRuns(&jobs, fromUs: 1_234_000, untilUs: 1_634_000, active: PeriodicJobs.all)
+        #expect(open.runs[PeriodicJobs.Due.upstreamNacks.rawValue] == 20)
+        // Resumed again while it runs: its time stays (no run sooner than a period apart, none skipped).
+        let before = jobs.nextDueUs(active: .upstreamNacks)
+        jobs.resume(.upstreamNacks, nowUs: 1_640_000)
+        #expect(jobs.nextDueUs(active: .upstreamNacks) == before)
+        // Closed: the next wakeup is the next 100 ms job's, and the NACK job never runs.
+        #expect(jobs.nextDueUs(active: quiet) == 1_700_000)
+        let closed = Self.timerRuns(&jobs, fromUs: 1_634_000, untilUs: 3_000_000, active: quiet)
+        #expect(closed.runs[PeriodicJobs.Due.upstreamNacks.rawValue] == nil)
+        #expect(closed.runs[PeriodicJobs.Due.transportFeedback.rawValue] == 14)
+    }
 }
