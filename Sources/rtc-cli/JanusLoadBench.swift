@@ -26,12 +26,13 @@ struct JanusLoadBench: AsyncParsableCommand {
     @Option(help: "The load tool (default: Tests/Tools/sfu_load.py of this repository).") var tool: String?
     @Option(help: "The janus executable.") var janus: String = "janus"
     @Flag(name: .customLong("no-janus"), help: "Measure this server only.") var noJanus = false
+    @Option(help: "Rounds per shape: each round runs every server once, in turn; the summary is the median of the rounds (this machine's figures move by 10-15 % between runs minutes apart).") var rounds: Int = 1
     @Flag(help: "Print one JSON object per run instead of the table.") var json = false
 
     func validate() throws {
         _ = try parsedShapes()
-        guard seconds > 0, warmup >= 0, workers >= 1, kbps > 0 else {
-            throw ValidationError("--seconds and --kbps must be positive, --warmup not negative, --workers at least 1")
+        guard seconds > 0, warmup >= 0, workers >= 1, kbps > 0, rounds >= 1 else {
+            throw ValidationError("--seconds and --kbps must be positive, --warmup not negative, --workers and --rounds at least 1")
         }
         guard size.split(separator: "x").compactMap({ Int($0) }).count == 2 else { throw ValidationError("--size is WIDTHxHEIGHT, not \(size)") }
     }
@@ -61,19 +62,47 @@ struct JanusLoadBench: AsyncParsableCommand {
             fflush(nil)
         }
         for shape in try parsedShapes() {
-            var reports: [[String: Any]] = []
-            for server in servers {
-                let report = try await measure(server: server, shape: shape, tool: tool, clip: clip)
-                if json {
-                    var line = report
-                    line["server"] = server
-                    let data = try JSONSerialization.data(withJSONObject: line, options: [.sortedKeys])
-                    print(String(decoding: data, as: UTF8.self))
+            var perRound: [[Double]] = []
+            for round in 1...rounds {
+                var reports: [[String: Any]] = []
+                for server in servers {
+                    let report = try await measure(server: server, shape: shape, tool: tool, clip: clip)
+                    if json {
+                        var line = report
+                        line["server"] = server
+                        if rounds > 1 { line["round"] = round }
+                        let data = try JSONSerialization.data(withJSONObject: line, options: [.sortedKeys])
+                        print(String(decoding: data, as: UTF8.self))
+                    }
+                    reports.append(report)
+                    fflush(nil)
                 }
-                reports.append(report)
-                fflush(nil)
+                if !json {
+                    if rounds > 1 { print("\nround \(round) of \(rounds)") }
+                    printTable(shape: shape, servers: servers, reports: reports)
+                }
+                perRound.append(reports.map { ($0["cpuMicrosecondsPerPacket"] as? NSNumber)?.doubleValue ?? .nan })
             }
-            if !json { printTable(shape: shape, servers: servers, reports: reports) }
+            if rounds > 1 && !json { printMedians(servers: servers, perRound: perRound) }
+        }
+    }
+
+    /// Each server's median CPU per packet over the rounds, and Janus's over ours.
+    private func printMedians(servers: [String], perRound: [[Double]]) {
+        func median(_ values: [Double]) -> Double {
+            let sorted = values.filter { !$0.isNaN }.sorted()
+            guard !sorted.isEmpty else { return .nan }
+            return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        }
+        let medians = servers.indices.map { index in median(perRound.map { $0[index] }) }
+        print("")
+        for (server, value) in zip(servers, medians) {
+            let each = perRound.map { String(format: "%.2f", $0[servers.firstIndex(of: server)!]) }.joined(separator: ", ")
+            print(String(format: "%@: median %.2f µs per forwarded packet over %d rounds (%@)", server, value, perRound.count, each))
+        }
+        if medians.count == 2, medians[0] > 0 {
+            let ratios = perRound.map { String(format: "%.2fx", $0[1] / $0[0]) }.joined(separator: ", ")
+            print(String(format: "Janus spends %.2fx this server's CPU per forwarded packet (medians; each round: %@)", medians[1] / medians[0], ratios))
         }
     }
 

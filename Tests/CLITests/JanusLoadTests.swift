@@ -34,6 +34,7 @@ struct JanusLoadTests {
               (["--shapes", "0x5"], "ROOMSxVIEWERS"),
               (["--size", "big"], "--size"),
               (["--seconds", "0"], "--seconds"),
+              (["--rounds", "0"], "--rounds"),
           ])
     func badInput(arguments: [String], message: String) throws {
         let result = try cli(["bench", "janus-load"] + arguments)

@@ -258,7 +258,7 @@ class OursPeer:
         role = "broadcaster" if self.publisher else "audience"
         await self.send("join", {"token": token, "channel": self.room, "uid": self.uid, "role": role,
                                  "autoSubscribe": not self.publisher, "sdk": SDK})
-        pinger = asyncio.ensure_future(self.ping())
+        pinger = None  # started at "joined", every pingInterval it names (as our SDK and the web client do)
         work = None
         try:
             while time.monotonic() < until:
@@ -273,6 +273,8 @@ class OursPeer:
                 if settle_reply(self.replies, kind, payload, ident):
                     continue
                 if kind == "joined":
+                    if pinger is None:
+                        pinger = asyncio.ensure_future(self.ping(max(1, int(payload.get("pingInterval") or 5))))
                     if self.publisher:
                         work = asyncio.ensure_future(self.publish())
                         work.add_done_callback(self.publishing_done)
@@ -285,7 +287,8 @@ class OursPeer:
                 elif kind == "leave":
                     raise ConnectionError(f"left: {payload.get('reason')}")
         finally:
-            pinger.cancel()
+            if pinger is not None:
+                pinger.cancel()
             if work is not None:
                 work.cancel()
             await self.close()
@@ -298,9 +301,9 @@ class OursPeer:
         else:
             self.ready.set_result(True)
 
-    async def ping(self):
+    async def ping(self, interval):
         while True:
-            await asyncio.sleep(2)
+            await asyncio.sleep(interval)
             await self.send("ping", {"timestamp": int(time.time() * 1000)}, with_id=False)
 
     async def close(self):
