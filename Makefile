@@ -45,7 +45,8 @@ demo: build
 # The tests' debug build first; then the tests run one at a time (several end-to-end tests hold
 # real-time figures, freezes, idle gaps, latency, that two cores shared with every other suite at
 # once cannot keep), straight from the test bundle, so that SwiftPM's lock on .build is free.
-# Beside them the release binaries are built at SCHED_IDLE (chrt --idle): the tests wait on real
+# Beside them the release binaries are built at SCHED_IDLE (chrt --idle, and ionice's idle class
+# for the disk): the tests wait on real
 # time most of the run (a quarter of the two cores busy on average) and an idle-class build only
 # gets the cycles they leave, the kernel preempting it the moment a test's thread wakes. The
 # budget tests (BudgetTests) measure those release binaries as shipped, so they run last, once the
@@ -56,7 +57,7 @@ test: deps
 	@mkdir -p out
 	swift build --build-tests
 	@set -o pipefail; rm -f out/release.status; \
-	( chrt --idle 0 $(MAKE) --no-print-directory release > out/release.log 2>&1; echo $$? > out/release.status ) & builder=$$!; \
+	( ionice -c 3 chrt --idle 0 $(MAKE) --no-print-directory release > out/release.log 2>&1; echo $$? > out/release.status ) & builder=$$!; \
 	$(TEST_RUN) --skip 'BudgetTests' 2>&1 | tee out/test.log; status=$$?; \
 	wait $$builder; \
 	if [ "$$(cat out/release.status 2>/dev/null)" = 0 ]; then \

@@ -66,11 +66,12 @@ struct PeriodicJobs: Sendable {
         return earliest
     }
 
-    /// `job` wanted again from `nowUs` (a gap opened): due within one period from now, not at a
-    /// time long past from before its pause.
+    /// `job` wanted again from `nowUs` (a gap opened): due at the first time of its own grid from
+    /// `nowUs` on (0 to one period later, as when it ran all along), not at a time long past from
+    /// before its pause. A job already due later is left as it is.
     mutating func resume(_ job: Due, nowUs: Int64) {
-        for (index, entry) in Self.periods.enumerated() where entry.job == job {
-            if next[index] <= nowUs || next[index] > nowUs + entry.periodUs { next[index] = nowUs + entry.periodUs }
+        for (index, entry) in Self.periods.enumerated() where entry.job == job && next[index] < nowUs {
+            next[index] += (nowUs - next[index] + entry.periodUs - 1) / entry.periodUs * entry.periodUs
         }
     }
 }

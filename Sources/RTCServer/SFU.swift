@@ -35,6 +35,10 @@ public final class SFU: SignalingSink, @unchecked Sendable {
     private var periodicJobs = PeriodicJobs(startUs: 0)
     private var jobsTimer: Scheduled<Void>?
     private var jobsTimerDueUs: Int64 = .max
+    /// Which arming of the timer is current: NIO may still run a timer cancelled in the same loop
+    /// tick (due timers are taken in a batch before they run), and a stale one must not run the
+    /// jobs and re-arm beside the current one.
+    private var jobsTimerArm = 0
     private var jobsRunning = false
     /// Set by ``shutdown()``: joins and resumes are refused from then on (`shuttingDown`), so a
     /// client rejoining quickly is not taken by a server whose media port is closing.
@@ -97,10 +101,10 @@ public final class SFU: SignalingSink, @unchecked Sendable {
     }
 
     /// The jobs wanted now: housekeeping always; transport feedback, speakers and layers while the
-    /// shard has participants; upstream NACKs while a gap is open (``SFUContext/upstreamGapsOpen``).
+    /// shard has rooms (participants); upstream NACKs while a gap is open (``SFUContext/upstreamGapsOpen``).
     private var activeJobs: PeriodicJobs.Due {
         var jobs: PeriodicJobs.Due = [.housekeeping]
-        if directory.participantCount > 0 { jobs.formUnion([.transportFeedback, .speakers, .layers]) }
+        if directory.roomCount > 0 { jobs.formUnion([.transportFeedback, .speakers, .layers]) }
         if context.upstreamGapsOpen { jobs.insert(.upstreamNacks) }
         return jobs
     }
@@ -112,11 +116,14 @@ public final class SFU: SignalingSink, @unchecked Sendable {
         if jobsTimer != nil, jobsTimerDueUs <= dueUs { return }
         jobsTimer?.cancel()
         jobsTimerDueUs = dueUs
+        jobsTimerArm &+= 1
+        let arm = jobsTimerArm
         // The timer keeps the SFU alive until ``shutdown()``.
-        jobsTimer = loop.scheduleTask(deadline: NIODeadline.uptimeNanoseconds(UInt64(max(0, dueUs)) * 1000)) { self.runJobs() }
+        jobsTimer = loop.scheduleTask(deadline: NIODeadline.uptimeNanoseconds(UInt64(max(0, dueUs)) * 1000)) { self.runJobs(arm: arm) }
     }
 
-    private func runJobs() {
+    private func runJobs(arm: Int) {
+        guard arm == jobsTimerArm else { return }  // replaced, though already taken to run
         jobsTimer = nil
         jobsTimerDueUs = .max
         guard jobsRunning else { return }

@@ -143,6 +143,8 @@ struct JanusLoadBench: AsyncParsableCommand {
             let connected = FreePort.accepts(port)
             if connected {
                 try await Task.sleep(for: .milliseconds(500))  // the rest of its start (Janus: its other transports)
+                // The port may be someone else's (taken between FreePort and the server's bind).
+                guard ProcessRunner.isRunning(pid) else { throw CLIError("\(name) exited at start") }
                 return
             }
             try await Task.sleep(for: .milliseconds(200))

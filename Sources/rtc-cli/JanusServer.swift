@@ -93,8 +93,10 @@ struct JanusServer {
                   let range = text.range(of: section.sample) else {
                 throw CLIError("janus.jcfg: no \(section.folderKey) or no sample line \(section.sample) to edit (a Janus other than Debian's 1.1.2?)")
             }
-            let modules = ((try? FileManager.default.contentsOfDirectory(atPath: String(folder))) ?? [])
-                .filter { $0.hasSuffix(".so") && $0 != section.keep }.sorted()
+            guard let listing = try? FileManager.default.contentsOfDirectory(atPath: String(folder)) else {
+                throw CLIError("janus.jcfg: cannot list \(section.folderKey) \(folder)")
+            }
+            let modules = listing.filter { $0.hasSuffix(".so") && $0 != section.keep }.sorted()
             text.replaceSubrange(range, with: modules.isEmpty ? section.sample : "disable = \"\(modules.joined(separator: ","))\"")
         }
         return text

@@ -7,17 +7,18 @@ import Glibc
 #endif
 
 /// Budgets that are deterministic enough to be tests (docs/testing.md): what the shipped binaries
-/// link, and the sharers' peak resident memory. They run on the release build `make test` makes
-/// first (`make build`: static Swift runtime, as shipped), not on the tests' debug build.
+/// link, and the sharers' peak resident memory. They run on the release build (`make release`:
+/// static Swift runtime, as shipped) that `make test` makes beside the other tests and runs these
+/// after, not on the tests' debug build.
 @Suite("Budgets: what the binaries link, the sharers' peak memory", .serialized)
 struct BudgetTests {
-    /// Where `make build` puts the release binaries.
+    /// Where `make release` puts the release binaries.
     static let release = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent(".build/release").path
 
     static func binary(_ name: String) throws -> String {
         let path = release + "/" + name
-        try #require(FileManager.default.isExecutableFile(atPath: path), "\(path) is missing: `make test` builds it first (`make build`)")
+        try #require(FileManager.default.isExecutableFile(atPath: path), "\(path) is missing: `make test` builds it before these tests (`make release`)")
         return path
     }
 

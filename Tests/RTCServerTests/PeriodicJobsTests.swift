@@ -100,7 +100,7 @@ struct PeriodicJobsTests {
         #expect(runs[PeriodicJobs.Due.housekeeping.rawValue] == 10)
     }
 
-    @Test("a gap opened at 1.234 s: the NACK job runs 20 ms later and every 20 ms while it is open, not at its stale time, and stops when it closes")
+    @Test("a gap opened at 1.234 s: the NACK job runs at its next 20 ms time (1.240 s) and every 20 ms while it is open, not at its stale time, and stops when it closes")
     func gapOpensAndCloses() {
         var jobs = PeriodicJobs(startUs: 0)
         let quiet = PeriodicJobs.all.subtracting(.upstreamNacks)
@@ -108,8 +108,12 @@ struct PeriodicJobsTests {
         // Before the resume the NACK job's time is from the start (20 ms), long gone.
         #expect(jobs.nextDueUs(active: .upstreamNacks) == 20_000)
         jobs.resume(.upstreamNacks, nowUs: 1_234_000)
-        #expect(jobs.nextDueUs(active: .upstreamNacks) == 1_254_000)
-        #expect(jobs.nextDueUs(active: PeriodicJobs.all) == 1_250_000, "the layer job's, before it")
+        #expect(jobs.nextDueUs(active: .upstreamNacks) == 1_240_000)
+        #expect(jobs.nextDueUs(active: PeriodicJobs.all) == 1_240_000)
+        // A gap opening right at a time of the grid: due then.
+        var onGrid = PeriodicJobs(startUs: 0)
+        onGrid.resume(.upstreamNacks, nowUs: 100_000)
+        #expect(onGrid.nextDueUs(active: .upstreamNacks) == 100_000)
         let open = Self.timerRuns(&jobs, fromUs: 1_234_000, untilUs: 1_634_000, active: PeriodicJobs.all)
         #expect(open.runs[PeriodicJobs.Due.upstreamNacks.rawValue] == 20)
         // Resumed again while it runs: its time stays (no run sooner than a period apart, none skipped).
