@@ -16,6 +16,7 @@ the pattern made at its own size. Everything is reported; the Swift tests judge
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 
@@ -465,6 +466,13 @@ def main():
         asyncio.run(run_raw(args))
     else:
         asyncio.run(run_pair(args))
+    # Done, the report printed: leave without the interpreter's teardown. The SDK's Rust core
+    # (livekit 1.2) can panic in a tokio worker while Python finalizes ("panic in a function that
+    # cannot unwind", seen once in a CI run after a complete report), which turns a finished run
+    # into a crash. A run that failed raised above and exits with its traceback as before.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
