@@ -96,9 +96,9 @@ struct JanusLoadBench: AsyncParsableCommand {
         }
         let medians = servers.indices.map { index in median(perRound.map { $0[index] }) }
         print("")
-        for (server, value) in zip(servers, medians) {
-            let each = perRound.map { String(format: "%.2f", $0[servers.firstIndex(of: server)!]) }.joined(separator: ", ")
-            print(String(format: "%@: median %.2f µs per forwarded packet over %d rounds (%@)", server, value, perRound.count, each))
+        for (index, server) in servers.enumerated() {
+            let each = perRound.map { String(format: "%.2f", $0[index]) }.joined(separator: ", ")
+            print(String(format: "%@: median %.2f µs per forwarded packet over %d rounds (%@)", server, medians[index], perRound.count, each))
         }
         if medians.count == 2, medians[0] > 0 {
             let ratios = perRound.map { String(format: "%.2fx", $0[1] / $0[0]) }.joined(separator: ", ")
