@@ -131,6 +131,23 @@ struct EngineComponentTests {
         }
         #expect(out == [0, 3000, 18000, 21000], "decoding resumes at the keyframe")
         #expect(!buffer.waitingForKeyframe)
+        #expect(buffer.framesDropped == 4, "the frame with the loss and the three behind it")
+    }
+
+    @Test("a keyframe that completes behind a gap is handed out at once; the frames it jumps over count as dropped, each once")
+    func jitterKeyframeJumpsGap() {
+        let frames = Self.packets(frames: 6, keyframes: [0, 5])
+        var buffer = VideoJitterBuffer(maxGapWaitUs: 1_000_000)
+        let lost = frames[2][1].header.sequenceNumber
+        var out: [UInt32] = []
+        var now: Int64 = 0
+        for packet in frames.joined() where packet.header.sequenceNumber != lost {
+            now += 1000
+            out += buffer.insert(packet, nowUs: now).frames.map(\.rtpTimestamp)
+        }
+        #expect(out == [0, 3000, 15000])
+        #expect(buffer.framesDropped == 3, "frame 2 (incomplete), 3 and 4 (complete, behind it)")
+        #expect(buffer.missing.isEmpty)
     }
 
     @Test("a stream that starts without a keyframe asks for one and hands nothing out until it comes")

@@ -25,6 +25,7 @@ struct ResilienceTests {
                                                     group: MultiThreadedEventLoopGroup.singleton)
         server.app.sfu.port.announcedAddress = proxy.address
         let viewer = server.engine()
+        let viewerEvents = EventLog(viewer)
         let decoded = NIOLockedValueBox<[Int64]>([])
         viewer.setRemoteVideoSink { frame in
             guard frame.uid == "1001_sub" else { return }
@@ -61,10 +62,20 @@ struct ResilienceTests {
         let ratio = Double(window.count) / Double(max(1, sent))
         let counters = try await server.app.sfu.counterSnapshot.get()
         let proxyStats = proxy.statistics
+        // The viewer's own account of the share (its last 2 s report): what it gave up and asked for.
+        let received = viewerEvents.all.reversed().lazy.compactMap { event -> RemoteTrackStats? in
+            guard case .rtcStats(let stats) = event else { return nil }
+            return stats.remote.first { $0.uid == "1001_sub" && $0.kind == .video }
+        }.first
+        print("lossy share viewer: " + (received.map {
+            "\($0.framesDecoded) decoded, \($0.framesDropped) dropped, \($0.decodeFailures) decode failures, "
+                + "\($0.keyframeRequests) keyframe requests, \($0.nacksSent) NACKed, \($0.packetsLost) lost"
+        } ?? "no report"))
         print("lossy share: \(window.count) decoded of \(sent) sent (\(String(format: "%.2f", ratio * 100)) %), longest gap "
             + "\(String(format: "%.0f", gaps.max() ?? 0)) ms; proxy dropped \(proxyStats.upDropped)/\(proxyStats.up) up, "
             + "\(proxyStats.downDropped)/\(proxyStats.down) down; SFU NACKs in \(counters.nacksReceived), up \(counters.nacksSent), "
-            + "retransmitted \(counters.retransmissions), keyframe requests \(counters.keyframeRequestsForwarded)")
+            + "retransmitted \(counters.retransmissions) (skipped \(counters.retransmissionsSkipped)), keyframe requests "
+            + "\(counters.keyframeRequestsForwarded), layer switches down \(counters.layerSwitchesDown) up \(counters.layerSwitchesUp)")
         #expect(ratio >= 0.95, "\(window.count) of \(sent) frames decoded")
         #expect((gaps.max() ?? 10_000) < 2000, "longest freeze \(gaps.max() ?? -1) ms")
         // The server asked the publisher again for what the upstream loss took (its 20 ms NACK job

@@ -347,6 +347,13 @@ public struct RemoteTrackStats: Sendable, Hashable {
     public var jitterMs: Double
     public var roundTripTimeMs: Double?
     public var framesDecoded: Int
+    /// Video: frames given up on (a loss not repaired in time, or frames that could not be decoded
+    /// until a keyframe came), frames the decoder refused, keyframe requests (PLI) and sequence
+    /// numbers asked for again (NACK) sent to the server, since the track started.
+    public var framesDropped: Int = 0
+    public var decodeFailures: Int = 0
+    public var keyframeRequests: Int = 0
+    public var nacksSent: Int = 0
     public var width: Int
     public var height: Int
     /// Layered video: the simulcast layer the server sends (its stream id) and why (request,

@@ -79,6 +79,12 @@ final class ReceiverState: Sendable {
         var statistics: ReceptionStatistics
         var bytesReceived = 0
         var framesDecoded = 0
+        /// Video: frames the jitter buffer gave up on (a gap not repaired in time, or waiting for a
+        /// keyframe), frames the decoder refused, keyframe requests and NACKed sequence numbers sent.
+        var framesDropped = 0
+        var decodeFailures = 0
+        var keyframeRequests = 0
+        var nacksSent = 0
         var width = 0
         var height = 0
         var senderClock: SenderClock?
@@ -148,6 +154,7 @@ final class RemoteVideoReceiver: @unchecked Sendable {
     private var decoder: VP8Decoder?
     private var rotation: VideoRotation = .none
     private var decodedAny = false
+    private var framesDropped = 0
 
     /// The id the subscriber offer gives the video-orientation extension (nil: not negotiated).
     private let orientationExtensionID: UInt8?
@@ -159,8 +166,7 @@ final class RemoteVideoReceiver: @unchecked Sendable {
         self.outputs = outputs
         thread = MediaThread(name: "video-recv-\(ssrc)", tickIntervalUs: 10_000) { [unowned self] in
             let now = MediaClock.monotonicUs()
-            let lost = self.nack.due(nowUs: now)
-            if !lost.isEmpty { self.outputs.sendNack(self.state.ssrc, lost) }
+            self.sendNacks(self.nack.due(nowUs: now))
             self.apply(self.jitter.tick(nowUs: now))
         }
     }
@@ -175,8 +181,7 @@ final class RemoteVideoReceiver: @unchecked Sendable {
             }
             let now = MediaClock.monotonicUs()
             nack.received(packet.header.sequenceNumber, nowUs: now)
-            let lost = nack.due(nowUs: now)
-            if !lost.isEmpty { outputs.sendNack(state.ssrc, lost) }
+            sendNacks(nack.due(nowUs: now))
             apply(jitter.insert(packet, nowUs: now))
         }
     }
@@ -193,8 +198,20 @@ final class RemoteVideoReceiver: @unchecked Sendable {
 
     func stop() { thread.stop() }
 
+    private func sendNacks(_ lost: [UInt16]) {
+        guard !lost.isEmpty else { return }
+        outputs.sendNack(state.ssrc, lost)
+        state.counters.withLock { $0.nacksSent += lost.count }
+    }
+
     private func apply(_ output: VideoJitterBuffer.Output) {
+        // The jitter buffer's counts reach the stats when they change (rarely: not per packet).
+        if jitter.framesDropped != framesDropped {
+            framesDropped = jitter.framesDropped
+            state.counters.withLock { $0.framesDropped = framesDropped }
+        }
         if output.requestKeyframe {
+            state.counters.withLock { $0.keyframeRequests += 1 }
             outputs.requestKeyframe(state.ssrc)
             // What the jitter buffer gave up on is not worth asking for any more.
             if let oldest = jitter.firstMissing { nack.drop(before: oldest) } else { nack = NackGenerator(roundTrip: nack.roundTripUs) }
@@ -223,6 +240,7 @@ final class RemoteVideoReceiver: @unchecked Sendable {
             outputs.video(RemoteVideoFrame(uid: info.uid, trackSid: info.trackSid, source: info.source, frame: frame,
                                            rtpTimestamp: assembled.rtpTimestamp))
         } catch {
+            state.counters.withLock { $0.decodeFailures += 1 }
             apply(jitter.decoderFailed(nowUs: MediaClock.monotonicUs()))
         }
     }

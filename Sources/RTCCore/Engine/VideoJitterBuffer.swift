@@ -29,8 +29,10 @@ public struct VideoJitterBuffer: Sendable {
     /// True until a keyframe is handed out (at the start and after an unrecoverable gap).
     public private(set) var waitingForKeyframe = true
     public private(set) var framesHandedOut = 0
-    /// Frames given up on: skipped over by a gap, or not decodable while waiting for a keyframe.
+    /// Frames complete but not decodable while waiting for a keyframe, and frames the decoder refused.
     public private(set) var framesDiscarded = 0
+    /// Every frame given up on: those, and those skipped over at a gap (lost or incomplete).
+    public var framesDropped: Int { framesDiscarded + assembler.framesDropped }
     public private(set) var keyframeRequests = 0
 
     public init(maxGapWaitUs: Int64 = 150_000, keyframeRequestIntervalUs: Int64 = 300_000) {
@@ -77,6 +79,7 @@ public struct VideoJitterBuffer: Sendable {
     /// The decoder failed on a frame: only a keyframe can help.
     public mutating func decoderFailed(nowUs: Int64) -> Output {
         var output = Output()
+        framesDiscarded += 1
         lostReference(nowUs: nowUs, into: &output)
         return output
     }
@@ -94,7 +97,6 @@ public struct VideoJitterBuffer: Sendable {
     }
 
     private mutating func lostReference(nowUs: Int64, into output: inout Output) {
-        framesDiscarded += 1
         waitingForKeyframe = true
         requestKeyframe(nowUs: nowUs, into: &output)
     }

@@ -216,7 +216,7 @@ public struct VP8FrameAssembler: Sendable {
     private var fragments: [UInt16: Fragment] = [:]
     /// The sequence number after the last packet of the last frame given out.
     private var nextExpected: UInt16?
-    /// Frames given up on because a later frame completed first.
+    /// Frames given up on because a later frame completed first (or the gap before it was given up).
     public private(set) var framesDropped = 0
     /// Most packets held while waiting; older ones are dropped beyond it.
     public let capacity: Int
@@ -298,12 +298,16 @@ public struct VP8FrameAssembler: Sendable {
         return collect()
     }
 
+    /// Drops what is held before `first`: a frame for each timestamp among it (one at least, the
+    /// frame the gap belongs to when none of its packets came).
     private mutating func skip(to first: UInt16) {
         guard let nextExpected else { return }
-        for sequence in fragments.keys where (sequence &- nextExpected) < (first &- nextExpected) {
+        var timestamps: Set<UInt32> = []
+        for (sequence, fragment) in fragments where (sequence &- nextExpected) < (first &- nextExpected) {
+            timestamps.insert(fragment.timestamp)
             fragments[sequence] = nil
         }
-        framesDropped += 1
+        framesDropped += max(1, timestamps.count)
     }
 
     /// The earliest (by sequence) start-to-marker run with no gaps and one timestamp whose first
