@@ -188,7 +188,7 @@ let package = Package(
         .testTarget(
             name: "RTCServerTests",
             dependencies: [
-                "RTCServer", "RedisWire", "RTCFuzzHarness", "RTCConventions", "RTCTransport", "Signaling", "LiveKitProtocol", "TestKit", "CMemory", "TLSStream",
+                "RTCServer", "RedisWire", "RTCFuzzHarness", "RTCConventions", "RTCTransport", "Signaling", "LiveKitProtocol", "TestKit", "CMemory", "TLSStream", "NetSim",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), "RTCTestSupport",
             ]),

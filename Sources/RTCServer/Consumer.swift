@@ -97,6 +97,8 @@ final class Consumer: @unchecked Sendable {
                 missing += 1
                 continue
             }
+            // A late packet left out (an upper temporal layer): its number is repaired with padding.
+            if subscription.rewriter.isFiller(sequence) { packet = RTPPacket.filler(packet.header) }
             guard subscriber.downstream.mayRetransmit(bytes: packet.payload.readableBytes + 30, nowUs: nowUs) else {
                 context.counters.retransmissionsSkipped += 1
                 skippedBudget += 1

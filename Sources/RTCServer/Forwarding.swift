@@ -7,15 +7,26 @@ import RTCTransport
 /// layer switch, at a keyframe) the offsets are re-based so the output goes on without a jump
 /// (``switchSource(to:header:pictureID:tl0:nowUs:clockRate:)``); the earlier sources are kept as
 /// segments, so a NACK for a packet sent before the switch still finds its original.
+///
+/// Packets left out (upper temporal layers, a layer being shed) take no sequence number: each
+/// drop starts a segment one lower from the next input on. The placement is by input, so a packet
+/// that arrives late (a repair from the publisher, after later ones went out) gets the number its
+/// place in the stream had, not the next one: given the next one, it would take a number already
+/// sent, and a receiver that assembles frames by sequence would hold a frame that never completes.
 struct StreamRewriter {
-    /// One source's stretch of the output: from `firstOutput` on, output = input + offsets.
+    /// One source's stretch of the output: from input `firstInput` (output `firstOutput`) on,
+    /// output = input + offsets.
     struct Segment {
         var layer: Int
         var firstOutput: UInt16
+        var firstInput: UInt16
         var sequenceOffset: UInt16
         var timestampOffset: UInt32
         var pictureIDOffset: UInt16
         var tl0Offset: UInt8
+        /// The first segment of a source (the first packet forwarded, or a switch): inputs before
+        /// its `firstInput` belong to no output.
+        var startsSource: Bool
     }
 
     let outputSSRC: UInt32
@@ -25,18 +36,22 @@ struct StreamRewriter {
     private(set) var lastOutputUs: Int64?
     private(set) var lastPictureID: UInt16?
     private(set) var lastTL0: UInt8?
-    /// Packets left out since the last one sent (temporal layers dropped for this subscriber): the
-    /// next packet sent closes the gap in a new segment.
-    private var dropped: UInt16 = 0
-    /// Enough for NACKs over a few seconds of dropped upper-layer frames (one segment per gap).
+    /// The newest input of the current source placed (sent or left out); nil before its first.
+    private var highestInput: UInt16?
+    /// Output numbers of late packets left out (``drop(input:)``): holes a receiver asks for, to
+    /// be answered with padding, never with the packet. The last ``maxFillers``.
+    private var fillers: [UInt16] = []
+    /// Enough for NACKs over a few seconds of dropped upper-layer frames (one segment per run of drops).
     static let maxSegments = 64
+    static let maxFillers = 64
 
     init(outputSSRC: UInt32, layer: Int = 0) {
         self.outputSSRC = outputSSRC
         var random = SystemRandomNumberGenerator()
-        segments = [Segment(layer: layer, firstOutput: 0, sequenceOffset: UInt16.random(in: 0...UInt16.max, using: &random),
+        segments = [Segment(layer: layer, firstOutput: 0, firstInput: 0, sequenceOffset: UInt16.random(in: 0...UInt16.max, using: &random),
                             timestampOffset: UInt32.random(in: 0...UInt32.max, using: &random),
-                            pictureIDOffset: UInt16.random(in: 0...0x7FFF, using: &random), tl0Offset: UInt8.random(in: 0...255, using: &random))]
+                            pictureIDOffset: UInt16.random(in: 0...0x7FFF, using: &random), tl0Offset: UInt8.random(in: 0...255, using: &random),
+                            startsSource: true)]
     }
 
     private var current: Segment { segments[segments.count - 1] }
@@ -45,23 +60,98 @@ struct StreamRewriter {
     /// The layer the current segment forwards.
     var layer: Int { current.layer }
 
-    /// Leaves a packet of the current source out of the output without a gap in its sequence numbers.
-    mutating func drop() { dropped &+= 1 }
+    /// Whether packet `input` of the current source comes after one placed already (a repair).
+    func isLate(_ input: UInt16) -> Bool { !isNext(input) }
 
-    mutating func rewrite(_ header: inout RTPHeader, nowUs: Int64? = nil) {
-        if dropped > 0, let lastOutput {
-            var segment = current
-            segment.firstOutput = lastOutput.sequence &+ 1
-            segment.sequenceOffset = current.sequenceOffset &- dropped
-            segments.append(segment)
-            if segments.count > Self.maxSegments { segments.removeFirst() }
-            dropped = 0
+    /// Whether `input` comes after every input of the current source placed so far (the first does).
+    private func isNext(_ input: UInt16) -> Bool {
+        guard let highestInput else { return true }
+        let ahead = input &- highestInput
+        return ahead != 0 && ahead < 0x8000
+    }
+
+    /// The first input of a source fixes its first segment.
+    private mutating func place(_ input: UInt16) {
+        if highestInput == nil {
+            segments[segments.count - 1].firstInput = input
+            segments[segments.count - 1].firstOutput = input &+ current.sequenceOffset
+            segments[segments.count - 1].startsSource = true
+        }
+        highestInput = input
+    }
+
+    private mutating func append(_ segment: Segment) {
+        segments.append(segment)
+        if segments.count > Self.maxSegments { segments.removeFirst() }
+    }
+
+    /// The segment of the current source an earlier input was placed in; nil when it comes from
+    /// before the source began (or before the segments kept).
+    private func segment(ofInput input: UInt16) -> Segment? {
+        guard let highestInput else { return nil }
+        for segment in segments.reversed() {
+            // Serial order, relative to the newest input: `firstInput` at or before `input` (a
+            // segment begun by a drop starts after the newest input, and holds no earlier one).
+            let back = highestInput &- segment.firstInput
+            if back < 0x8000, back >= highestInput &- input { return segment }
+            if segment.startsSource { return nil }
+        }
+        return nil
+    }
+
+    /// Leaves packet `input` of the current source out. In order, it takes no sequence number (the
+    /// outputs after it move one down). Late, its number was kept for it: returns that number, a
+    /// hole the caller may fill with padding (nil when the packet is from before the source began).
+    @discardableResult
+    mutating func drop(input: UInt16) -> UInt16? {
+        guard isNext(input) else {
+            guard let segment = segment(ofInput: input) else { return nil }
+            let output = input &+ segment.sequenceOffset
+            fillers.append(output)
+            if fillers.count > Self.maxFillers { fillers.removeFirst() }
+            return output
+        }
+        let wasStarted = highestInput != nil
+        place(input)
+        var segment = current
+        if wasStarted, segment.firstInput == input, !segment.startsSource {
+            // The run of drops goes on (nothing placed in this segment yet): it moves one on.
+            segments[segments.count - 1].firstInput = input &+ 1
+            segments[segments.count - 1].sequenceOffset = segment.sequenceOffset &- 1
+            return nil
+        }
+        segment.firstOutput = input &+ segment.sequenceOffset
+        segment.firstInput = input &+ 1
+        segment.sequenceOffset &-= 1
+        segment.startsSource = false
+        append(segment)
+        return nil
+    }
+
+    /// Whether output `output` is a hole left by a late packet that was not sent (``drop(input:)``).
+    func isFiller(_ output: UInt16) -> Bool { fillers.contains(output) }
+
+    /// Rewrites a packet of the current source. Returns false when it must not be sent: a late
+    /// packet from before the source began (its place in the output belongs to another source).
+    @discardableResult
+    mutating func rewrite(_ header: inout RTPHeader, nowUs: Int64? = nil) -> Bool {
+        let input = header.sequenceNumber
+        let placed: Segment
+        if isNext(input) {
+            place(input)
+            placed = current
+        } else {
+            guard let found = segment(ofInput: input) else { return false }
+            placed = found
         }
         header.ssrc = outputSSRC
-        header.sequenceNumber &+= current.sequenceOffset
-        header.timestamp &+= current.timestampOffset
-        lastOutput = (header.sequenceNumber, header.timestamp)
-        if let nowUs { lastOutputUs = nowUs }
+        header.sequenceNumber &+= placed.sequenceOffset
+        header.timestamp &+= placed.timestampOffset
+        if lastOutput.map({ (header.sequenceNumber &- $0.sequence) &- 1 < 0x7FFF }) ?? true {
+            lastOutput = (header.sequenceNumber, header.timestamp)
+            if let nowUs { lastOutputUs = nowUs }
+        }
+        return true
     }
 
     /// The output picture id and TL0PICIDX of a VP8 packet of the current source (nil: none in it).
@@ -79,6 +169,7 @@ struct StreamRewriter {
     mutating func switchSource(to layer: Int, header: RTPHeader, pictureID: UInt16?, tl0: UInt8?, nowUs: Int64, clockRate: Int) {
         guard let lastOutput else {
             segments[segments.count - 1].layer = layer
+            highestInput = nil
             return
         }
         let elapsedUs = max(0, nowUs - (lastOutputUs ?? nowUs))
@@ -86,13 +177,15 @@ struct StreamRewriter {
         var segment = current
         segment.layer = layer
         segment.firstOutput = lastOutput.sequence &+ 1
+        segment.firstInput = header.sequenceNumber
         segment.sequenceOffset = (lastOutput.sequence &+ 1) &- header.sequenceNumber
         segment.timestampOffset = (lastOutput.timestamp &+ step) &- header.timestamp
+        segment.startsSource = true
         if let pictureID, let last = lastPictureID { segment.pictureIDOffset = (last &+ 1 &- pictureID) & 0x7FFF }
         if let tl0, let last = lastTL0 { segment.tl0Offset = last &+ 1 &- tl0 }
-        dropped = 0
-        segments.append(segment)
-        if segments.count > Self.maxSegments { segments.removeFirst() }
+        append(segment)
+        // The switch packet is the source's first: what came before it of this layer is not sent.
+        highestInput = header.sequenceNumber &- 1
     }
 
     /// The publisher's sender report as this subscriber's stream: its SSRC and the RTP timestamp on

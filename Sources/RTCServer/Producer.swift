@@ -153,7 +153,9 @@ final class Producer: @unchecked Sendable {
             let subscriber = subscription.subscriber
             guard let session = subscriber.subscriber else { continue }
             if let temporal {
-                if temporal.startsFrame {
+                // A late packet (a repair) is placed where it belongs; only the stream's own next
+                // frame start may change what is forwarded.
+                if temporal.startsFrame, !subscription.rewriter.isLate(original.sequenceNumber) {
                     let cap: UInt8? = subscription.wantsBaseLayerOnly ? 0 : nil
                     if cap != subscription.maxTemporalLayer {
                         subscription.maxTemporalLayer = cap
@@ -162,13 +164,16 @@ final class Producer: @unchecked Sendable {
                     }
                 }
                 if let cap = subscription.maxTemporalLayer, temporal.layer > cap {
-                    subscription.rewriter.drop()
+                    if let hole = subscription.rewriter.drop(input: original.sequenceNumber) {
+                        sendFiller(hole, like: original, sequenceAt: sequenceAt, on: subscription, of: subscriber, session: session, nowUs: arrivalUs)
+                        wrote = true
+                    }
                     continue
                 }
             }
             packet.header = original
             let legSequenceAt = Self.renumber(&packet.header, for: subscriber, sequenceAt: sequenceAt)
-            subscription.rewriter.rewrite(&packet.header)
+            guard subscription.rewriter.rewrite(&packet.header) else { continue }
             var out = context.port.buffer(minimumCapacity: packet.serializedSize + SRTPProfile.maxTrailer)
             packet.write(to: &out)
             emit(&out, payloadBytes: packet.payload.readableBytes, on: subscription, of: subscriber, session: session, at: legSequenceAt, nowUs: arrivalUs)
@@ -215,12 +220,15 @@ final class Producer: @unchecked Sendable {
                 context.logger.debug("layer switch", metadata: ["uid": "\(subscription.subscriber.uid)", "layer": "\(layer)", "atMs": "\(arrivalUs / 1000)"])
                 subscription.announceLayer()
             } else if subscription.shedsCurrentLayer {
-                subscription.rewriter.drop()
+                if let hole = subscription.rewriter.drop(input: original.sequenceNumber) {
+                    sendFiller(hole, like: original, sequenceAt: sequenceAt, on: subscription, of: subscriber, session: session, nowUs: arrivalUs)
+                    wrote = true
+                }
                 continue
             }
             packet.header = original
             let legSequenceAt = Self.renumber(&packet.header, for: subscriber, sequenceAt: sequenceAt)
-            subscription.rewriter.rewrite(&packet.header, nowUs: arrivalUs)
+            guard subscription.rewriter.rewrite(&packet.header, nowUs: arrivalUs) else { continue }
             let vp8 = subscription.rewriter.rewriteVP8(pictureID: inputPicture, tl0: inputTL0)
             var out = context.port.buffer(minimumCapacity: packet.serializedSize + SRTPProfile.maxTrailer)
             packet.write(to: &out)
@@ -294,6 +302,24 @@ final class Producer: @unchecked Sendable {
 
     /// Counts a rewritten packet for its subscription, stamps the leg's transport-wide number and
     /// queues it (the caller flushes once for all legs).
+    /// Fills output number `hole` of `subscription` with a padding-only packet (RFC 3550 §5.1):
+    /// the late packet that had that place was left out, and a receiver that assembles frames in
+    /// sequence must not wait for it (repairs of it are padding too, ``StreamRewriter/isFiller(_:)``).
+    private func sendFiller(_ hole: UInt16, like original: RTPHeader, sequenceAt: (id: UInt8, offset: Int)?, on subscription: Subscription,
+                            of subscriber: Participant, session: MediaSession, nowUs: Int64) {
+        var header = original
+        let legSequenceAt = Self.renumber(&header, for: subscriber, sequenceAt: sequenceAt)
+        header.ssrc = subscription.rewriter.outputSSRC
+        header.sequenceNumber = hole
+        header.timestamp &+= subscription.rewriter.timestampOffset
+        header.marker = false
+        let filler = RTPPacket.filler(header)
+        var out = context.port.buffer(minimumCapacity: filler.serializedSize + SRTPProfile.maxTrailer)
+        filler.write(to: &out)
+        context.counters.fillersSent += 1
+        emit(&out, payloadBytes: 0, on: subscription, of: subscriber, session: session, at: legSequenceAt, nowUs: nowUs)
+    }
+
     private func emit(_ out: inout ByteBuffer, payloadBytes: Int, on subscription: Subscription, of subscriber: Participant, session: MediaSession,
                       at sequenceAt: (id: UInt8, offset: Int)?, nowUs: Int64) {
         subscription.packetsForwarded += 1

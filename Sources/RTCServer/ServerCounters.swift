@@ -24,6 +24,8 @@ public struct ServerCounters: Sendable, Hashable {
     public var rtxRepairs = 0
     public var rtxDropped = 0
     public var keyframeRequestsForwarded = 0
+    /// Padding-only packets sent in the place of late packets left out for a subscriber.
+    public var fillersSent = 0
     public var keyframeRequestsThrottled = 0
     public var signalingErrors = 0
     /// Requests refused at a `ServerLimits` bound or by a grant, by what was refused.
@@ -78,6 +80,7 @@ public struct ServerCounters: Sendable, Hashable {
         rtxRepairs += other.rtxRepairs
         rtxDropped += other.rtxDropped
         keyframeRequestsForwarded += other.keyframeRequestsForwarded
+        fillersSent += other.fillersSent
         keyframeRequestsThrottled += other.keyframeRequestsThrottled
         signalingErrors += other.signalingErrors
         limitRefusals += other.limitRefusals

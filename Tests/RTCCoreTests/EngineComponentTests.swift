@@ -150,6 +150,42 @@ struct EngineComponentTests {
         #expect(buffer.missing.isEmpty)
     }
 
+    @Test("a padding-only packet fills its number: the frame after it goes out without waiting, and nothing is asked for it")
+    func jitterFiller() {
+        var frames = Self.packets(frames: 3)
+        // An SFU left out a packet between frames 0 and 1 and fills its number with padding.
+        let hole = frames[1][0].header.sequenceNumber
+        for index in 1..<3 { for packet in frames[index].indices { frames[index][packet].header.sequenceNumber &+= 1 } }
+        var buffer = VideoJitterBuffer(maxGapWaitUs: 100_000)
+        var out: [UInt32] = []
+        for packet in frames[0] + frames[1] { out += buffer.insert(packet, nowUs: 1000).frames.map(\.rtpTimestamp) }
+        #expect(out == [0] && buffer.missing == [hole])
+        var header = frames[0][0].header
+        header.sequenceNumber = hole
+        out += buffer.insert(RTPPacket.filler(header), nowUs: 2000).frames.map(\.rtpTimestamp)
+        #expect(out == [0, 3000] && buffer.missing.isEmpty)
+        for packet in frames[2] { out += buffer.insert(packet, nowUs: 3000).frames.map(\.rtpTimestamp) }
+        #expect(out == [0, 3000, 6000] && buffer.framesDropped == 0)
+        #expect(!buffer.tick(nowUs: 500_000).requestKeyframe)
+    }
+
+    @Test("frames held behind packets that form no frame, with nothing missing, are given up after the wait with a keyframe request: no stall without one")
+    func jitterBlockedWithoutGap() {
+        let frames = Self.packets(frames: 4)
+        var buffer = VideoJitterBuffer(maxGapWaitUs: 100_000)
+        var out: [UInt32] = []
+        // Frame 1's first packet's number is filled with padding: its other packets start no frame.
+        let header = frames[1][0].header
+        for packet in frames[0] { out += buffer.insert(packet, nowUs: 1000).frames.map(\.rtpTimestamp) }
+        out += buffer.insert(RTPPacket.filler(header), nowUs: 1000).frames.map(\.rtpTimestamp)
+        for packet in (frames[1].dropFirst() + frames[2] + frames[3]) { out += buffer.insert(packet, nowUs: 2000).frames.map(\.rtpTimestamp) }
+        #expect(out == [0] && buffer.missing.isEmpty, "held, with nothing to ask for")
+        #expect(!buffer.tick(nowUs: 50_000).requestKeyframe)
+        let late = buffer.tick(nowUs: 120_000)
+        #expect(late.requestKeyframe, "blocked past the wait: given up")
+        #expect(buffer.waitingForKeyframe && buffer.framesDropped == 3, "frame 1 skipped, 2 and 3 not decodable without a keyframe")
+    }
+
     @Test("a stream that starts without a keyframe asks for one and hands nothing out until it comes")
     func jitterStartsMidStream() {
         let frames = Self.packets(frames: 5, keyframes: [4])

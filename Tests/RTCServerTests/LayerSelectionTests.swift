@@ -1,4 +1,5 @@
 import NIOCore
+import NetSim
 @testable import RTCServer
 import RTCTransport
 import Signaling
@@ -125,7 +126,8 @@ struct LayerSelectionTests {
         // Inputs 10...19: the odd ones (an upper temporal layer) are left out.
         for input in UInt16(10)...19 {
             if input % 2 == 1 {
-                rewriter.drop()
+                let hole = rewriter.drop(input: input)
+                #expect(hole == nil, "in order: no number kept for it")
                 continue
             }
             var header = RTPHeader(payloadType: 96, sequenceNumber: input, timestamp: UInt32(input) * 6000, ssrc: 1)
@@ -134,6 +136,83 @@ struct LayerSelectionTests {
         }
         #expect(zip(sent, sent.dropFirst()).allSatisfy { $1.output == $0.output &+ 1 }, "one sequence number per packet sent")
         #expect(sent.allSatisfy { rewriter.source(of: $0.output) == (0, $0.input) }, "every output maps back to its input")
+    }
+
+    /// Packets of two temporal layers (odd inputs the upper one, left out), some of them late
+    /// (repairs after later ones went out), over a sequence wrap.
+    @Test("late packets are placed by their input: the base layer's at the number kept for them, the upper layer's leave a hole for padding; no number is given twice, none is skipped",
+          arguments: [(seed: 1 as UInt64, lateShare: 0.1), (2, 0.3), (3, 0.5)])
+    func latePlacement(seed: UInt64, lateShare: Double) {
+        var random = SeededRandom(seed: seed)
+        let inputs = (0..<300).map { UInt16(65_400) &+ UInt16($0) }
+        // Arrival order: a late packet arrives 1-20 places after its turn (the first is never late).
+        var arrivals = inputs.enumerated().map { (order: Double($0.offset), input: $0.element) }
+        for index in 1..<arrivals.count where Double.random(in: 0..<1, using: &random) < lateShare {
+            arrivals[index].order += Double(Int.random(in: 1...20, using: &random)) + 0.5
+        }
+        arrivals.sort { $0.order < $1.order }
+        var rewriter = StreamRewriter(outputSSRC: 5)
+        var sent: [UInt16: UInt16] = [:], holes: [UInt16: UInt16] = [:]  // output: input
+        var lastSentOutput: UInt16?
+        var inOrderSent: [UInt16] = []
+        for (_, input) in arrivals {
+            let late = rewriter.isLate(input)
+            if input % 2 == 1 {
+                let hole = rewriter.drop(input: input)
+                #expect((hole != nil) == late, "a hole only for a late packet: \(input)")
+                if let hole {
+                    #expect(sent[hole] == nil && holes[hole] == nil, "hole \(hole) taken")
+                    #expect(rewriter.isFiller(hole) && rewriter.source(of: hole).sequence == input)
+                    holes[hole] = input
+                }
+                continue
+            }
+            var header = RTPHeader(payloadType: 96, sequenceNumber: input, timestamp: UInt32(input) * 3000, ssrc: 1)
+            let placed = rewriter.rewrite(&header)
+            #expect(placed)
+            let output = header.sequenceNumber
+            #expect(sent[output] == nil && holes[output] == nil, "output \(output) given twice (input \(input))")
+            #expect(rewriter.source(of: output).sequence == input, "a NACK for \(output) finds input \(input)")
+            sent[output] = input
+            if !late {
+                if let lastSentOutput { #expect((output &- lastSentOutput) &- 1 < 0x8000, "in order: forward") }
+                lastSentOutput = output
+                inOrderSent.append(output)
+            }
+        }
+        // Every base-layer packet went out; the numbers used are one run, in the inputs' order.
+        #expect(sent.count == 150)
+        let all = sent.merging(holes) { first, _ in first }
+        let byInput = all.sorted { ($0.value &- inputs[0]) < ($1.value &- inputs[0]) }
+        let outputs = byInput.map(\.key)
+        #expect(zip(outputs, outputs.dropFirst()).allSatisfy { $1 == $0 &+ 1 }, "one run of numbers in input order")
+    }
+
+    @Test("a late packet from before the source began is not sent; a switch's segment holds nothing of the old layer")
+    func lateBeforeSource() {
+        var rewriter = StreamRewriter(outputSSRC: 3)
+        var header = RTPHeader(payloadType: 96, sequenceNumber: 500, timestamp: 0, ssrc: 1)
+        let first = rewriter.rewrite(&header)
+        var early = RTPHeader(payloadType: 96, sequenceNumber: 499, timestamp: 0, ssrc: 1)
+        let earlySent = rewriter.rewrite(&early)
+        let earlyHole = rewriter.drop(input: 498)
+        #expect(first && !earlySent, "before the first packet forwarded")
+        #expect(earlyHole == nil)
+        // Switch to another layer at its keyframe (input 9000): a late 8999 of that layer is not sent.
+        rewriter.switchSource(to: 1, header: RTPHeader(payloadType: 96, sequenceNumber: 9000, timestamp: 0, ssrc: 2),
+                              pictureID: nil, tl0: nil, nowUs: 0, clockRate: 90000)
+        var keyframe = RTPHeader(payloadType: 96, sequenceNumber: 9000, timestamp: 0, ssrc: 2)
+        let keyframeSent = rewriter.rewrite(&keyframe)
+        #expect(keyframeSent && keyframe.sequenceNumber == header.sequenceNumber &+ 1)
+        var before = RTPHeader(payloadType: 96, sequenceNumber: 8999, timestamp: 0, ssrc: 2)
+        let beforeSent = rewriter.rewrite(&before)
+        #expect(!beforeSent)
+        var next = RTPHeader(payloadType: 96, sequenceNumber: 9002, timestamp: 0, ssrc: 2)
+        let nextSent = rewriter.rewrite(&next)
+        #expect(nextSent && next.sequenceNumber == keyframe.sequenceNumber &+ 2)
+        var late = RTPHeader(payloadType: 96, sequenceNumber: 9001, timestamp: 0, ssrc: 2)
+        let lateSent = rewriter.rewrite(&late)
+        #expect(lateSent && late.sequenceNumber == keyframe.sequenceNumber &+ 1)
     }
 
     @Test("VP8 descriptor layout: picture id and TL0PICIDX offsets, keyframe size; short or bad payloads give nil, never a trap",

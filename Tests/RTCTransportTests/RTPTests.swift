@@ -115,6 +115,17 @@ struct RTPTests {
         #expect(restored == original)
     }
 
+    @Test("RFC 4588: a padding-only packet (a filled number) is sent again as its OSN and padding, and unwraps to a padding-only packet")
+    func rtxFiller() throws {
+        let filler = RTPPacket.filler(RTPHeader(marker: true, payloadType: 96, sequenceNumber: 4242, timestamp: 90, ssrc: 0x1234))
+        #expect(filler.payload.readableBytes == 0 && filler.paddingLength > 0 && !filler.header.marker)
+        let rtx = RTXPacket.wrap(filler, ssrc: 0xAA, payloadType: 97, sequenceNumber: 1)
+        let wire = try RTPPacket(parsing: rtx.serialized)
+        #expect(bytes(wire.payload) == [0x10, 0x92] && wire.paddingLength == filler.paddingLength)
+        let restored = try #require(try RTXPacket.unwrap(wire, ssrc: 0x1234, payloadType: 96))
+        #expect(restored == (try RTPPacket(parsing: filler.serialized)))
+    }
+
     @Test("RTX payloads: padding only is no packet, one byte is an error", arguments: [
         ("padding only", "a0 61 0009 00000000 00000002 00 00 03", nil),
         ("OSN only", "80 61 0009 00000000 00000002 12 34", 0x1234),

@@ -75,7 +75,7 @@ struct ResilienceTests {
             + "\(String(format: "%.0f", gaps.max() ?? 0)) ms; proxy dropped \(proxyStats.upDropped)/\(proxyStats.up) up, "
             + "\(proxyStats.downDropped)/\(proxyStats.down) down; SFU NACKs in \(counters.nacksReceived), up \(counters.nacksSent), "
             + "retransmitted \(counters.retransmissions) (skipped \(counters.retransmissionsSkipped)), keyframe requests "
-            + "\(counters.keyframeRequestsForwarded), layer switches down \(counters.layerSwitchesDown) up \(counters.layerSwitchesUp)")
+            + "\(counters.keyframeRequestsForwarded), layer switches down \(counters.layerSwitchesDown) up \(counters.layerSwitchesUp), padding fillers \(counters.fillersSent)")
         #expect(ratio >= 0.95, "\(window.count) of \(sent) frames decoded")
         #expect((gaps.max() ?? 10_000) < 2000, "longest freeze \(gaps.max() ?? -1) ms")
         // The server asked the publisher again for what the upstream loss took (its 20 ms NACK job
@@ -83,6 +83,66 @@ struct ResilienceTests {
         #expect(counters.nacksSent > 0, "no upstream NACK with \(proxyStats.upDropped) packets dropped on the way in")
         await session.stop()
         await owner.leave()
+        await viewer.leave()
+        await proxy.close()
+        await server.shutdown()
+    }
+}
+
+@Suite("Temporal layers through the impairment proxy", .serialized)
+struct TemporalLossTests {
+    /// The server leaves the upper layer out for a `.low` viewer. Under loss, repairs of that layer
+    /// come late, after later packets went out: each takes no place in the viewer's stream but the
+    /// one its number had, which the server fills with padding. Before, a late packet took the
+    /// next number (one already sent), and the viewer held a frame that never completed (seconds).
+    @Test("10% loss each way, a .low viewer of a two-layer screen: late repairs of the upper layer become padding, the base layer plays without a stall")
+    func lowViewerUnderLoss() async throws {
+        let server = try await TestServer()
+        let profile = ImpairmentProfile(loss: 0.10, delayMs: 15)
+        let proxy = try await ImpairmentProxy.start(target: server.app.mediaAddress!, upstream: profile, downstream: profile, seed: 11,
+                                                    group: MultiThreadedEventLoopGroup.singleton)
+        server.app.sfu.port.announcedAddress = proxy.address
+        let host = server.engine(), viewer = server.engine()
+        try host.setVideoEncoderConfiguration(VideoEncoderConfiguration(
+            dimensions: VideoSize(width: 1280, height: 720), frameRate: 15, bitrateKbps: 1200,
+            degradationPreference: .maintainResolution, contentHint: .detail))
+        try await host.enableVideo()
+        let viewerEvents = EventLog(viewer)
+        let decoded = NIOLockedValueBox<[Int64]>([])
+        viewer.setRemoteVideoSink { frame in
+            guard frame.uid == "1001" else { return }
+            decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) }
+        }
+        try await viewer.join(token: testToken(uid: "2001", channel: "low"), channel: "low", uid: "2001")
+        try await viewer.setRemoteVideoStreamType(uid: "1001", .low)
+        try await host.join(token: testToken(uid: "1001", channel: "low"), channel: "low", uid: "1001",
+                            options: JoinOptions(videoSource: .screen))
+        let video = pushPattern(host, kind: .screen, size: VideoSize(width: 1280, height: 720), fps: 15)
+        defer { video.cancel() }
+        #expect(await eventually(15) { decoded.withLockedValue { $0.count } >= 1 })
+        #expect(await eventually { viewer.remoteVideoLayer(uid: "1001")?.layer == "T0" })
+        try await Task.sleep(for: .seconds(1))
+        let seconds = 10.0
+        let start = MediaClock.monotonicUs()
+        try await Task.sleep(for: .seconds(seconds))
+        let window = decoded.withLockedValue { $0 }.filter { $0 >= start && $0 <= start + Int64(seconds * 1e6) }
+        let gaps = zip(window.dropFirst(), window).map { Double($0 - $1) / 1000 }
+        let counters = try await server.app.sfu.counterSnapshot.get()
+        let received = viewerEvents.all.reversed().lazy.compactMap { event -> RemoteTrackStats? in
+            guard case .rtcStats(let stats) = event else { return nil }
+            return stats.remote.first { $0.uid == "1001" && $0.kind == .video }
+        }.first
+        let fps = Double(window.count) / seconds
+        print("low viewer under loss: \(String(format: "%.1f", fps)) fps, longest gap \(String(format: "%.0f", gaps.max() ?? 0)) ms; "
+            + "padding fillers \(counters.fillersSent), upstream NACKs \(counters.nacksSent), retransmitted \(counters.retransmissions); viewer: "
+            + (received.map { "\($0.framesDropped) dropped, \($0.decodeFailures) decode failures, \($0.keyframeRequests) keyframe requests, \($0.nacksSent) NACKed" } ?? "no report"))
+        // Upper-layer packets lost on the way in are repaired, late: their numbers are filled.
+        #expect(counters.fillersSent > 0, "no padding for \(counters.nacksSent) upstream NACKs")
+        // The base layer is 7.5 fps; its own losses are repaired (a frame now and then may wait).
+        #expect(fps >= 6, "\(fps) fps of the base layer")
+        #expect((gaps.max() ?? 10_000) < 1000, "longest freeze \(gaps.max() ?? -1) ms")
+        video.cancel()
+        await host.leave()
         await viewer.leave()
         await proxy.close()
         await server.shutdown()

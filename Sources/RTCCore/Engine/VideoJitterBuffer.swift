@@ -22,7 +22,9 @@ public struct VideoJitterBuffer: Sendable {
     private var assembler = VP8FrameAssembler()
     /// The oldest missing sequence number and since when it has been missing: a gap is timed on
     /// its own, so steady loss elsewhere does not age it.
-    private var gapSequence: UInt16?
+    /// What holds frames back: the oldest missing sequence number, or a blocked frame with nothing missing.
+    private enum Gap: Equatable { case missing(UInt16), blocked }
+    private var gap: Gap?
     private var gapOpenedUs: Int64?
     private var lastKeyframeRequestUs: Int64?
     private var firstPacketUs: Int64?
@@ -49,8 +51,11 @@ public struct VideoJitterBuffer: Sendable {
     /// Adds one packet. Bad payloads are dropped (they count nowhere else).
     public mutating func insert(_ packet: RTPPacket, nowUs: Int64) -> Output {
         if firstPacketUs == nil { firstPacketUs = nowUs }
-        let frames = (try? assembler.insert(sequenceNumber: packet.header.sequenceNumber, timestamp: packet.header.timestamp,
-                                            marker: packet.header.marker, payload: packet.payload)) ?? []
+        // A padding-only packet fills its number (an SFU says so for a packet it left out).
+        let frames = packet.payload.readableBytes == 0 && packet.paddingLength > 0
+            ? assembler.insertFiller(sequenceNumber: packet.header.sequenceNumber)
+            : (try? assembler.insert(sequenceNumber: packet.header.sequenceNumber, timestamp: packet.header.timestamp,
+                                     marker: packet.header.marker, payload: packet.payload)) ?? []
         var output = Output()
         emit(frames, into: &output)
         updateGap(nowUs: nowUs)
@@ -66,7 +71,7 @@ public struct VideoJitterBuffer: Sendable {
                 lostReference(nowUs: nowUs, into: &output)
             }
             emit(frames, into: &output)
-            gapSequence = nil
+            gap = nil
             gapOpenedUs = nil
             updateGap(nowUs: nowUs)
         }
@@ -108,14 +113,18 @@ public struct VideoJitterBuffer: Sendable {
         output.requestKeyframe = true
     }
 
+    /// The gap's clock runs while a sequence number is missing, or while a complete frame is held
+    /// behind packets that form no frame (nothing is missing, yet nothing can be given out): a
+    /// stream must never stall without a give-up and a keyframe request.
     private mutating func updateGap(nowUs: Int64) {
-        guard let oldest = assembler.firstMissingSequenceNumber else {
-            gapSequence = nil
+        let key = assembler.firstMissingSequenceNumber.map(Gap.missing) ?? (assembler.holdsBlockedFrame ? .blocked : nil)
+        guard let key else {
+            gap = nil
             gapOpenedUs = nil
             return
         }
-        if oldest != gapSequence {
-            gapSequence = oldest
+        if key != gap {
+            gap = key
             gapOpenedUs = nowUs
         }
     }

@@ -214,6 +214,8 @@ public struct VP8FrameAssembler: Sendable {
     }
 
     private var fragments: [UInt16: Fragment] = [:]
+    /// Sequence numbers that carry nothing (padding-only packets, ``insertFiller(sequenceNumber:)``).
+    private var fillers: Set<UInt16> = []
     /// The sequence number after the last packet of the last frame given out.
     private var nextExpected: UInt16?
     /// Frames given up on because a later frame completed first (or the gap before it was given up).
@@ -235,6 +237,17 @@ public struct VP8FrameAssembler: Sendable {
         return collect()
     }
 
+    /// A padding-only packet (RFC 3550 §5.1): its number carries nothing, so frames after it do
+    /// not wait for it (an SFU fills the number of a packet it left out this way). Returns the
+    /// frames that were waiting for it.
+    public mutating func insertFiller(sequenceNumber: UInt16) -> [AssembledVP8Frame] {
+        guard let nextExpected, sequenceNumber &- nextExpected < 0x8000, fragments[sequenceNumber] == nil,
+              fillers.count < capacity
+        else { return [] }
+        fillers.insert(sequenceNumber)
+        return collect()
+    }
+
     /// Sequence numbers between the oldest held packet (or the end of the last frame) and the
     /// newest, that have not arrived: what a NACK should ask for.
     public var missingSequenceNumbers: [UInt16] {
@@ -243,7 +256,7 @@ public struct VP8FrameAssembler: Sendable {
         guard span < 0x8000 else { return [] }
         return (0...span).compactMap { offset in
             let sequence = start &+ UInt16(offset)
-            return fragments[sequence] == nil ? sequence : nil
+            return fragments[sequence] == nil && !fillers.contains(sequence) ? sequence : nil
         }
     }
 
@@ -252,8 +265,18 @@ public struct VP8FrameAssembler: Sendable {
         guard let newest = newestSequence, let start = nextExpected ?? oldestSequence else { return nil }
         let span = Int(newest &- start)
         guard span < 0x8000 else { return nil }
-        for offset in 0...span where fragments[start &+ UInt16(offset)] == nil { return start &+ UInt16(offset) }
+        for offset in 0...span {
+            let sequence = start &+ UInt16(offset)
+            if fragments[sequence] == nil && !fillers.contains(sequence) { return sequence }
+        }
         return nil
+    }
+
+    /// Whether a complete frame is held that could not be given out: something before it (a gap,
+    /// or packets that form no frame) blocks it. After ``insert`` nothing else holds one.
+    public var holdsBlockedFrame: Bool {
+        // A complete frame ends in a marker: without one held (a frame on its way), no search.
+        fragments.values.contains(where: \.marker) && nextCompleteFrame(where: { _ in true }) != nil
     }
 
     private var reference: UInt16? { nextExpected ?? fragments.keys.first }
@@ -277,12 +300,20 @@ public struct VP8FrameAssembler: Sendable {
     /// The very first frame given out is a keyframe, since nothing can be decoded before one.
     private mutating func collect() -> [AssembledVP8Frame] {
         var frames: [AssembledVP8Frame] = []
+        passFillers()
         while let frame = nextCompleteFrame(where: { first in first == nextExpected || startsKeyframe(first) }) {
             if let nextExpected, frame.first != nextExpected { skip(to: frame.first) }
             frames.append(assemble(from: frame.first, to: frame.last))
             nextExpected = frame.last &+ 1
+            passFillers()
         }
         return frames
+    }
+
+    /// Moves the next expected number past fillers.
+    private mutating func passFillers() {
+        guard !fillers.isEmpty else { return }
+        while let next = nextExpected, fillers.remove(next) != nil { nextExpected = next &+ 1 }
     }
 
     private func startsKeyframe(_ sequence: UInt16) -> Bool {
@@ -307,6 +338,7 @@ public struct VP8FrameAssembler: Sendable {
             timestamps.insert(fragment.timestamp)
             fragments[sequence] = nil
         }
+        fillers = fillers.filter { ($0 &- nextExpected) >= (first &- nextExpected) }
         framesDropped += max(1, timestamps.count)
     }
 

@@ -31,6 +31,14 @@ public struct RTPPacket: Sendable, Hashable {
         self.init(header: header, payload: cursor, paddingLength: padding)
     }
 
+    /// A padding-only packet with `header` (marker clear): it says its sequence number carries
+    /// nothing (RFC 3550 §5.1 padding; receivers keep the numbering continuous across it).
+    public static func filler(_ header: RTPHeader) -> RTPPacket {
+        var header = header
+        header.marker = false
+        return RTPPacket(header: header, payload: ByteBuffer(), paddingLength: 4)
+    }
+
     public var serializedSize: Int { header.serializedSize + payload.readableBytes + Int(paddingLength) }
 
     /// Appends the packet to `buffer`.

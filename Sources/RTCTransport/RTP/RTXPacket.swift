@@ -6,7 +6,8 @@ import NIOCore
 /// bandwidth probes that are not media.
 public enum RTXPacket {
     /// The retransmission of `original` as packet `sequenceNumber` of the RTX stream `ssrc`; it
-    /// keeps the original's header extensions.
+    /// keeps the original's header extensions, and its padding (a padding-only original, one that
+    /// fills its number, stays one: its OSN and padding).
     public static func wrap(_ original: RTPPacket, ssrc: UInt32, payloadType: UInt8, sequenceNumber: UInt16) -> RTPPacket {
         var header = original.header
         header.ssrc = ssrc
@@ -15,7 +16,7 @@ public enum RTXPacket {
         var payload = ByteBufferAllocator().buffer(capacity: 2 + original.payload.readableBytes)
         payload.writeInteger(original.header.sequenceNumber)
         payload.writeImmutableBuffer(original.payload)
-        return RTPPacket(header: header, payload: payload)
+        return RTPPacket(header: header, payload: payload, paddingLength: original.paddingLength)
     }
 
     /// The original packet an RTX packet carries, on stream `ssrc` with `payloadType`; nil for a
@@ -30,6 +31,6 @@ public enum RTXPacket {
         header.ssrc = ssrc
         header.payloadType = payloadType
         header.sequenceNumber = original
-        return RTPPacket(header: header, payload: payload)
+        return RTPPacket(header: header, payload: payload, paddingLength: packet.paddingLength)
     }
 }
