@@ -150,6 +150,24 @@ struct EngineComponentTests {
         #expect(buffer.missing.isEmpty)
     }
 
+    @Test("a gap whose packet is still asked for waits past the gap wait, up to the repair wait")
+    func jitterRepairing() {
+        let frames = Self.packets(frames: 4, keyframes: [0])
+        var buffer = VideoJitterBuffer(maxGapWaitUs: 100_000)
+        buffer.maxRepairWaitUs = 400_000
+        let lost = frames[1][1].header.sequenceNumber
+        for packet in frames.joined() where packet.header.sequenceNumber != lost { _ = buffer.insert(packet, nowUs: 0) }
+        #expect(buffer.missing == [lost])
+        #expect(!buffer.tick(nowUs: 200_000, repairing: true).requestKeyframe, "still asked for: waits")
+        #expect(buffer.missing == [lost])
+        let late = buffer.tick(nowUs: 410_000, repairing: true)
+        #expect(late.requestKeyframe && buffer.missing.isEmpty, "past the repair wait: given up")
+        // The same gap, no longer asked for: given up at the gap wait.
+        var other = VideoJitterBuffer(maxGapWaitUs: 100_000)
+        for packet in frames.joined() where packet.header.sequenceNumber != lost { _ = other.insert(packet, nowUs: 0) }
+        #expect(other.tick(nowUs: 110_000, repairing: false).requestKeyframe)
+    }
+
     @Test("a padding-only packet fills its number: the frame after it goes out without waiting, and nothing is asked for it")
     func jitterFiller() {
         var frames = Self.packets(frames: 3)

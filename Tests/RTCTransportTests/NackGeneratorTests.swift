@@ -25,7 +25,12 @@ struct NackGeneratorTests {
         nack.received(10, nowUs: 0)
         nack.received(12, nowUs: 0)
         var sends = 0
-        for step in 0..<20 { sends += nack.due(nowUs: Int64(step) * 20_000).count }
+        #expect(nack.isAsking(for: 11) && !nack.isAsking(for: 10) && !nack.isAsking(for: 12))
+        for step in 0..<2 { sends += nack.due(nowUs: Int64(step) * 20_000).count }
+        #expect(nack.isAsking(for: 11), "two of three sent")
+        sends += nack.due(nowUs: 40_000).count
+        #expect(!nack.isAsking(for: 11), "the last retry is out: no longer asked for")
+        for step in 3..<20 { sends += nack.due(nowUs: Int64(step) * 20_000).count }
         #expect(sends == 3)
         #expect(nack.givenUp == 1)
         nack.received(20, nowUs: 500_000)

@@ -167,7 +167,9 @@ final class RemoteVideoReceiver: @unchecked Sendable {
         thread = MediaThread(name: "video-recv-\(ssrc)", tickIntervalUs: 10_000) { [unowned self] in
             let now = MediaClock.monotonicUs()
             self.sendNacks(self.nack.due(nowUs: now))
-            self.apply(self.jitter.tick(nowUs: now))
+            // A gap whose packet is still asked for waits longer than one given up on.
+            let repairing = self.jitter.firstMissing.map { self.nack.isAsking(for: $0) } ?? false
+            self.apply(self.jitter.tick(nowUs: now, repairing: repairing))
         }
     }
 

@@ -17,6 +17,10 @@ public struct VideoJitterBuffer: Sendable {
 
     /// How long a gap may stay open before the frames behind it go ahead without it.
     public var maxGapWaitUs: Int64
+    /// How long a gap may stay open while its packet is still being asked for (``tick(nowUs:repairing:)``):
+    /// a repair on its way is cheaper than a keyframe, above all on a lossy link where the keyframe's
+    /// own packets need repairs.
+    public var maxRepairWaitUs: Int64 = 1_000_000
     /// Least time between two keyframe requests.
     public var keyframeRequestIntervalUs: Int64
     private var assembler = VP8FrameAssembler()
@@ -63,9 +67,11 @@ public struct VideoJitterBuffer: Sendable {
     }
 
     /// Time passing: gives up on an old gap, and asks for a keyframe while none came.
-    public mutating func tick(nowUs: Int64) -> Output {
+    /// `repairing`: the oldest missing packet is still being asked for (NACK): the gap is then given
+    /// up only after ``maxRepairWaitUs``.
+    public mutating func tick(nowUs: Int64, repairing: Bool = false) -> Output {
         var output = Output()
-        if let opened = gapOpenedUs, nowUs - opened >= maxGapWaitUs {
+        if let opened = gapOpenedUs, nowUs - opened >= maxGapWaitUs, !repairing || nowUs - opened >= maxRepairWaitUs {
             let frames = assembler.skipMissing()
             if !frames.isEmpty || assembler.firstMissingSequenceNumber != nil {
                 lostReference(nowUs: nowUs, into: &output)

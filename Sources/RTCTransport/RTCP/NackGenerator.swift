@@ -87,4 +87,10 @@ public struct NackGenerator: Sendable {
     }
 
     public var missingCount: Int { pending.count }
+
+    /// Whether `sequence` is missing and still asked for (not given up: retries and age left).
+    public func isAsking(for sequence: UInt16) -> Bool {
+        guard let entry = pending[sequence] else { return false }
+        return entry.retries < maxRetries
+    }
 }
