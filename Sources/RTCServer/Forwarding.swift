@@ -13,20 +13,25 @@ import RTCTransport
 /// that arrives late (a repair from the publisher, after later ones went out) gets the number its
 /// place in the stream had, not the next one: given the next one, it would take a number already
 /// sent, and a receiver that assembles frames by sequence would hold a frame that never completes.
+/// Positions are kept unwrapped (64-bit), inputs per source and outputs for the whole stream, so
+/// no comparison depends on how long ago a segment began.
 struct StreamRewriter {
-    /// One source's stretch of the output: from input `firstInput` (output `firstOutput`) on,
-    /// output = input + offsets.
+    /// One source's stretch of the output: from unwrapped input `firstInput` (in its source's
+    /// numbering) and output `firstOutput` on, output = input + (firstOutput - firstInput).
     struct Segment {
         var layer: Int
-        var firstOutput: UInt16
-        var firstInput: UInt16
-        var sequenceOffset: UInt16
+        var firstInput: Int64
+        var firstOutput: Int64
         var timestampOffset: UInt32
         var pictureIDOffset: UInt16
         var tl0Offset: UInt8
-        /// The first segment of a source (the first packet forwarded, or a switch): inputs before
-        /// its `firstInput` belong to no output.
+        /// The first segment of a source (the first packet placed, or a switch): inputs before its
+        /// `firstInput` belong to no output.
         var startsSource: Bool
+
+        /// Output sequence number = input + this (mod 2^16).
+        var sequenceOffset: UInt16 { UInt16(truncatingIfNeeded: firstOutput &- firstInput) }
+        func output(ofInput input: Int64) -> Int64 { input &+ (firstOutput &- firstInput) }
     }
 
     let outputSSRC: UInt32
@@ -36,19 +41,24 @@ struct StreamRewriter {
     private(set) var lastOutputUs: Int64?
     private(set) var lastPictureID: UInt16?
     private(set) var lastTL0: UInt8?
-    /// The newest input of the current source placed (sent or left out); nil before its first.
-    private var highestInput: UInt16?
-    /// Output numbers of late packets left out (``drop(input:)``): holes a receiver asks for, to
-    /// be answered with padding, never with the packet. The last ``maxFillers``.
-    private var fillers: [UInt16] = []
+    /// The unwrapped output of ``lastOutput``.
+    private var lastOutputPosition: Int64?
+    /// The newest input of the current source placed (sent or left out), unwrapped; nil before its first.
+    private var highestInput: Int64?
+    /// Outputs (unwrapped) of late packets left out (``drop(input:)``): holes a receiver asks for,
+    /// answered with padding, never with the packet. The last ``maxFillers``, none more than
+    /// ``fillerSpan`` outputs older than the newest.
+    private var fillers: [Int64] = []
     /// Enough for NACKs over a few seconds of dropped upper-layer frames (one segment per run of drops).
     static let maxSegments = 64
     static let maxFillers = 64
+    static let fillerSpan: Int64 = 0x4000
 
     init(outputSSRC: UInt32, layer: Int = 0) {
         self.outputSSRC = outputSSRC
         var random = SystemRandomNumberGenerator()
-        segments = [Segment(layer: layer, firstOutput: 0, firstInput: 0, sequenceOffset: UInt16.random(in: 0...UInt16.max, using: &random),
+        // The first packet fixes the positions (``placeNext(_:)``); the random offset waits in `firstOutput`.
+        segments = [Segment(layer: layer, firstInput: 0, firstOutput: Int64(UInt16.random(in: 0...UInt16.max, using: &random)),
                             timestampOffset: UInt32.random(in: 0...UInt32.max, using: &random),
                             pictureIDOffset: UInt16.random(in: 0...0x7FFF, using: &random), tl0Offset: UInt8.random(in: 0...255, using: &random),
                             startsSource: true)]
@@ -60,24 +70,39 @@ struct StreamRewriter {
     /// The layer the current segment forwards.
     var layer: Int { current.layer }
 
-    /// Whether packet `input` of the current source comes after one placed already (a repair).
-    func isLate(_ input: UInt16) -> Bool { !isNext(input) }
-
-    /// Whether `input` comes after every input of the current source placed so far (the first does).
-    private func isNext(_ input: UInt16) -> Bool {
-        guard let highestInput else { return true }
-        let ahead = input &- highestInput
-        return ahead != 0 && ahead < 0x8000
+    /// The unwrapped position of `input` of the current source, the one nearest its newest input
+    /// (nil before its first).
+    func extended(_ input: UInt16) -> Int64? {
+        guard let highestInput else { return nil }
+        return highestInput &+ Int64(Int16(bitPattern: input &- UInt16(truncatingIfNeeded: highestInput)))
     }
 
-    /// The first input of a source fixes its first segment.
-    private mutating func place(_ input: UInt16) {
-        if highestInput == nil {
-            segments[segments.count - 1].firstInput = input
-            segments[segments.count - 1].firstOutput = input &+ current.sequenceOffset
-            segments[segments.count - 1].startsSource = true
+    /// Whether packet `input` of the current source comes at or before one placed already (a repair).
+    func isLate(_ input: UInt16) -> Bool {
+        guard let highestInput, let position = extended(input) else { return false }
+        return position <= highestInput
+    }
+
+    /// The highest output number that belongs to a placed input (sent, filled, or a hole kept for
+    /// a late packet); a new source starts after it.
+    private var reservedTop: Int64? {
+        guard let highestInput else { return nil }
+        return current.output(ofInput: highestInput &+ 1) &- 1
+    }
+
+    /// Places the next input of the current source; the first fixes the positions of its first segment.
+    private mutating func placeNext(_ input: UInt16) -> Int64 {
+        guard let position = extended(input) else {
+            let position = Int64(input)
+            let last = segments.count - 1
+            segments[last].firstOutput = segments[last].firstOutput &- segments[last].firstInput &+ position
+            segments[last].firstInput = position
+            segments[last].startsSource = true
+            highestInput = position
+            return position
         }
-        highestInput = input
+        highestInput = position
+        return position
     }
 
     private mutating func append(_ segment: Segment) {
@@ -87,13 +112,9 @@ struct StreamRewriter {
 
     /// The segment of the current source an earlier input was placed in; nil when it comes from
     /// before the source began (or before the segments kept).
-    private func segment(ofInput input: UInt16) -> Segment? {
-        guard let highestInput else { return nil }
+    private func segment(ofInput input: Int64) -> Segment? {
         for segment in segments.reversed() {
-            // Serial order, relative to the newest input: `firstInput` at or before `input` (a
-            // segment begun by a drop starts after the newest input, and holds no earlier one).
-            let back = highestInput &- segment.firstInput
-            if back < 0x8000, back >= highestInput &- input { return segment }
+            if segment.firstInput <= input { return segment }
             if segment.startsSource { return nil }
         }
         return nil
@@ -101,35 +122,38 @@ struct StreamRewriter {
 
     /// Leaves packet `input` of the current source out. In order, it takes no sequence number (the
     /// outputs after it move one down). Late, its number was kept for it: returns that number, a
-    /// hole the caller may fill with padding (nil when the packet is from before the source began).
+    /// hole the caller fills with padding (nil when the packet is from before the source began).
     @discardableResult
     mutating func drop(input: UInt16) -> UInt16? {
-        guard isNext(input) else {
-            guard let segment = segment(ofInput: input) else { return nil }
-            let output = input &+ segment.sequenceOffset
+        if isLate(input), let position = extended(input) {
+            guard let segment = segment(ofInput: position) else { return nil }
+            let output = segment.output(ofInput: position)
+            fillers.removeAll { $0 == output || output &- $0 > Self.fillerSpan }
             fillers.append(output)
             if fillers.count > Self.maxFillers { fillers.removeFirst() }
-            return output
+            return UInt16(truncatingIfNeeded: output)
         }
         let wasStarted = highestInput != nil
-        place(input)
-        var segment = current
-        if wasStarted, segment.firstInput == input, !segment.startsSource {
-            // The run of drops goes on (nothing placed in this segment yet): it moves one on.
-            segments[segments.count - 1].firstInput = input &+ 1
-            segments[segments.count - 1].sequenceOffset = segment.sequenceOffset &- 1
+        let position = placeNext(input)
+        if wasStarted, current.firstInput == position, !current.startsSource {
+            // The run of drops goes on (nothing placed in this segment yet): it begins one later.
+            segments[segments.count - 1].firstInput = position &+ 1
             return nil
         }
-        segment.firstOutput = input &+ segment.sequenceOffset
-        segment.firstInput = input &+ 1
-        segment.sequenceOffset &-= 1
+        var segment = current
+        segment.firstOutput = segment.output(ofInput: position)
+        segment.firstInput = position &+ 1
         segment.startsSource = false
         append(segment)
         return nil
     }
 
     /// Whether output `output` is a hole left by a late packet that was not sent (``drop(input:)``).
-    func isFiller(_ output: UInt16) -> Bool { fillers.contains(output) }
+    func isFiller(_ output: UInt16) -> Bool {
+        guard !fillers.isEmpty, let top = reservedTop else { return false }
+        let position = top &+ Int64(Int16(bitPattern: output &- UInt16(truncatingIfNeeded: top)))
+        return fillers.contains(position)
+    }
 
     /// Rewrites a packet of the current source. Returns false when it must not be sent: a late
     /// packet from before the source began (its place in the output belongs to another source).
@@ -137,17 +161,21 @@ struct StreamRewriter {
     mutating func rewrite(_ header: inout RTPHeader, nowUs: Int64? = nil) -> Bool {
         let input = header.sequenceNumber
         let placed: Segment
-        if isNext(input) {
-            place(input)
-            placed = current
-        } else {
-            guard let found = segment(ofInput: input) else { return false }
+        let position: Int64
+        if isLate(input), let late = extended(input) {
+            guard let found = segment(ofInput: late) else { return false }
             placed = found
+            position = late
+        } else {
+            position = placeNext(input)
+            placed = current
         }
+        let output = placed.output(ofInput: position)
         header.ssrc = outputSSRC
-        header.sequenceNumber &+= placed.sequenceOffset
+        header.sequenceNumber = UInt16(truncatingIfNeeded: output)
         header.timestamp &+= placed.timestampOffset
-        if lastOutput.map({ (header.sequenceNumber &- $0.sequence) &- 1 < 0x7FFF }) ?? true {
+        if lastOutputPosition.map({ output > $0 }) ?? true {
+            lastOutputPosition = output
             lastOutput = (header.sequenceNumber, header.timestamp)
             if let nowUs { lastOutputUs = nowUs }
         }
@@ -167,7 +195,7 @@ struct StreamRewriter {
     /// picture id and TL0PICIDX): it continues the output one sequence number, one picture and one
     /// TL0 index after the last, and the timestamp by the time elapsed since the last packet sent.
     mutating func switchSource(to layer: Int, header: RTPHeader, pictureID: UInt16?, tl0: UInt8?, nowUs: Int64, clockRate: Int) {
-        guard let lastOutput else {
+        guard let lastOutput, let top = reservedTop else {
             segments[segments.count - 1].layer = layer
             highestInput = nil
             return
@@ -176,16 +204,17 @@ struct StreamRewriter {
         let step = UInt32(clamping: max(1, elapsedUs * Int64(clockRate) / 1_000_000))
         var segment = current
         segment.layer = layer
-        segment.firstOutput = lastOutput.sequence &+ 1
-        segment.firstInput = header.sequenceNumber
-        segment.sequenceOffset = (lastOutput.sequence &+ 1) &- header.sequenceNumber
+        // After every number the old source holds (sent, filled with padding, or kept for a late
+        // packet): the new source never reuses one. Its inputs are numbered afresh.
+        segment.firstOutput = top &+ 1
+        segment.firstInput = Int64(header.sequenceNumber)
         segment.timestampOffset = (lastOutput.timestamp &+ step) &- header.timestamp
         segment.startsSource = true
         if let pictureID, let last = lastPictureID { segment.pictureIDOffset = (last &+ 1 &- pictureID) & 0x7FFF }
         if let tl0, let last = lastTL0 { segment.tl0Offset = last &+ 1 &- tl0 }
         append(segment)
         // The switch packet is the source's first: what came before it of this layer is not sent.
-        highestInput = header.sequenceNumber &- 1
+        highestInput = segment.firstInput &- 1
     }
 
     /// The publisher's sender report as this subscriber's stream: its SSRC and the RTP timestamp on
@@ -199,7 +228,9 @@ struct StreamRewriter {
 
     /// The segment an output sequence number was sent in (the newest that began at or before it).
     func segment(of output: UInt16) -> Segment {
-        for segment in segments.reversed() where output &- segment.firstOutput < 0x8000 { return segment }
+        guard let top = reservedTop ?? lastOutputPosition else { return current }
+        let position = top &+ Int64(Int16(bitPattern: output &- UInt16(truncatingIfNeeded: top)))
+        for segment in segments.reversed() where segment.firstOutput <= position { return segment }
         return segments[0]
     }
 
@@ -219,6 +250,32 @@ struct StreamRewriter {
         header.sequenceNumber &+= segment.sequenceOffset
         header.timestamp &+= segment.timestampOffset
         return segment
+    }
+}
+
+/// The highest temporal layer a subscriber is sent (nil: all) and its last change. A late packet
+/// (a repair from the publisher) is judged by the cap in force at its place, not by today's: its
+/// frame was forwarded whole or left out whole, and a part of it sent or left out alone makes a
+/// frame that never completes.
+struct TemporalCap: Sendable, Equatable {
+    private(set) var current: UInt8?
+    /// Where (an unwrapped input of ``StreamRewriter``) the current cap took effect, and the one before.
+    private(set) var changedAt: Int64?
+    private(set) var before: UInt8?
+
+    /// Sets the cap from input `position` on (an in-order frame start). Returns whether it changed.
+    mutating func set(_ cap: UInt8?, from position: Int64) -> Bool {
+        guard cap != current else { return false }
+        before = current
+        current = cap
+        changedAt = position
+        return true
+    }
+
+    /// The cap for the packet at input `position`: the one in force there.
+    func cap(at position: Int64) -> UInt8? {
+        if let changedAt, position < changedAt { return before }
+        return current
     }
 }
 

@@ -350,7 +350,8 @@ final class Subscription: @unchecked Sendable {
     var desiredLayer: Int?
     /// Temporal layers (a single stream): the highest temporal layer forwarded (nil: all), and
     /// whether it should be the base layer alone (applied at the next frame start).
-    var maxTemporalLayer: UInt8?
+    var maxTemporalLayer: UInt8? { temporalCap.current }
+    var temporalCap = TemporalCap()
     var wantsBaseLayerOnly = false
     var layerReason: LayerReason = .request
     /// When the target layer last moved away from the current one (its keyframe is awaited).

@@ -154,16 +154,17 @@ final class Producer: @unchecked Sendable {
             guard let session = subscriber.subscriber else { continue }
             if let temporal {
                 // A late packet (a repair) is placed where it belongs; only the stream's own next
-                // frame start may change what is forwarded.
+                // frame start may change what is forwarded, and a late one is judged by the cap
+                // in force at its place (its frame was forwarded whole or left out whole).
+                let position = subscription.rewriter.extended(original.sequenceNumber)
                 if temporal.startsFrame, !subscription.rewriter.isLate(original.sequenceNumber) {
                     let cap: UInt8? = subscription.wantsBaseLayerOnly ? 0 : nil
-                    if cap != subscription.maxTemporalLayer {
-                        subscription.maxTemporalLayer = cap
+                    if subscription.temporalCap.set(cap, from: position ?? .min) {
                         context.counters.recordLayerSwitch(up: cap == nil)
                         subscription.announceLayer()
                     }
                 }
-                if let cap = subscription.maxTemporalLayer, temporal.layer > cap {
+                if let cap = subscription.temporalCap.cap(at: position ?? .max), temporal.layer > cap {
                     if let hole = subscription.rewriter.drop(input: original.sequenceNumber) {
                         sendFiller(hole, like: original, sequenceAt: sequenceAt, on: subscription, of: subscriber, session: session, nowUs: arrivalUs)
                         wrote = true
@@ -300,8 +301,6 @@ final class Producer: @unchecked Sendable {
         context.logger.debug("leg pacing ended", metadata: ["uid": "\(subscription.subscriber.uid)", "released": "\(sent)", "atMs": "\(nowUs / 1000)"])
     }
 
-    /// Counts a rewritten packet for its subscription, stamps the leg's transport-wide number and
-    /// queues it (the caller flushes once for all legs).
     /// Fills output number `hole` of `subscription` with a padding-only packet (RFC 3550 §5.1):
     /// the late packet that had that place was left out, and a receiver that assembles frames in
     /// sequence must not wait for it (repairs of it are padding too, ``StreamRewriter/isFiller(_:)``).
@@ -317,9 +316,16 @@ final class Producer: @unchecked Sendable {
         var out = context.port.buffer(minimumCapacity: filler.serializedSize + SRTPProfile.maxTrailer)
         filler.write(to: &out)
         context.counters.fillersSent += 1
+        // A paced leg: behind the media queued before it, as everything else on that leg.
+        if let pacer = subscription.pacer {
+            if !pacer.enqueue(LegPacer.Item(packet: out, payloadBytes: 0, sequenceAt: legSequenceAt)) { context.counters.packetsDropped += 1 }
+            return
+        }
         emit(&out, payloadBytes: 0, on: subscription, of: subscriber, session: session, at: legSequenceAt, nowUs: nowUs)
     }
 
+    /// Counts a rewritten packet for its subscription, stamps the leg's transport-wide number and
+    /// queues it (the caller flushes once for all legs).
     private func emit(_ out: inout ByteBuffer, payloadBytes: Int, on subscription: Subscription, of subscriber: Participant, session: MediaSession,
                       at sequenceAt: (id: UInt8, offset: Int)?, nowUs: Int64) {
         subscription.packetsForwarded += 1

@@ -139,53 +139,86 @@ struct LayerSelectionTests {
     }
 
     /// Packets of two temporal layers (odd inputs the upper one, left out), some of them late
-    /// (repairs after later ones went out), over a sequence wrap.
+    /// (repairs after later ones went out), over sequence wraps: 70 000 inputs go past the half
+    /// range that 16-bit comparisons of a segment's start would get wrong.
     @Test("late packets are placed by their input: the base layer's at the number kept for them, the upper layer's leave a hole for padding; no number is given twice, none is skipped",
-          arguments: [(seed: 1 as UInt64, lateShare: 0.1), (2, 0.3), (3, 0.5)])
-    func latePlacement(seed: UInt64, lateShare: Double) {
+          arguments: [(seed: 1 as UInt64, lateShare: 0.1, count: 300), (2, 0.3, 300), (3, 0.5, 300), (4, 0.05, 70_000)])
+    func latePlacement(seed: UInt64, lateShare: Double, count: Int) {
         var random = SeededRandom(seed: seed)
-        let inputs = (0..<300).map { UInt16(65_400) &+ UInt16($0) }
         // Arrival order: a late packet arrives 1-20 places after its turn (the first is never late).
-        var arrivals = inputs.enumerated().map { (order: Double($0.offset), input: $0.element) }
-        for index in 1..<arrivals.count where Double.random(in: 0..<1, using: &random) < lateShare {
+        var arrivals = (0..<count).map { (order: Double($0), index: $0) }
+        for index in 1..<count where Double.random(in: 0..<1, using: &random) < lateShare {
             arrivals[index].order += Double(Int.random(in: 1...20, using: &random)) + 0.5
         }
         arrivals.sort { $0.order < $1.order }
         var rewriter = StreamRewriter(outputSSRC: 5)
-        var sent: [UInt16: UInt16] = [:], holes: [UInt16: UInt16] = [:]  // output: input
-        var lastSentOutput: UInt16?
-        var inOrderSent: [UInt16] = []
-        for (_, input) in arrivals {
+        // Each packet's output, unwrapped next to the previous one handled (they are never far apart).
+        var placed: [(index: Int, output: Int64, hole: Bool)] = []
+        var previous: Int64?
+        var failures = 0
+        for (_, index) in arrivals {
+            let input = UInt16(65_400) &+ UInt16(truncatingIfNeeded: index)
             let late = rewriter.isLate(input)
-            if input % 2 == 1 {
-                let hole = rewriter.drop(input: input)
-                #expect((hole != nil) == late, "a hole only for a late packet: \(input)")
-                if let hole {
-                    #expect(sent[hole] == nil && holes[hole] == nil, "hole \(hole) taken")
-                    #expect(rewriter.isFiller(hole) && rewriter.source(of: hole).sequence == input)
-                    holes[hole] = input
-                }
-                continue
+            var number: UInt16?
+            var hole = false
+            if index % 2 == 1 {
+                number = rewriter.drop(input: input)
+                if (number != nil) != late { failures += 1 }
+                hole = true
+                if let number, !rewriter.isFiller(number) || rewriter.source(of: number).sequence != input { failures += 1 }
+            } else {
+                var header = RTPHeader(payloadType: 96, sequenceNumber: input, timestamp: UInt32(index) * 3000, ssrc: 1)
+                if rewriter.rewrite(&header) { number = header.sequenceNumber } else { failures += 1 }
+                if let number, rewriter.source(of: number).sequence != input || rewriter.isFiller(number) { failures += 1 }
             }
-            var header = RTPHeader(payloadType: 96, sequenceNumber: input, timestamp: UInt32(input) * 3000, ssrc: 1)
-            let placed = rewriter.rewrite(&header)
-            #expect(placed)
-            let output = header.sequenceNumber
-            #expect(sent[output] == nil && holes[output] == nil, "output \(output) given twice (input \(input))")
-            #expect(rewriter.source(of: output).sequence == input, "a NACK for \(output) finds input \(input)")
-            sent[output] = input
-            if !late {
-                if let lastSentOutput { #expect((output &- lastSentOutput) &- 1 < 0x8000, "in order: forward") }
-                lastSentOutput = output
-                inOrderSent.append(output)
-            }
+            guard let number else { continue }
+            let output = previous.map { $0 + Int64(Int16(bitPattern: number &- UInt16(truncatingIfNeeded: $0))) } ?? Int64(number)
+            previous = output
+            placed.append((index, output, hole))
         }
-        // Every base-layer packet went out; the numbers used are one run, in the inputs' order.
-        #expect(sent.count == 150)
-        let all = sent.merging(holes) { first, _ in first }
-        let byInput = all.sorted { ($0.value &- inputs[0]) < ($1.value &- inputs[0]) }
-        let outputs = byInput.map(\.key)
-        #expect(zip(outputs, outputs.dropFirst()).allSatisfy { $1 == $0 &+ 1 }, "one run of numbers in input order")
+        #expect(failures == 0, "a late packet not placed, a hole where none was due, or a NACK that misses its original")
+        #expect(placed.filter { !$0.hole }.count == count / 2, "every base-layer packet went out")
+        // The numbers used (sent and holes) are one run, in the inputs' order: none twice, none skipped.
+        let outputs = placed.sorted { $0.index < $1.index }.map(\.output)
+        #expect(zip(outputs, outputs.dropFirst()).allSatisfy { $1 == $0 + 1 }, "one run of numbers in input order")
+    }
+
+    @Test("a layer being shed, a late repair of it filled with padding, then a switch: the new layer starts after that number, never on it")
+    func shedLateSwitch() {
+        var rewriter = StreamRewriter(outputSSRC: 8)
+        var last: UInt16 = 0
+        for input in UInt16(100)...109 {
+            var header = RTPHeader(payloadType: 96, sequenceNumber: input, timestamp: 0, ssrc: 1)
+            rewriter.rewrite(&header)
+            last = header.sequenceNumber
+        }
+        // 110 lost on the way in; 111-115 arrive while the layer is shed (left out in order).
+        for input in UInt16(111)...115 { rewriter.drop(input: input) }
+        let hole = rewriter.drop(input: 110)  // its repair, late: padding in its place
+        #expect(hole == last &+ 1 && rewriter.isFiller(last &+ 1))
+        rewriter.switchSource(to: 1, header: RTPHeader(payloadType: 96, sequenceNumber: 5000, timestamp: 0, ssrc: 2),
+                              pictureID: nil, tl0: nil, nowUs: 0, clockRate: 90000)
+        var keyframe = RTPHeader(payloadType: 96, sequenceNumber: 5000, timestamp: 0, ssrc: 2)
+        rewriter.rewrite(&keyframe)
+        #expect(keyframe.sequenceNumber == last &+ 2, "after the padding's number")
+        #expect(!rewriter.isFiller(keyframe.sequenceNumber) && rewriter.source(of: keyframe.sequenceNumber) == (1, 5000))
+    }
+
+    @Test("a temporal cap judges a late packet by the cap in force at its place", arguments: [
+        // (cap before, cap after, late packet's place relative to the change, its layer, left out?)
+        (nil as UInt8?, 0 as UInt8?, -3 as Int64, 1 as UInt8, false),  // was forwarded whole: the repair goes too
+        (nil, 0, 2, 1, true),
+        (0, nil, -3, 1, true),  // was left out whole: the repair is left out
+        (0, nil, 2, 1, false),
+        (0, nil, -3, 0, false),  // the base layer always goes
+    ] as [(UInt8?, UInt8?, Int64, UInt8, Bool)])
+    func temporalCapHistory(before: UInt8?, after: UInt8?, place: Int64, layer: UInt8, leftOut: Bool) {
+        var cap = TemporalCap()
+        _ = cap.set(before, from: 0)
+        let changed = cap.set(after, from: 100), again = cap.set(after, from: 120)
+        #expect(changed && !again, "one change")
+        let applied = cap.cap(at: 100 + place)
+        #expect(applied.map { layer > $0 } ?? false == leftOut)
     }
 
     @Test("a late packet from before the source began is not sent; a switch's segment holds nothing of the old layer")

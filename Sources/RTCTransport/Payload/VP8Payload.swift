@@ -232,6 +232,7 @@ public struct VP8FrameAssembler: Sendable {
         var body = payload
         let descriptor = try VP8PayloadDescriptor(parsing: &body)
         if let nextExpected, sequenceNumber &- nextExpected >= 0x8000 { return [] }  // late duplicate of a done frame
+        if !fillers.isEmpty { fillers.remove(sequenceNumber) }  // a real packet wins over padding
         fragments[sequenceNumber] = Fragment(descriptor: descriptor, data: body, marker: marker, timestamp: timestamp)
         if fragments.count > capacity { dropOldest() }
         return collect()
@@ -275,8 +276,9 @@ public struct VP8FrameAssembler: Sendable {
     /// Whether a complete frame is held that could not be given out: something before it (a gap,
     /// or packets that form no frame) blocks it. After ``insert`` nothing else holds one.
     public var holdsBlockedFrame: Bool {
+        // Before the first frame is given out, frames wait for a keyframe, not behind anything.
         // A complete frame ends in a marker: without one held (a frame on its way), no search.
-        fragments.values.contains(where: \.marker) && nextCompleteFrame(where: { _ in true }) != nil
+        nextExpected != nil && fragments.values.contains(where: \.marker) && nextCompleteFrame(where: { _ in true }) != nil
     }
 
     private var reference: UInt16? { nextExpected ?? fragments.keys.first }
