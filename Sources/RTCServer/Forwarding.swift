@@ -70,12 +70,19 @@ struct StreamRewriter {
     /// The layer the current segment forwards.
     var layer: Int { current.layer }
 
-    /// The unwrapped position of `input` of the current source, the one nearest its newest input
-    /// (nil before its first).
+    /// The unwrapped position of `input` of the current source (nil before its first): up to
+    /// ``lateWindow`` behind its newest input it is a late packet, anything else is ahead (a long
+    /// stretch not forwarded, such as a subscriber's transport down for minutes, is a jump forward,
+    /// never a packet from long ago).
     func extended(_ input: UInt16) -> Int64? {
         guard let highestInput else { return nil }
-        return highestInput &+ Int64(Int16(bitPattern: input &- UInt16(truncatingIfNeeded: highestInput)))
+        let ahead = input &- UInt16(truncatingIfNeeded: highestInput)
+        return ahead > UInt16.max - UInt16(Self.lateWindow) ? highestInput &- Int64(UInt16.max - ahead) &- 1 : highestInput &+ Int64(ahead)
     }
+
+    /// How far behind the newest input a packet is still placed as late (a publisher keeps a few
+    /// hundred packets for repairs).
+    static let lateWindow = 0x4000
 
     /// Whether packet `input` of the current source comes at or before one placed already (a repair).
     func isLate(_ input: UInt16) -> Bool {
@@ -113,9 +120,16 @@ struct StreamRewriter {
     /// The segment of the current source an earlier input was placed in; nil when it comes from
     /// before the source began (or before the segments kept).
     private func segment(ofInput input: Int64) -> Segment? {
+        var newer: Segment?
         for segment in segments.reversed() {
-            if segment.firstInput <= input { return segment }
+            if segment.firstInput <= input {
+                // Its number went to the next packet sent: it was left out in order (a copy of a
+                // dropped packet), and has no place.
+                if let newer, segment.output(ofInput: input) >= newer.firstOutput { return nil }
+                return segment
+            }
             if segment.startsSource { return nil }
+            newer = segment
         }
         return nil
     }
@@ -174,7 +188,8 @@ struct StreamRewriter {
         header.ssrc = outputSSRC
         header.sequenceNumber = UInt16(truncatingIfNeeded: output)
         header.timestamp &+= placed.timestampOffset
-        if lastOutputPosition.map({ output > $0 }) ?? true {
+        lastRewriteAdvanced = lastOutputPosition.map { output > $0 } ?? true
+        if lastRewriteAdvanced {
             lastOutputPosition = output
             lastOutput = (header.sequenceNumber, header.timestamp)
             if let nowUs { lastOutputUs = nowUs }
@@ -182,12 +197,18 @@ struct StreamRewriter {
         return true
     }
 
+    /// Whether the last ``rewrite(_:nowUs:)`` moved the output forward (not a late packet).
+    private var lastRewriteAdvanced = true
+
     /// The output picture id and TL0PICIDX of a VP8 packet of the current source (nil: none in it).
     mutating func rewriteVP8(pictureID: UInt16?, tl0: UInt8?) -> (pictureID: UInt16?, tl0: UInt8?) {
         let picture = pictureID.map { ($0 &+ current.pictureIDOffset) & 0x7FFF }
         let index = tl0.map { $0 &+ current.tl0Offset }
-        if let picture { lastPictureID = picture }
-        if let index { lastTL0 = index }
+        // A late packet's ids are older: the next switch continues from the newest.
+        if lastRewriteAdvanced {
+            if let picture { lastPictureID = picture }
+            if let index { lastTL0 = index }
+        }
         return (picture, index)
     }
 
@@ -258,24 +279,34 @@ struct StreamRewriter {
 /// frame was forwarded whole or left out whole, and a part of it sent or left out alone makes a
 /// frame that never completes.
 struct TemporalCap: Sendable, Equatable {
+    struct Change: Sendable, Equatable {
+        /// Where (an unwrapped input of ``StreamRewriter``) a cap took effect, and the one before it.
+        var at: Int64
+        var before: UInt8?
+    }
+
     private(set) var current: UInt8?
-    /// Where (an unwrapped input of ``StreamRewriter``) the current cap took effect, and the one before.
-    private(set) var changedAt: Int64?
-    private(set) var before: UInt8?
+    /// The last changes, oldest first (at most ``kept``): enough for any repair still to come.
+    private(set) var changes: [Change] = []
+    static let kept = 4
 
     /// Sets the cap from input `position` on (an in-order frame start). Returns whether it changed.
     mutating func set(_ cap: UInt8?, from position: Int64) -> Bool {
         guard cap != current else { return false }
-        before = current
+        changes.append(Change(at: position, before: current))
+        if changes.count > Self.kept { changes.removeFirst() }
         current = cap
-        changedAt = position
         return true
     }
 
     /// The cap for the packet at input `position`: the one in force there.
     func cap(at position: Int64) -> UInt8? {
-        if let changedAt, position < changedAt { return before }
-        return current
+        var cap = current
+        for change in changes.reversed() {
+            guard position < change.at else { break }
+            cap = change.before
+        }
+        return cap
     }
 }
 

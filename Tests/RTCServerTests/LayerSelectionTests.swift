@@ -204,6 +204,33 @@ struct LayerSelectionTests {
         #expect(!rewriter.isFiller(keyframe.sequenceNumber) && rewriter.source(of: keyframe.sequenceNumber) == (1, 5000))
     }
 
+    @Test("a copy of a packet left out in order has no place (its number went to the next packet); a jump forward of more than half the numbers is ahead, not late")
+    func duplicatesAndJumps() {
+        var rewriter = StreamRewriter(outputSSRC: 4)
+        var header = RTPHeader(payloadType: 96, sequenceNumber: 10, timestamp: 0, ssrc: 1)
+        rewriter.rewrite(&header)
+        let first = header.sequenceNumber
+        rewriter.drop(input: 11)
+        var next = RTPHeader(payloadType: 96, sequenceNumber: 12, timestamp: 0, ssrc: 1)
+        rewriter.rewrite(&next)
+        #expect(next.sequenceNumber == first &+ 1)
+        let copy = rewriter.drop(input: 11)
+        #expect(copy == nil && !rewriter.isFiller(next.sequenceNumber), "no padding over packet 12's number")
+        // 40 000 inputs not forwarded (a transport down for minutes): the stream goes on, ahead.
+        var later = RTPHeader(payloadType: 96, sequenceNumber: 12 &+ 40_000, timestamp: 0, ssrc: 1)
+        #expect(!rewriter.isLate(later.sequenceNumber))
+        let sent = rewriter.rewrite(&later)
+        #expect(sent && later.sequenceNumber == next.sequenceNumber &+ 40_000)
+    }
+
+    @Test("two cap changes within a repair's reach: a late packet before both is judged by the cap before both")
+    func temporalCapTwoChanges() {
+        var cap = TemporalCap()
+        _ = cap.set(0, from: 100)
+        _ = cap.set(nil, from: 200)
+        #expect(cap.cap(at: 50) == nil && cap.cap(at: 150) == 0 && cap.cap(at: 250) == nil)
+    }
+
     @Test("a temporal cap judges a late packet by the cap in force at its place", arguments: [
         // (cap before, cap after, late packet's place relative to the change, its layer, left out?)
         (nil as UInt8?, 0 as UInt8?, -3 as Int64, 1 as UInt8, false),  // was forwarded whole: the repair goes too
