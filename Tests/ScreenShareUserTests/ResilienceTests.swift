@@ -7,6 +7,44 @@ import ScreenShareUser
 import Testing
 @testable import rtc_cli
 
+/// A server behind the impairment proxy with `profile` both ways, and a viewer that records when
+/// each frame of `watched` is decoded.
+struct LossyViewerRig {
+    let server: TestServer
+    let proxy: ImpairmentProxy
+    let viewer: RTCEngine
+    let events: EventLog
+    let decoded = NIOLockedValueBox<[Int64]>([])
+
+    init(profile: ImpairmentProfile, seed: UInt64, watching watched: String) async throws {
+        server = try await TestServer()
+        proxy = try await ImpairmentProxy.start(target: server.app.mediaAddress!, upstream: profile, downstream: profile, seed: seed,
+                                                group: MultiThreadedEventLoopGroup.singleton)
+        server.app.sfu.port.announcedAddress = proxy.address
+        viewer = server.engine()
+        events = EventLog(viewer)
+        let decoded = decoded
+        viewer.setRemoteVideoSink { frame in
+            guard frame.uid == watched else { return }
+            decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) }
+        }
+    }
+
+    /// The viewer's last report (every 2 s) on `uid`'s video: what it gave up and asked for.
+    func lastVideoStats(of uid: String) -> RemoteTrackStats? {
+        events.all.reversed().lazy.compactMap { event -> RemoteTrackStats? in
+            guard case .rtcStats(let stats) = event else { return nil }
+            return stats.remote.first { $0.uid == uid && $0.kind == .video }
+        }.first
+    }
+
+    func close() async {
+        await viewer.leave()
+        await proxy.close()
+        await server.shutdown()
+    }
+}
+
 @Suite("Resilience through the impairment proxy", .serialized)
 struct ResilienceTests {
     /// 20 s in `make test` (300 frames: a 2 s stall or a 5 % loss still shows); the figures over
@@ -17,20 +55,10 @@ struct ResilienceTests {
     /// here the function: the losses are repaired and the share never stalls.
     @Test("10% random loss each way and 60 ms RTT on every leg: a 720p screen share keeps ≥ 95% of its frames and never stalls for 2 s")
     func lossyScreenShare() async throws {
-        let server = try await TestServer()
         // 10 % loss each way on both legs (publisher ↔ SFU ↔ viewer), 15 ms each way per leg:
         // 60 ms round trip from publisher to viewer and back.
-        let profile = ImpairmentProfile(loss: 0.10, delayMs: 15)
-        let proxy = try await ImpairmentProxy.start(target: server.app.mediaAddress!, upstream: profile, downstream: profile, seed: 42,
-                                                    group: MultiThreadedEventLoopGroup.singleton)
-        server.app.sfu.port.announcedAddress = proxy.address
-        let viewer = server.engine()
-        let viewerEvents = EventLog(viewer)
-        let decoded = NIOLockedValueBox<[Int64]>([])
-        viewer.setRemoteVideoSink { frame in
-            guard frame.uid == "1001_sub" else { return }
-            decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) }
-        }
+        let rig = try await LossyViewerRig(profile: ImpairmentProfile(loss: 0.10, delayMs: 15), seed: 42, watching: "1001_sub")
+        let (server, proxy, viewer, decoded) = (rig.server, rig.proxy, rig.viewer, rig.decoded)
         try await viewer.join(token: testToken(uid: "2001", channel: "lossy"), channel: "lossy", uid: "2001")
         let owner = try await server.presentHost(channel: "lossy")
         let session = ScreenShareSession(configuration: ScreenShareConfiguration(
@@ -62,11 +90,8 @@ struct ResilienceTests {
         let ratio = Double(window.count) / Double(max(1, sent))
         let counters = try await server.app.sfu.counterSnapshot.get()
         let proxyStats = proxy.statistics
-        // The viewer's own account of the share (its last 2 s report): what it gave up and asked for.
-        let received = viewerEvents.all.reversed().lazy.compactMap { event -> RemoteTrackStats? in
-            guard case .rtcStats(let stats) = event else { return nil }
-            return stats.remote.first { $0.uid == "1001_sub" && $0.kind == .video }
-        }.first
+        // The viewer's own account of the share: what it gave up and asked for.
+        let received = rig.lastVideoStats(of: "1001_sub")
         print("lossy share viewer: " + (received.map {
             "\($0.framesDecoded) decoded, \($0.framesDropped) dropped, \($0.decodeFailures) decode failures, "
                 + "\($0.keyframeRequests) keyframe requests, \($0.nacksSent) NACKed, \($0.packetsLost) lost"
@@ -83,9 +108,7 @@ struct ResilienceTests {
         #expect(counters.nacksSent > 0, "no upstream NACK with \(proxyStats.upDropped) packets dropped on the way in")
         await session.stop()
         await owner.leave()
-        await viewer.leave()
-        await proxy.close()
-        await server.shutdown()
+        await rig.close()
     }
 }
 
@@ -97,22 +120,13 @@ struct TemporalLossTests {
     /// next number (one already sent), and the viewer held a frame that never completed (seconds).
     @Test("10% loss each way, a .low viewer of a two-layer screen: late repairs of the upper layer become padding, the base layer plays without a stall")
     func lowViewerUnderLoss() async throws {
-        let server = try await TestServer()
-        let profile = ImpairmentProfile(loss: 0.10, delayMs: 15)
-        let proxy = try await ImpairmentProxy.start(target: server.app.mediaAddress!, upstream: profile, downstream: profile, seed: 11,
-                                                    group: MultiThreadedEventLoopGroup.singleton)
-        server.app.sfu.port.announcedAddress = proxy.address
-        let host = server.engine(), viewer = server.engine()
+        let rig = try await LossyViewerRig(profile: ImpairmentProfile(loss: 0.10, delayMs: 15), seed: 11, watching: "1001")
+        let (server, viewer, decoded) = (rig.server, rig.viewer, rig.decoded)
+        let host = server.engine()
         try host.setVideoEncoderConfiguration(VideoEncoderConfiguration(
             dimensions: VideoSize(width: 1280, height: 720), frameRate: 15, bitrateKbps: 1200,
             degradationPreference: .maintainResolution, contentHint: .detail))
         try await host.enableVideo()
-        let viewerEvents = EventLog(viewer)
-        let decoded = NIOLockedValueBox<[Int64]>([])
-        viewer.setRemoteVideoSink { frame in
-            guard frame.uid == "1001" else { return }
-            decoded.withLockedValue { $0.append(MediaClock.monotonicUs()) }
-        }
         try await viewer.join(token: testToken(uid: "2001", channel: "low"), channel: "low", uid: "2001")
         try await viewer.setRemoteVideoStreamType(uid: "1001", .low)
         try await host.join(token: testToken(uid: "1001", channel: "low"), channel: "low", uid: "1001",
@@ -128,10 +142,7 @@ struct TemporalLossTests {
         let window = decoded.withLockedValue { $0 }.filter { $0 >= start && $0 <= start + Int64(seconds * 1e6) }
         let gaps = zip(window.dropFirst(), window).map { Double($0 - $1) / 1000 }
         let counters = try await server.app.sfu.counterSnapshot.get()
-        let received = viewerEvents.all.reversed().lazy.compactMap { event -> RemoteTrackStats? in
-            guard case .rtcStats(let stats) = event else { return nil }
-            return stats.remote.first { $0.uid == "1001" && $0.kind == .video }
-        }.first
+        let received = rig.lastVideoStats(of: "1001")
         let fps = Double(window.count) / seconds
         print("low viewer under loss: \(String(format: "%.1f", fps)) fps, longest gap \(String(format: "%.0f", gaps.max() ?? 0)) ms; "
             + "padding fillers \(counters.fillersSent), upstream NACKs \(counters.nacksSent), retransmitted \(counters.retransmissions); viewer: "
@@ -143,9 +154,7 @@ struct TemporalLossTests {
         #expect((gaps.max() ?? 10_000) < 1000, "longest freeze \(gaps.max() ?? -1) ms")
         video.cancel()
         await host.leave()
-        await viewer.leave()
-        await proxy.close()
-        await server.shutdown()
+        await rig.close()
     }
 }
 
