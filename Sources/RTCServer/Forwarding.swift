@@ -84,10 +84,19 @@ struct StreamRewriter {
     /// hundred packets for repairs).
     static let lateWindow = 0x4000
 
-    /// Whether packet `input` of the current source comes at or before one placed already (a repair).
-    func isLate(_ input: UInt16) -> Bool {
-        guard let highestInput, let position = extended(input) else { return false }
+    /// Whether the packet at `position` (``extended(_:)``) comes at or before one placed already (a repair).
+    func isLate(_ position: Int64?) -> Bool {
+        guard let highestInput, let position else { return false }
         return position <= highestInput
+    }
+
+    /// Whether packet `input` of the current source comes at or before one placed already.
+    func isLate(_ input: UInt16) -> Bool { isLate(extended(input)) }
+
+    /// The unwrapped position of output number `output`, the one nearest the newest number held.
+    private func outputPosition(_ output: UInt16) -> Int64? {
+        guard let top = reservedTop ?? lastOutputPosition else { return nil }
+        return top &+ Int64(Int16(bitPattern: output &- UInt16(truncatingIfNeeded: top)))
     }
 
     /// The highest output number that belongs to a placed input (sent, filled, or a hole kept for
@@ -97,9 +106,10 @@ struct StreamRewriter {
         return current.output(ofInput: highestInput &+ 1) &- 1
     }
 
-    /// Places the next input of the current source; the first fixes the positions of its first segment.
-    private mutating func placeNext(_ input: UInt16) -> Int64 {
-        guard let position = extended(input) else {
+    /// Places the next input of the current source (at `position`, its ``extended(_:)``); the
+    /// first fixes the positions of its first segment.
+    private mutating func placeNext(_ input: UInt16, at position: Int64?) -> Int64 {
+        guard let position else {
             let position = Int64(input)
             let last = segments.count - 1
             segments[last].firstOutput = segments[last].firstOutput &- segments[last].firstInput &+ position
@@ -139,7 +149,8 @@ struct StreamRewriter {
     /// hole the caller fills with padding (nil when the packet is from before the source began).
     @discardableResult
     mutating func drop(input: UInt16) -> UInt16? {
-        if isLate(input), let position = extended(input) {
+        let position = extended(input)
+        if isLate(position), let position {
             guard let segment = segment(ofInput: position) else { return nil }
             let output = segment.output(ofInput: position)
             fillers.removeAll { $0 == output || output &- $0 > Self.fillerSpan }
@@ -148,15 +159,15 @@ struct StreamRewriter {
             return UInt16(truncatingIfNeeded: output)
         }
         let wasStarted = highestInput != nil
-        let position = placeNext(input)
-        if wasStarted, current.firstInput == position, !current.startsSource {
+        let placed = placeNext(input, at: position)
+        if wasStarted, current.firstInput == placed, !current.startsSource {
             // The run of drops goes on (nothing placed in this segment yet): it begins one later.
-            segments[segments.count - 1].firstInput = position &+ 1
+            segments[segments.count - 1].firstInput = placed &+ 1
             return nil
         }
         var segment = current
-        segment.firstOutput = segment.output(ofInput: position)
-        segment.firstInput = position &+ 1
+        segment.firstOutput = segment.output(ofInput: placed)
+        segment.firstInput = placed &+ 1
         segment.startsSource = false
         append(segment)
         return nil
@@ -164,8 +175,7 @@ struct StreamRewriter {
 
     /// Whether output `output` is a hole left by a late packet that was not sent (``drop(input:)``).
     func isFiller(_ output: UInt16) -> Bool {
-        guard !fillers.isEmpty, let top = reservedTop else { return false }
-        let position = top &+ Int64(Int16(bitPattern: output &- UInt16(truncatingIfNeeded: top)))
+        guard !fillers.isEmpty, let position = outputPosition(output) else { return false }
         return fillers.contains(position)
     }
 
@@ -174,14 +184,15 @@ struct StreamRewriter {
     @discardableResult
     mutating func rewrite(_ header: inout RTPHeader, nowUs: Int64? = nil) -> Bool {
         let input = header.sequenceNumber
+        let extendedInput = extended(input)
         let placed: Segment
         let position: Int64
-        if isLate(input), let late = extended(input) {
+        if isLate(extendedInput), let late = extendedInput {
             guard let found = segment(ofInput: late) else { return false }
             placed = found
             position = late
         } else {
-            position = placeNext(input)
+            position = placeNext(input, at: extendedInput)
             placed = current
         }
         let output = placed.output(ofInput: position)
@@ -249,8 +260,7 @@ struct StreamRewriter {
 
     /// The segment an output sequence number was sent in (the newest that began at or before it).
     func segment(of output: UInt16) -> Segment {
-        guard let top = reservedTop ?? lastOutputPosition else { return current }
-        let position = top &+ Int64(Int16(bitPattern: output &- UInt16(truncatingIfNeeded: top)))
+        guard let position = outputPosition(output) else { return current }
         for segment in segments.reversed() where segment.firstOutput <= position { return segment }
         return segments[0]
     }

@@ -157,7 +157,7 @@ final class Producer: @unchecked Sendable {
                 // frame start may change what is forwarded, and a late one is judged by the cap
                 // in force at its place (its frame was forwarded whole or left out whole).
                 let position = subscription.rewriter.extended(original.sequenceNumber)
-                if temporal.startsFrame, !subscription.rewriter.isLate(original.sequenceNumber) {
+                if temporal.startsFrame, !subscription.rewriter.isLate(position) {
                     let cap: UInt8? = subscription.wantsBaseLayerOnly ? 0 : nil
                     if subscription.temporalCap.set(cap, from: position ?? .min) {
                         context.counters.recordLayerSwitch(up: cap == nil)
@@ -311,7 +311,6 @@ final class Producer: @unchecked Sendable {
         header.ssrc = subscription.rewriter.outputSSRC
         header.sequenceNumber = hole
         header.timestamp &+= subscription.rewriter.timestampOffset
-        header.marker = false
         let filler = RTPPacket.filler(header)
         var out = context.port.buffer(minimumCapacity: filler.serializedSize + SRTPProfile.maxTrailer)
         filler.write(to: &out)
