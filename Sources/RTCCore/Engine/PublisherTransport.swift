@@ -209,21 +209,28 @@ final class PublisherTransport: Sendable {
             throw RTCEngineError(.transportFailed, "the server's answer: \(error)")
         }
         transport.start(remote: remote)
+        // The ICE agent gives up after its own 10 s; whichever gives up first, the error names what
+        // was tried: a server announcing an address nobody can reach shows here.
         let deadline = MediaClock.monotonicUs() + 10_000_000
+        var reason = "no answer within 10 s"
         while MediaClock.monotonicUs() < deadline {
             let state = try await transport.state.get()
             if state == .connected { return }
-            if case .failed(let reason) = state { throw RTCEngineError(.transportFailed, "publisher transport: \(reason)") }
+            if case .failed(let why) = state { reason = why; break }
             try await Task.sleep(for: .milliseconds(5))
         }
-        // Name what was tried: a server announcing an address nobody can reach shows here.
+        throw RTCEngineError(.transportFailed, Self.notConnected(reason: reason, remote: remote))
+    }
+
+    /// "the publisher transport did not connect (<reason>; the server's candidates: udp 192.0.2.1:3478, …)".
+    static func notConnected(reason: String, remote: TransportParameters) -> String {
         func shown(_ address: SocketAddress) -> String {
             let ip = address.ipAddress ?? "?"
             return ip.contains(":") ? "[\(ip)]:\(address.port ?? 0)" : "\(ip):\(address.port ?? 0)"
         }
         let tried = remote.candidates.map { "udp \(shown($0))" } + remote.tcpCandidates.map { "tcp \(shown($0))" }
-        throw RTCEngineError(.transportFailed, "the publisher transport did not connect within 10 s (the server's candidates: "
-                             + (tried.isEmpty ? "none" : tried.joined(separator: ", ")) + ")")
+        return "the publisher transport did not connect (\(reason); the server's candidates: "
+            + (tried.isEmpty ? "none" : tried.joined(separator: ", ")) + ")"
     }
 
     /// Offers again with new ICE credentials and restarts the checks towards the candidates of the
