@@ -341,7 +341,9 @@ final class TURNRelay: @unchecked Sendable {
     /// Retransmissions (UDP) and renewals.
     private func tick() {
         let now = NIODeadline.now()
-        for (id, var entry) in pending where entry.next <= now {
+        // A request unanswered for 8 s is given up at the next tick, not at its next retransmission
+        // (due up to 2 s later): the ICE agent's own 10 s connect timeout must not come first.
+        for (id, var entry) in pending where entry.next <= now || now - entry.firstSent > .seconds(8) {
             if now - entry.firstSent > .seconds(8) {
                 pending[id] = nil
                 if case .allocate = entry.purpose { fail("no answer from the TURN server \(server.address)") }
