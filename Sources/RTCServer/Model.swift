@@ -56,8 +56,9 @@ final class Participant: @unchecked Sendable {
     var lastSeen: Int64
     /// When it joined (clock s).
     let joinedAt: Int64
-    /// Set while the signaling connection is gone and the participant may still `resume`.
-    var disconnectedAt: Int64?
+    /// Set while the signaling connection is gone and the participant may still `resume`: when it
+    /// went (monotonic ns, so the seat is held the whole window, not a whole-second clock's 1-2 s less).
+    var disconnectedAtNs: UInt64?
 
     var publisher: MediaSession?
     /// Data channels: what this participant may still send (messages, bytes), and the largest

@@ -103,7 +103,7 @@ extension SFU {
             old.close()
         }
         participant.peer = peer
-        participant.disconnectedAt = nil
+        participant.disconnectedAtNs = nil
         participant.lastSeen = clock()
         directory.bind(peer, to: participant)
         participant.send(.resumed(joinResponse(for: participant)), requestID: requestID)
@@ -172,8 +172,8 @@ extension SFU {
     func tick() {
         let now = clock()
         for participant in directory.allParticipants {
-            if let gone = participant.disconnectedAt {
-                if now - gone >= Int64(configuration.resumeWindow) { remove(participant, reason: .timeout) }
+            if let gone = participant.disconnectedAtNs {
+                if Double(monotonicClock() &- gone) / 1e9 >= Double(configuration.resumeWindow) { remove(participant, reason: .timeout) }
                 continue
             }
             if now >= participant.tokenExpiresAt {
@@ -199,7 +199,7 @@ extension SFU {
             if now - participant.lastSeen > Int64(configuration.pingTimeout), let peer = participant.peer {
                 directory.unbind(peer)
                 participant.peer = nil
-                participant.disconnectedAt = now
+                participant.disconnectedAtNs = monotonicClock()
                 peer.close()
             }
         }

@@ -234,7 +234,7 @@ public final class SFU: SignalingSink, @unchecked Sendable {
         loop.execute {
             guard let participant = self.directory.unbind(peer) else { return }
             participant.peer = nil
-            participant.disconnectedAt = self.clock()
+            participant.disconnectedAtNs = self.monotonicClock()
         }
     }
 
