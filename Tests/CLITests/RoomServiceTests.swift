@@ -241,6 +241,9 @@ struct RoomServiceTests {
             let escaped = body.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
             return #"Raw {"path": "/twirp/livekit.RoomService/PerformRpc", "contentType": "application/json", "token": "admin", "room": "rpc", "body": "\#(escaped)"}"#
         }
+        // The bot prints `ready` once connected with its handlers registered: a call before that
+        // would meet the SDK without them (WaitParticipants only sees the join).
+        #expect(await eventually(20) { bot.output.contains("ready") }, "\(bot.output.suffix(3)) \(bot.errorText)")
         let results = try await Self.calls(url, [
             #"WaitParticipants {"room": "rpc", "count": 2}"#,
             #"Sleep {"seconds": 1}"#,

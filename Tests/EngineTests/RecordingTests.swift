@@ -229,9 +229,11 @@ struct RecordingTests {
                                     testToken(uid: "2001", channel: "kill"), "--video", "none", "--audio", "none", "--quiet", "--record", dir,
                                     "--record-format", "both"], output: .discarded, errors: .discarded)
         #expect(await hostEvents.wait(20) { if case .userJoined(let uid) = $0 { uid } else { nil } } == "2001")
-        try await Task.sleep(for: .milliseconds(1000))  // the bot's subscription is set up
-        let pushed = NIOLockedValueBox(0)
+        // The bot's subscription is set up (its transport connected) when the host's audio reaches
+        // it; only then the frames counted start.
         let tone = pushTone(host)
+        #expect(await eventually(15) { try await server.forwarded(to: "2001", from: "1001", kind: .audio, in: "kill") > 0 })
+        let pushed = NIOLockedValueBox(0)
         let video = Task { try await push(host, count: 15 * 10, pushed: pushed) }
         try await Task.sleep(for: .milliseconds(6000))
         bot.signal(SIGKILL)

@@ -171,8 +171,10 @@ struct SimulcastTests {
         #expect(allFPS >= 12 && lowFPS >= 5 && lowFPS <= 0.7 * allFPS, "\(lowFPS) against \(allFPS) fps")
         // No stall: a base frame is 133 ms; the longest gap measured 269-400 ms idle (the same
         // before and after the send path changed) and 406 ms under the suite's load, as the source
-        // loses a frame now and then (the other viewer's rate too: 14.3-15 fps). 400 ms was too tight.
-        #expect((gaps.max() ?? 0) < 500_000)
+        // loses a frame now and then (the other viewer's rate too: 14.3-15 fps). 400 ms was too tight,
+        // and 500 left 94 ms for the suite's load. A stall (a gap given up, then a keyframe asked for
+        // and awaited) costs over a second; 700 ms still catches it.
+        #expect((gaps.max() ?? 0) < 700_000, "longest gap \((gaps.max() ?? 0) / 1000) ms")
         #expect(low.allSatisfy { $0.width == 1280 && $0.height == 720 }, "the base layer keeps the full size")
         // Back to all of it.
         try await viewer.setRemoteVideoStreamType(uid: "1001", .high)

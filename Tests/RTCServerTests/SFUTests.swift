@@ -60,13 +60,17 @@ struct SFUTests {
         }
         // Mute bob: his packets stop reaching the others; unmute and they flow again.
         let bobTrack = try #require(try await sfu.participants(in: "room").get().first { $0.uid == "bob" }?.tracks.first)
+        // Each request below is known handled before RTP is sent (the server's view shows it), not
+        // only slept on: on a loaded machine the server's loop may come to it late.
         clients[1].send(.mute(MuteRequest(trackSid: bobTrack.sid, muted: true)))
+        #expect(await eventually { try await sfu.participants(in: "room").get().first { $0.uid == "bob" }?.tracks.first?.muted == true })
         try await Task.sleep(nanoseconds: 100_000_000)
         clients[1].sendRTP(ssrc: 0x101, count: 10, startingAt: 50)
         try await Task.sleep(nanoseconds: 300_000_000)
         let bobAtAlice = clients[0].subscribedSSRCs.withLockedValue { $0[bobTrack.sid] }
         #expect(clients[0].receivedCount(ssrc: bobAtAlice) == 50)
         clients[1].send(.mute(MuteRequest(trackSid: bobTrack.sid, muted: false)))
+        #expect(await eventually { try await sfu.participants(in: "room").get().first { $0.uid == "bob" }?.tracks.first?.muted == false })
         try await Task.sleep(nanoseconds: 100_000_000)
         clients[1].sendRTP(ssrc: 0x101, count: 10, startingAt: 60)
         #expect(await eventually { clients[0].receivedCount(ssrc: bobAtAlice) == 60 })
@@ -75,6 +79,7 @@ struct SFUTests {
         #expect(await eventually { clients[2].receivedCount(ssrc: bobAtCarol) == 60 })  // all in before she unsubscribes
         let carolBefore = clients[2].receivedCount(ssrc: bobAtCarol)
         clients[2].send(.updateSubscription(SubscriptionUpdate(trackSids: [bobTrack.sid], subscribe: false)))
+        _ = try await sfu.participants(in: "room").get()  // runs on the server's loop after the request
         try await Task.sleep(nanoseconds: 300_000_000)
         clients[1].sendRTP(ssrc: 0x101, count: 10, startingAt: 70)
         #expect(await eventually { clients[0].receivedCount(ssrc: bobAtAlice) == 70 })
