@@ -9,6 +9,8 @@
 #include <openssl/rand.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
+#include <openssl/core_names.h>
+#include <openssl/params.h>
 #include <string.h>
 
 static inline long rtc_ssl_ctx_set_min_dtls12(SSL_CTX *ctx) { return SSL_CTX_set_min_proto_version(ctx, DTLS1_2_VERSION); }
@@ -75,11 +77,19 @@ static inline void rtc_hmac_sha1(const rtc_hmac_sha1_key *state, const void *dat
 }
 #pragma GCC diagnostic pop
 
-/// GCM tag control, as `EVP_CIPHER_CTX_ctrl` takes it (the constants are macros).
+/// The GCM tag, read after `EVP_CipherFinal_ex` (encrypting) or given before it (decrypting), as
+/// the cipher's "tag" parameter: what `EVP_CIPHER_CTX_ctrl(EVP_CTRL_GCM_GET_TAG)` does in OpenSSL 3,
+/// without building the parameter list from the control code first (about half its cost per packet).
 static inline int rtc_gcm_get_tag(EVP_CIPHER_CTX *ctx, unsigned char *tag, int length) {
-    return EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, length, tag);
+    OSSL_PARAM params[2] = {
+        OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, tag, (size_t)length), OSSL_PARAM_construct_end()
+    };
+    return EVP_CIPHER_CTX_get_params(ctx, params);
 }
 static inline int rtc_gcm_set_tag(EVP_CIPHER_CTX *ctx, unsigned char *tag, int length) {
-    return EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, length, tag);
+    OSSL_PARAM params[2] = {
+        OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, tag, (size_t)length), OSSL_PARAM_construct_end()
+    };
+    return EVP_CIPHER_CTX_set_params(ctx, params);
 }
 #endif

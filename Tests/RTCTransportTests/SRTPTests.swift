@@ -151,6 +151,16 @@ struct SRTPTests {
         }
     }
 
+    /// `a` with one packet of `b` after every fourth (the rest of `b` at the end).
+    static func interleave(_ a: [[UInt8]], _ b: [[UInt8]]) -> [[UInt8]] {
+        var out: [[UInt8]] = [], rest = b[...]
+        for (index, packet) in a.enumerated() {
+            out.append(packet)
+            if index % 4 == 3, let next = rest.popFirst() { out.append(next) }
+        }
+        return out + rest
+    }
+
     /// What a network makes of a list of packets: adjacent pairs swapped every 7th, every 11th
     /// sent twice (the copy later), and before every 13th a truncated copy. Returns the bytes and
     /// which are the first good arrival of their packet.
@@ -174,7 +184,9 @@ struct SRTPTests {
         let ours = try SRTPContext(keys: SRTPKeyingMaterial(profile: profile, localKeyAndSalt: local, remoteKeyAndSalt: remote))
         let theirSender = try LibSRTPOracle(profile: profile, keyAndSalt: remote, inbound: false)
         let theirReceiver = try LibSRTPOracle(profile: profile, keyAndSalt: local, inbound: true)
-        let clear = Self.stream(count: 400, first: 65_400, ssrc: 0xCAFE, seed: 7)
+        // Two streams sent by turns (each wraps): the sender's rollover counters are kept per SSRC.
+        let clear = Self.interleave(Self.stream(count: 400, first: 65_400, ssrc: 0xCAFE, seed: 7),
+                                    Self.stream(count: 100, first: 65_500, ssrc: 0xD00D, seed: 8))
         // Ours → libsrtp2.
         var protected: [[UInt8]] = []
         for packet in clear {

@@ -108,13 +108,16 @@ final class SRTPCipher {
 
     // MARK: Counter mode (RFC 3711 §4.1.1, §4.2)
 
+    /// The salt's first 8 bytes and the 8 after them (the last 2 zero, or 4 for GCM's 12-byte
+    /// salt), big-endian: an IV is two XORs and two stores.
+    private var saltHigh: UInt64 { loadBigEndian64(scratch) }
+    private var saltLow: UInt64 { loadBigEndian64(scratch + 8) }
+
     /// Sets the AES-CM IV: (salt·2^16) XOR (SSRC·2^64) XOR (index·2^16).
     private func counterIV(ssrc: UInt32, index: UInt64) {
-        for i in 0..<14 { iv[i] = scratch[i] }
-        iv[14] = 0
-        iv[15] = 0
-        for i in 0..<4 { iv[4 + i] ^= UInt8(truncatingIfNeeded: ssrc >> (24 - 8 * UInt32(i))) }
-        for i in 0..<6 { iv[8 + i] ^= UInt8(truncatingIfNeeded: index >> (40 - 8 * UInt64(i))) }
+        // Bytes 0-7: salt 0-7 with the SSRC over 4-7; bytes 8-15: salt 8-13 with the 48-bit index, then 00 00.
+        storeBigEndian64(saltHigh ^ UInt64(ssrc), iv)
+        storeBigEndian64((saltLow ^ (index << 16)) & ~0xFFFF, iv + 8)
     }
 
     /// XORs the keystream for (ssrc, index) over `count` bytes at `bytes` (encrypts or decrypts).
@@ -144,11 +147,10 @@ final class SRTPCipher {
     /// Sets the 12-byte GCM IV: salt XOR (00 00 | SSRC | `high` | `low`) where `high`/`low` are
     /// the ROC and sequence number (SRTP) or 00 00 and the SRTCP index (SRTCP).
     private func gcmIV(ssrc: UInt32, high: UInt32, low: UInt16) {
-        for i in 0..<12 { iv[i] = scratch[i] }
-        for i in 0..<4 { iv[2 + i] ^= UInt8(truncatingIfNeeded: ssrc >> (24 - 8 * UInt32(i))) }
-        for i in 0..<4 { iv[6 + i] ^= UInt8(truncatingIfNeeded: high >> (24 - 8 * UInt32(i))) }
-        iv[10] ^= UInt8(truncatingIfNeeded: low >> 8)
-        iv[11] ^= UInt8(truncatingIfNeeded: low)
+        // Bytes 0-7: salt 0-7 with the SSRC over 2-5 and the top half of `high` over 6-7;
+        // bytes 8-11: salt 8-11 with the low half of `high`, then `low` (bytes 12-15 are not read).
+        storeBigEndian64(saltHigh ^ (UInt64(ssrc) << 16 | UInt64(high >> 16)), iv)
+        storeBigEndian64(saltLow ^ (UInt64(high & 0xFFFF) << 48 | UInt64(low) << 32), iv + 8)
     }
 
     /// GCM over `count` bytes at `bytes` in place, with additional data `aad` (then `aad2`), and
@@ -171,6 +173,16 @@ final class SRTPCipher {
         guard rtc_gcm_set_tag(context, tag, 16) == 1 else { return false }
         return EVP_CipherFinal_ex(context, iv, &written) == 1
     }
+}
+
+@inline(__always)
+private func loadBigEndian64(_ p: UnsafePointer<UInt8>) -> UInt64 {
+    UInt64(bigEndian: UnsafeRawPointer(p).loadUnaligned(as: UInt64.self))
+}
+
+@inline(__always)
+private func storeBigEndian64(_ value: UInt64, _ p: UnsafeMutablePointer<UInt8>) {
+    UnsafeMutableRawPointer(p).storeBytes(of: value.bigEndian, as: UInt64.self)
 }
 
 /// Compares two tags in constant time.

@@ -23,7 +23,10 @@ public final class SRTPContext {
     private let rtpOut: SRTPCipher, rtcpOut: SRTPCipher
     private let rtpIn: SRTPCipher, rtcpIn: SRTPCipher
     /// Highest index sent per SSRC (RTP), and the next SRTCP index per SSRC (from 1, as libsrtp).
+    /// The stream sent last is kept apart (`lastSent`) and written back when another one sends:
+    /// a leg sends runs of one stream, so most packets cost no dictionary lookup.
     private var sentRTP: [UInt32: UInt64] = [:]
+    private var lastSent: (ssrc: UInt32, highest: UInt64)?
     var sentRTCP: [UInt32: UInt32] = [:]
     private var receivedRTP: [UInt32: SRTPReplayWindow] = [:]
     private var receivedRTCP: [UInt32: SRTPReplayWindow] = [:]
@@ -155,8 +158,15 @@ public final class SRTPContext {
     private func protectRTP(_ p: UnsafeMutablePointer<UInt8>, length: Int) -> Outcome {
         guard let header = rtpHeaderLength(p, length: length) else { return .malformed("not an RTP packet") }
         let ssrc = read32(p + 8), sequence = read16(p + 2)
-        let index = srtpEstimateIndex(sequence: sequence, highest: sentRTP[ssrc])
-        sentRTP[ssrc] = max(index, sentRTP[ssrc] ?? 0)
+        let highest: UInt64?
+        if let last = lastSent, last.ssrc == ssrc {
+            highest = last.highest
+        } else {
+            if let last = lastSent { sentRTP[last.ssrc] = last.highest }
+            highest = sentRTP[ssrc]
+        }
+        let index = srtpEstimateIndex(sequence: sequence, highest: highest)
+        lastSent = (ssrc, max(index, highest ?? 0))
         let roc = UInt32(truncatingIfNeeded: index >> 16)
         if profile.isAEAD {
             guard rtpOut.gcm(p + header, count: length - header, aad: p, aadCount: header, tag: p + length, encrypt: true,
