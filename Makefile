@@ -33,11 +33,11 @@ RELEASE := -c release --static-swift-stdlib
 
 build: deps release
 
+RELEASE_PRODUCTS := rtc-server rtc-cli rtc-sharer rtc-capture
+RELEASE_BUILD := for p in $(RELEASE_PRODUCTS); do swift build $(RELEASE) --product $$p || exit 1; done
+
 release:
-	swift build $(RELEASE) --product rtc-server
-	swift build $(RELEASE) --product rtc-cli
-	swift build $(RELEASE) --product rtc-sharer
-	swift build $(RELEASE) --product rtc-capture
+	@$(RELEASE_BUILD)
 
 demo: build
 	.build/release/rtc-cli demo --out out/demo
@@ -51,13 +51,16 @@ demo: build
 # gets the cycles they leave, the kernel preempting it the moment a test's thread wakes. The
 # budget tests (BudgetTests) measure those release binaries as shipped, so they run last, once the
 # build is done. The whole log goes to out/test.log; a failed run ends by listing its failures
-# again, so the last lines of a CI log name them.
+# again, so the last lines of a CI log name them. The build runs in a session of its own, ended
+# with the recipe (Ctrl-C included: a shell's background job ignores SIGINT), and is not a
+# recursive make, so `make -n test` only prints.
 TEST_RUN := .build/debug/swift-rtcPackageTests.xctest --testing-library swift-testing --no-parallel
 test: deps
 	@mkdir -p out
 	swift build --build-tests
 	@set -o pipefail; rm -f out/release.status; \
-	( ionice -c 3 chrt --idle 0 $(MAKE) --no-print-directory release > out/release.log 2>&1; echo $$? > out/release.status ) & builder=$$!; \
+	setsid bash -c 'ionice -c 3 chrt --idle 0 bash -c '"'"'$(RELEASE_BUILD)'"'"' > out/release.log 2>&1; echo $$? > out/release.status' & builder=$$!; \
+	trap 'kill -- -$$builder 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
 	$(TEST_RUN) --skip 'BudgetTests' 2>&1 | tee out/test.log; status=$$?; \
 	wait $$builder; \
 	if [ "$$(cat out/release.status 2>/dev/null)" = 0 ]; then \
