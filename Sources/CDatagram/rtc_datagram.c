@@ -43,15 +43,8 @@ int rtc_datagram_batch_add(rtc_datagram_batch *batch, const void *bytes, size_t 
         slot_length = address_length;
     } else if (address->sa_family == AF_INET && batch->family == AF_INET6 && address_length >= sizeof(struct sockaddr_in)) {
         // A dual-stack socket reaches an IPv4 peer at ::ffff:a.b.c.d.
-        const struct sockaddr_in *v4 = (const struct sockaddr_in *)address;
-        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)slot;
-        memset(v6, 0, sizeof(*v6));
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = v4->sin_port;
-        v6->sin6_addr.s6_addr[10] = 0xff;
-        v6->sin6_addr.s6_addr[11] = 0xff;
-        memcpy(&v6->sin6_addr.s6_addr[12], &v4->sin_addr, 4);
-        slot_length = sizeof(*v6);
+        rtc_datagram_map_v4((const struct sockaddr_in *)address, (struct sockaddr_in6 *)slot);
+        slot_length = sizeof(struct sockaddr_in6);
     } else {
         return -1;
     }
@@ -60,6 +53,15 @@ int rtc_datagram_batch_add(rtc_datagram_batch *batch, const void *bytes, size_t 
     batch->messages[i].msg_hdr.msg_namelen = slot_length;
     batch->count = i + 1;
     return 0;
+}
+
+void rtc_datagram_map_v4(const struct sockaddr_in *v4, struct sockaddr_in6 *v6) {
+    memset(v6, 0, sizeof(*v6));
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = v4->sin_port;
+    v6->sin6_addr.s6_addr[10] = 0xff;
+    v6->sin6_addr.s6_addr[11] = 0xff;
+    memcpy(&v6->sin6_addr.s6_addr[12], &v4->sin_addr, 4);
 }
 
 void rtc_datagram_batch_clear(rtc_datagram_batch *batch) { batch->count = 0; }

@@ -1,3 +1,4 @@
+import CDatagram
 import NIOCore
 #if canImport(Glibc)
 import Glibc
@@ -30,16 +31,8 @@ public enum DualStack {
     public static func mapped(_ address: SocketAddress) -> SocketAddress {
         guard case .v4(let v4) = address else { return address }
         var v6 = sockaddr_in6()
-        v6.sin6_family = sa_family_t(AF_INET6)
-        v6.sin6_port = v4.address.sin_port
-        withUnsafeMutableBytes(of: &v6.sin6_addr) { out in
-            for index in 0..<10 { out[index] = 0 }
-            out[10] = 0xFF
-            out[11] = 0xFF
-            withUnsafeBytes(of: v4.address.sin_addr) { bytes in
-                for index in 0..<4 { out[12 + index] = bytes[index] }
-            }
-        }
+        var source = v4.address
+        rtc_datagram_map_v4(&source, &v6)  // the mapping the send batches use
         return SocketAddress(v6, host: "")
     }
 }

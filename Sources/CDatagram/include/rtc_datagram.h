@@ -35,6 +35,12 @@ int rtc_datagram_batch_count(const rtc_datagram_batch *batch);
 int rtc_datagram_batch_add(rtc_datagram_batch *batch, const void *bytes, size_t length,
                            const struct sockaddr *address, socklen_t address_length);
 
+struct sockaddr_in;
+struct sockaddr_in6;
+/// `v4` as a dual-stack IPv6 socket reaches it: `::ffff:a.b.c.d` (RFC 4291 §2.5.5.2), same port.
+/// The one implementation of the mapping (the batch's sends and RTCTransport's `DualStack.mapped`).
+void rtc_datagram_map_v4(const struct sockaddr_in *v4, struct sockaddr_in6 *v6);
+
 /// Forgets what is queued (nothing is sent).
 void rtc_datagram_batch_clear(rtc_datagram_batch *batch);
 
