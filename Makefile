@@ -52,17 +52,20 @@ demo: build
 # budget tests (BudgetTests) measure those release binaries as shipped, so they run last, once the
 # build is done. The whole log goes to out/test.log; a failed run ends by listing its failures
 # again, so the last lines of a CI log name them. The build runs in a session of its own, ended
-# with the recipe (Ctrl-C included: a shell's background job ignores SIGINT), and is not a
-# recursive make, so `make -n test` only prints.
+# with the recipe (Ctrl-C included: a shell's background job ignores SIGINT; and should the recipe
+# be killed outright, the build's own watcher ends it), and is not a recursive make, so
+# `make -n test` only prints.
 TEST_RUN := .build/debug/swift-rtcPackageTests.xctest --testing-library swift-testing --no-parallel
 test: deps
 	@mkdir -p out
 	swift build --build-tests
 	@set -o pipefail; rm -f out/release.status; \
-	setsid bash -c 'ionice -c 3 chrt --idle 0 bash -c '"'"'$(RELEASE_BUILD)'"'"' > out/release.log 2>&1; echo $$? > out/release.status' & builder=$$!; \
+	setsid bash -c '( while kill -0 $$1 2>/dev/null; do sleep 1; done; kill -- -$$$$ ) & watcher=$$!; \
+		ionice -c 3 chrt --idle 0 bash -c '"'"'$(RELEASE_BUILD)'"'"' > out/release.log 2>&1; echo $$? > out/release.status; \
+		kill $$watcher' _ $$$$ & builder=$$!; \
 	trap 'kill -- -$$builder 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
 	$(TEST_RUN) --skip 'BudgetTests' 2>&1 | tee out/test.log; status=$$?; \
-	wait $$builder; \
+	wait $$builder; trap - EXIT; \
 	if [ "$$(cat out/release.status 2>/dev/null)" = 0 ]; then \
 		$(TEST_RUN) --filter 'BudgetTests' 2>&1 | tee -a out/test.log || status=1; \
 	else echo "== the release build failed (out/release.log):"; tail -40 out/release.log; status=1; fi; \

@@ -47,7 +47,8 @@ public final class SFU: SignalingSink, @unchecked Sendable {
     /// RPCs the server made (the API's `PerformRpc`) and waits on, by request id (``performRPC``).
     var pendingRPCs: [String: PendingRPC] = [:]
 
-    /// Seconds since 1970 (tokens, keepalive, resume windows); replaceable in tests.
+    /// Seconds since 1970 (tokens, keepalive); replaceable in tests. Resume windows are timed on
+    /// ``monotonicClock``.
     var clock: @Sendable () -> Int64 {
         get { context.wallClock }
         set { context.wallClock = newValue }

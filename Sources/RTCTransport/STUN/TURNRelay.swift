@@ -344,6 +344,7 @@ final class TURNRelay: @unchecked Sendable {
         // A request unanswered for 8 s is given up at the next tick, not at its next retransmission
         // (due up to 2 s later): the ICE agent's own 10 s connect timeout must not come first.
         for (id, var entry) in pending where entry.next <= now || now - entry.firstSent > .seconds(8) {
+            guard !failed else { return }  // given up: nothing more is sent
             if now - entry.firstSent > .seconds(8) {
                 pending[id] = nil
                 if case .allocate = entry.purpose { fail("no answer from the TURN server \(server.address)") }
@@ -356,6 +357,7 @@ final class TURNRelay: @unchecked Sendable {
             pending[id] = entry
             transmit(entry.bytes)
         }
+        guard !failed else { return }
         if let refreshAt, now >= refreshAt {
             self.refreshAt = now + .seconds(Int64(lifetime / 2))
             request(.refresh)
