@@ -118,15 +118,17 @@ struct RateWindow {
         for index in start..<buckets.count { buckets[index] = 0 }
     }
 
-    /// The rate over the last second (or since the stream started, at least 250 ms); once the
-    /// stream stopped, the rate it had.
+    /// The rate over the second up to its latest packet (or since the stream started, at least
+    /// 250 ms); once the stream stopped, the rate it had. Measured up to the latest packet, not to
+    /// now: a layer the server just paused, asked while its last second still held the silence
+    /// since, was taken for under half its rate (640x360 at 224-238 kbit/s instead of ~550), and a
+    /// viewer held at 400 kbit/s was moved up to it and stalled.
     mutating func bitsPerSecond(nowUs: Int64) -> Double {
         guard let last = lastActiveUs, let since = activeSinceUs, nowUs - last <= Self.restartAfterUs else { return lastBitsPerSecond }
-        advance(to: nowUs)
-        let window = Int64(buckets.count - 1) * Self.bucketUs + max(1, nowUs - bucketStartUs)
-        let spanUs = max(Self.bucketUs, min(window, nowUs - since))
+        let window = Int64(buckets.count - 1) * Self.bucketUs + max(1, last - bucketStartUs)
+        let spanUs = max(Self.bucketUs, min(window, last - since))
         lastBitsPerSecond = Double(buckets.reduce(0, +) * 8) / (Double(spanUs) / 1e6)
-        if nowUs - since >= Int64(buckets.count) * Self.bucketUs { steadyBitsPerSecond = lastBitsPerSecond }
+        if last - since >= Int64(buckets.count) * Self.bucketUs { steadyBitsPerSecond = lastBitsPerSecond }
         return lastBitsPerSecond
     }
 

@@ -81,6 +81,12 @@ struct LayerSelectionTests {
         for step in 0..<200 { window.add(bytes: 1250, nowUs: Int64(step) * 10_000) }
         let rate = window.bitsPerSecond(nowUs: 2_000_000)
         #expect(abs(rate - 1_000_000) < 100_000, "\(rate)")
+        // Stopping (a layer paused): asked every 50 ms through the silence, before and after the
+        // window would restart, the rate and the cost stay what the stream had, never the silence
+        // averaged in (a paused 640x360 layer was taken for 238 kbit/s instead of ~550).
+        let stopping = stride(from: Int64(1_990_000), through: 2_700_000, by: 50_000).map { window.bitsPerSecond(nowUs: $0) }
+        #expect(stopping.allSatisfy { abs($0 - 1_000_000) < 100_000 }, "\(stopping.map { Int($0) })")
+        #expect(abs(window.costBitsPerSecond(nowUs: 2_400_000) - 1_000_000) < 100_000)
         // Silent for 3 s: the window empties, the rate of its last full second stays.
         let remembered = window.bitsPerSecond(nowUs: 5_000_000)
         #expect(abs(remembered - 1_000_000) < 100_000, "\(remembered)")
