@@ -170,10 +170,10 @@ extension SFU {
     /// Once a second: keepalive, resume windows and token expiry; then receiver reports and
     /// limits to publishers.
     func tick() {
-        let now = clock()
+        let now = clock(), nowNs = monotonicClock()
         for participant in directory.allParticipants {
             if let gone = participant.disconnectedAtNs {
-                if Double(monotonicClock() &- gone) / 1e9 >= Double(configuration.resumeWindow) { remove(participant, reason: .timeout) }
+                if Double(nowNs &- gone) / 1e9 >= Double(configuration.resumeWindow) { remove(participant, reason: .timeout) }
                 continue
             }
             if now >= participant.tokenExpiresAt {
@@ -199,7 +199,7 @@ extension SFU {
             if now - participant.lastSeen > Int64(configuration.pingTimeout), let peer = participant.peer {
                 directory.unbind(peer)
                 participant.peer = nil
-                participant.disconnectedAtNs = monotonicClock()
+                participant.disconnectedAtNs = nowNs
                 peer.close()
             }
         }

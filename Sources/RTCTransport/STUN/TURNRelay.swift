@@ -343,9 +343,11 @@ final class TURNRelay: @unchecked Sendable {
         let now = NIODeadline.now()
         // A request unanswered for 8 s is given up at the next tick, not at its next retransmission
         // (due up to 2 s later): the ICE agent's own 10 s connect timeout must not come first.
-        for (id, var entry) in pending where entry.next <= now || now - entry.firstSent > .seconds(8) {
+        for (id, var entry) in pending {
             guard !failed else { return }  // given up: nothing more is sent
-            if now - entry.firstSent > .seconds(8) {
+            let expired = now - entry.firstSent > .seconds(8)
+            guard expired || entry.next <= now else { continue }
+            if expired {
                 pending[id] = nil
                 if case .allocate = entry.purpose { fail("no answer from the TURN server \(server.address)") }
                 if case .permission = entry.purpose { fail("no answer from the TURN server \(server.address) to CreatePermission") }
