@@ -46,13 +46,21 @@ final class LegPacer: @unchecked Sendable {
     static let share = 0.5
     static let minimumBps = 64_000.0
 
-    /// The pace for a layer of `layerBps`: `share` of the link, but never more than 2.5 times the
+    /// The pace for a layer of `layerBps`: `share` of the link, but never more than 1.5 times the
     /// layer or 250 kbit/s, whichever is more (its keyframe is spread out, not sent as a burst: both
     /// figures lag a collapse by a feedback interval or two, and a layer just resumed is measured
     /// low), nor less than 1.2 times the layer (the layer itself must get through).
+    ///
+    /// At 2.5 times the layer, a switch made before the estimate had fallen (a share of 480 kbit/s)
+    /// paced a 180 kbit/s layer's keyframe at 430 kbit/s into a 400 kbit/s link whose queue the
+    /// collapse had filled: with the audio, more went in than came out, a packet of the keyframe or
+    /// of the frames after it was lost, and its repair through 600 ms of queue (or the keyframe
+    /// asked for when that repair was lost too) froze the viewer again for 0.7-1.1 s, in two
+    /// collapses of six. The keyframe now takes some tens of ms longer.
     static func rate(share: Double, layerBps: Double) -> Double {
-        max(minimumBps, 1.2 * layerBps, min(max(2.5 * layerBps, spreadBps), share))
+        max(minimumBps, 1.2 * layerBps, min(max(spreadFactor * layerBps, spreadBps), share))
     }
+    static let spreadFactor = 1.5
     static let spreadBps = 250_000.0
 
     /// The pace it started at: never exceeded.
