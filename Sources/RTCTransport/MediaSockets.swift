@@ -431,6 +431,13 @@ public final class MediaTransport: @unchecked Sendable, DatagramRouter {
     public func sendRTP(_ packet: ByteBuffer) { session.sendRTP(packet) }
     public func sendRTCP(_ packet: ByteBuffer) { session.sendRTCP(packet) }
     public func sendRTP(batch packets: [ByteBuffer]) { session.sendRTP(batch: packets) }
+
+    /// An empty buffer for a datagram of up to `minimumCapacity` bytes, on the event loop: one of a
+    /// datagram already sent when there is one (as ``SharedMediaPort/buffer(minimumCapacity:)``).
+    public func bufferOnLoop(minimumCapacity: Int) -> ByteBuffer {
+        channel.eventLoop.preconditionInEventLoop()
+        return paths.buffer(minimumCapacity: minimumCapacity)
+    }
     func sendRaw(_ bytes: ByteBuffer) { session.sendRaw(bytes) }
     var onDatagramSent: ((ByteBuffer, SocketAddress) -> Void)? {
         get { session.onDatagramSent }

@@ -56,10 +56,11 @@ struct TransportBench: AsyncParsableCommand {
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         print("Loopback, \(packets) packets of \(12 + payload) bytes of RTP per round, \(rounds) rounds, medians; "
-              + "each SRTP packet serialized afresh and protected in its own buffer, as the SFU sends one per leg:")
+              + "each SRTP packet serialized afresh into the buffer of a datagram already sent and protected there, as the SFU sends one per leg:")
         print("profile                   protect+send/s   plain UDP send/s   ratio   serialized+send/s   ratio   NIO channel send/s   receive+unprotect/s   delivered")
-        print("(plain: one buffer re-sent; serialized: a packet serialized afresh per send, no SRTP; both on the media send path, "
-              + "a flush per packet as the SRTP row; ratio: protect+send / that row; NIO channel: the plain sends through a bare NIO channel)")
+        print("(plain: one buffer re-sent; serialized: a packet serialized afresh per send the same way, no SRTP; both on the media send path, "
+              + "a flush per packet as the SRTP row; ratio: protect+send / that row; NIO channel: the plain sends through a bare NIO channel; "
+              + "the send rows take turns in blocks of a tenth of a round; receive: a round of SRTP sends alone)")
         var inMemory: [String] = []
         for profile in chosen { try await measure(profile, group: group, inMemory: &inMemory) }
         print("In memory, \(12 + payload)-byte packets, medians:")
@@ -106,54 +107,81 @@ struct TransportBench: AsyncParsableCommand {
         let datagram = ByteBuffer(bytes: [UInt8](repeating: 0x80, count: rtp.serializedSize + profile.rtpTagLength))
         var sendRates: [Double] = [], plainRates: [Double] = [], serializedRates: [Double] = [], nioRates: [Double] = []
         var receiveRates: [Double] = [], delivered: [Double] = []
-        let count = packets, session = client.session
-        for round in 0..<rounds {
-            received.withLockedValue { $0 = (0, 0, 0) }
-            let sent = try await client.channel.eventLoop.submit { () -> Double in
+        let count = packets, session = client.session, target = sink.localAddress!
+        // The four send rows, each a block of `n` packets on its sender's loop, timed there.
+        func srtpBlock(_ n: Int, first: Int) async throws -> Double {
+            try await client.channel.eventLoop.submit { () -> Double in
                 var rtp = rtp
                 let start = Self.now()
-                for index in 0..<count {
-                    rtp.header.sequenceNumber = UInt16(truncatingIfNeeded: round * count + index)
-                    var packet = rtp.serialized
+                for index in 0..<n {
+                    rtp.header.sequenceNumber = UInt16(truncatingIfNeeded: first + index)
+                    var packet = client.bufferOnLoop(minimumCapacity: rtp.serializedSize + SRTPProfile.maxTrailer)
+                    rtp.write(to: &packet)
                     session.sendRTPOnLoop(&packet, flush: true)
                 }
                 return Self.now() - start
             }.get()
-            sendRates.append(Double(count) / sent)
-            try await Task.sleep(nanoseconds: 300_000_000)
-            let (got, first, last) = received.withLockedValue { $0 }
-            if got > 1 { receiveRates.append(Double(got - 1) / (last - first)) }
-            delivered.append(Double(got) / Double(count))
-            let target = sink.localAddress!
-            let floor = try await plain.channel.eventLoop.submit { () -> Double in
+        }
+        func plainBlock(_ n: Int) async throws -> Double {
+            try await plain.channel.eventLoop.submit { () -> Double in
                 let start = Self.now()
-                for _ in 0..<count { plain.sendOnLoop(datagram, to: target, flush: true) }
+                for _ in 0..<n { plain.sendOnLoop(datagram, to: target, flush: true) }
                 return Self.now() - start
             }.get()
-            plainRates.append(Double(count) / floor)
-            try await Task.sleep(nanoseconds: 200_000_000)
-            let viaNIO = try await nio.eventLoop.submit { () -> Double in
+        }
+        func nioBlock(_ n: Int) async throws -> Double {
+            try await nio.eventLoop.submit { () -> Double in
                 let start = Self.now()
-                for _ in 0..<count { nio.writeAndFlush(AddressedEnvelope(remoteAddress: target, data: datagram), promise: nil) }
+                for _ in 0..<n { nio.writeAndFlush(AddressedEnvelope(remoteAddress: target, data: datagram), promise: nil) }
                 return Self.now() - start
             }.get()
-            nioRates.append(Double(count) / viaNIO)
-            try await Task.sleep(nanoseconds: 200_000_000)
-            // The same sends, each of a packet serialized afresh (with the tag's room) as the SRTP
-            // row makes them: what SRTP adds is the difference between these two rows.
-            let serialized = try await plain.channel.eventLoop.submit { () -> Double in
+        }
+        // The same sends as the plain row, each of a packet serialized afresh (with the tag's room)
+        // into a sent datagram's buffer as the SRTP row makes them: what SRTP adds is the difference between these two rows.
+        func serializedBlock(_ n: Int) async throws -> Double {
+            try await plain.channel.eventLoop.submit { () -> Double in
                 var packet = rtp
                 let start = Self.now()
-                for index in 0..<count {
+                for index in 0..<n {
                     packet.header.sequenceNumber = UInt16(truncatingIfNeeded: index)
-                    var bytes = packet.serialized
+                    var bytes = plain.bufferOnLoop(minimumCapacity: packet.serializedSize + SRTPProfile.maxTrailer)
+                    packet.write(to: &bytes)
                     bytes.writeRepeatingByte(0, count: profile.rtpTagLength)
                     plain.sendOnLoop(bytes, to: target, flush: true)
                 }
                 return Self.now() - start
             }.get()
-            serializedRates.append(Double(count) / serialized)
-            try await Task.sleep(nanoseconds: 200_000_000)
+        }
+        // The rows take turns in blocks of a tenth of a round (10k packets, some tens of ms), so
+        // each row's figure comes from the same seconds as the others'. Run one after another, a
+        // row each half second, the ratio moved between 0.70x and 1.01x in three runs minutes
+        // apart (2026-11-28): this machine's speed drifts on that scale.
+        let blocks = min(10, count), blockSize = count / blocks
+        var sequence = 0
+        for _ in 0..<rounds {
+            var times = (srtp: 0.0, plain: 0.0, nio: 0.0, serialized: 0.0)
+            for _ in 0..<blocks {
+                times.srtp += try await srtpBlock(blockSize, first: sequence)
+                sequence += blockSize
+                times.plain += try await plainBlock(blockSize)
+                times.serialized += try await serializedBlock(blockSize)
+                times.nio += try await nioBlock(blockSize)
+            }
+            let sent = Double(blocks * blockSize)
+            sendRates.append(sent / times.srtp)
+            plainRates.append(sent / times.plain)
+            serializedRates.append(sent / times.serialized)
+            nioRates.append(sent / times.nio)
+            try await Task.sleep(nanoseconds: 300_000_000)
+            // Receive + unprotect: a round of SRTP sends alone, so the receiver's rate is timed
+            // over packets that came one after another.
+            received.withLockedValue { $0 = (0, 0, 0) }
+            _ = try await srtpBlock(count, first: sequence)
+            sequence += count
+            try await Task.sleep(nanoseconds: 300_000_000)
+            let (got, first, last) = received.withLockedValue { $0 }
+            if got > 1 { receiveRates.append(Double(got - 1) / (last - first)) }
+            delivered.append(Double(got) / Double(count))
         }
         // In memory, no socket: a packet serialized afresh, then the same and protected in place
         // (what the send rows pay on top of the send itself), nanoseconds each.
