@@ -399,10 +399,14 @@ struct CrossHostTests {
 
         let server = try await startServer(lab, on: serverHost)
         defer { server.stop() }
-        let viewer = try join(lab, on: viewerHost, server: serverHost, uid: "2001",
+        // Not quiet: its connection line says it joined. The recording is compared with every
+        // frame sent, so the viewer must be in the room before the publisher's first one (a fixed
+        // 1.5 s wait stood for that).
+        let viewer = try join(lab, on: viewerHost, server: serverHost, uid: "2001", quiet: false,
                               ["--role", "audience", "--record", recording, "--duration", "17"])
         defer { viewer.stop() }
-        try await Task.sleep(for: .milliseconds(1500))
+        #expect(await eventually(15) { viewer.output.contains { $0.contains("connection connected") } },
+                "viewer: \(viewer.output.suffix(3)) \(viewer.errorText)")
         let publisher = try join(lab, on: homeHost, server: serverHost, uid: "1001",
                                  ["--video", clip, "--audio", "tone", "--fps", "15", "--size", "640x360", "--bitrate", "2500",
                                   "--duration", "11", "--no-subscribe"])

@@ -352,26 +352,36 @@ struct CongestionTests {
         proxy.traceUpstream(true)
         proxy.traceDownstream(true)
         let start = MediaClock.monotonicUs()
-        try await Task.sleep(for: .seconds(8))
+        // The leg's estimate, every 250 ms of the 8 s: it hovers around the cap (a probe goes a
+        // little over before the queue answers), so the figure is the median, not one reading
+        // (one read at the end gave 845 kbps against 880 allowed on a CI run).
+        var samples: [Double] = []
+        while MediaClock.monotonicUs() - start < 8_000_000 {
+            try await Task.sleep(for: .milliseconds(250))
+            if let value = try await server.app.sfu.downstreamEstimates(in: "downlink").get()["2001"] { samples.append(value) }
+        }
         let up = proxy.upstreamTrace, down = proxy.downstreamTrace
-        var estimate = try await server.app.sfu.downstreamEstimates(in: "downlink").get()["2001"]
+        let traced = Double(MediaClock.monotonicUs() - start) / 1e6
         // An overflowing leg's feedback can be late (its estimate counts as stale after 2 s): ask
         // again for up to 3 s before calling it missing.
         let asked = MediaClock.monotonicUs()
-        while estimate == nil, MediaClock.monotonicUs() - asked < 3_000_000 {
+        while samples.isEmpty, MediaClock.monotonicUs() - asked < 3_000_000 {
             try await Task.sleep(for: .milliseconds(100))
-            estimate = try await server.app.sfu.downstreamEstimates(in: "downlink").get()["2001"]
+            if let value = try await server.app.sfu.downstreamEstimates(in: "downlink").get()["2001"] { samples.append(value) }
         }
+        let sorted = samples.sorted()
+        let estimate = sorted.isEmpty ? nil : sorted[sorted.count / 2]
         camera.cancel()
         let counters = try await server.app.sfu.counterSnapshot.get()
         let window = decoded.withLockedValue { $0 }.filter { $0 >= start }
         let gaps = zip(window.dropFirst(), window).map { Double($0 - $1) / 1000 }
-        let sentBps = Double(up.reduce(0) { $0 + $1.bytes }) * 8 / 8
+        let sentBps = Double(up.reduce(0) { $0 + $1.bytes }) * 8 / traced
         let queueing = down.map { $0.queueUs.map { Double($0) / 1000 } ?? .infinity }.sorted()
         let p95 = queueing.isEmpty ? .infinity : queueing[queueing.count * 95 / 100]
         let dropped = down.filter { $0.queueUs == nil }.count
-        print("capped downlink (\(lever ? "publisher held to the leg" : "no lever")): leg estimate "
-            + "\(estimate.map { String(format: "%.0f", $0 / 1000) } ?? "none") kbps, publisher sends \(String(format: "%.0f", sentBps / 1000)) kbps, "
+        print("capped downlink (\(lever ? "publisher held to the leg" : "no lever")): leg estimate median "
+            + "\(estimate.map { String(format: "%.0f", $0 / 1000) } ?? "none") kbps "
+            + "(\(sorted.first.map { String(format: "%.0f", $0 / 1000) } ?? "-")-\(sorted.last.map { String(format: "%.0f", $0 / 1000) } ?? "-") over \(sorted.count) readings), publisher sends \(String(format: "%.0f", sentBps / 1000)) kbps, "
             + "downstream queueing p95 \(String(format: "%.0f", p95)) ms, \(dropped)/\(down.count) dropped; viewer decoded \(window.count) frames "
             + "in 8 s, longest gap \(String(format: "%.0f", gaps.max() ?? 0)) ms; \(counters.downstreamFeedback) feedback reports, "
             + "\(counters.publisherLimitsSent) limits sent, \(counters.keyframeRequestsForwarded) keyframe requests")
@@ -379,7 +389,7 @@ struct CongestionTests {
         if lever {
             // The estimate finds the leg's capacity (it hovers around it once the leg is not
             // overloaded; without the lever an overflowing leg's feedback can be too late to count).
-            #expect(estimate != nil && estimate! <= 880_000, "leg estimate \(String(describing: estimate))")
+            #expect(estimate.map { $0 >= 400_000 && $0 <= 880_000 } == true, "leg estimate median \(String(describing: estimate)) of \(sorted)")
             #expect(counters.publisherLimitsSent > 0)
             #expect(sentBps <= 800_000, "publisher sends \(sentBps) bps")
             // The viewer keeps decoding (without the lever it decodes nothing). Queueing and frame
