@@ -204,7 +204,7 @@ let package = Package(
         .testTarget(name: "NetworkTests", dependencies: ["rtc-cli", "RTCTestSupport"]),
         .testTarget(
             name: "NetSimTests",
-            dependencies: ["NetSim", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
+            dependencies: ["NetSim", "TestKit", .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         // The small helpers every test target may use: polling, running a tool, temporary
         // directories, signed tokens. Foundation and Signaling only (not a product).
         .target(name: "TestKit", dependencies: ["Signaling"]),

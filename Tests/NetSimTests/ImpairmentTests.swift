@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NetSim
+import TestKit
 import Testing
 
 @Suite("Impairment model and proxy")
@@ -99,7 +100,9 @@ struct ImpairmentTests {
         for index in 0..<200 {
             try await client.writeAndFlush(AddressedEnvelope(remoteAddress: proxy.address, data: ByteBuffer(bytes: [UInt8(index % 256)])))
         }
-        try await Task.sleep(for: .milliseconds(300))
+        // Every datagram through the proxy, and every echo of one it forwarded back (20 ms down):
+        // waited for, not slept through.
+        #expect(await eventually { proxy.statistics.up == 200 && received.value == 200 - proxy.statistics.upDropped })
         let stats = proxy.statistics
         #expect(stats.up == 200)
         #expect((70...130).contains(stats.upDropped), "\(stats.upDropped) dropped upstream")

@@ -180,8 +180,14 @@ struct AudioResilienceTests {
         #expect(await eventually(10) { played.withLockedValue { $0.count } >= 25 })
         let start = MediaClock.monotonicUs()
         try await Task.sleep(for: .seconds(12))
+        let end = MediaClock.monotonicUs()
         let blocks = played.withLockedValue { $0 }.filter { $0.at >= start }
         tone.cancel()
+        // Counted up to 200 ms before the end: a block a loaded machine plays late at the window's
+        // edge is not a missing one (the gap bound below catches late playout).
+        let countedUntil = end - 200_000
+        let counted = blocks.filter { $0.at < countedUntil }.count
+        let expected = Int((countedUntil - start) / 20_000)
         let stats = proxy.statistics
         let gaps = zip(blocks.dropFirst(), blocks).map { Double($0.at - $1.at) / 1000 }
         let samples = blocks.flatMap(\.samples)
@@ -191,14 +197,14 @@ struct AudioResilienceTests {
             dominantFrequency(Array(samples[$0..<$0 + 9600]), channels: 2, sampleRate: 48000)
         }.sorted()
         let frequency = windows.isEmpty ? 0 : windows[windows.count / 2]
-        print("burst-loss audio: \(blocks.count) blocks of 20 ms in 12 s, longest gap \(String(format: "%.1f", gaps.max() ?? 0)) ms, "
+        print("burst-loss audio: \(blocks.count) blocks of 20 ms in 12 s (\(counted) of \(expected) due before its last 200 ms), longest gap \(String(format: "%.1f", gaps.max() ?? 0)) ms, "
             + "proxy dropped \(stats.upDropped)/\(stats.up) upstream, tone at \(String(format: "%.1f", frequency)) Hz")
         // Continuity is the count: a burst not concealed is 5 blocks (100 ms) missing, so two of
         // them fail it (12 s hold about 24 bursts). The gap between two blocks played is the playout thread's scheduling
         // (20 ms blocks; measured 20-41 ms, 23 ms in a fresh-clone CI run): 150 ms leaves a loaded 2-core machine room and still
         // catches playout that stops for a burst and more.
         #expect((gaps.max() ?? 1000) <= 150, "longest playout gap \(gaps.max() ?? -1) ms")
-        #expect(blocks.count >= 594, "\(blocks.count) blocks of 20 ms in 12 s")
+        #expect(counted >= expected - 6, "\(counted) blocks of 20 ms where \(expected) were due")
         #expect(abs(frequency - 440) < 5, "\(frequency) Hz")
         await host.leave()
         await viewer.leave()
