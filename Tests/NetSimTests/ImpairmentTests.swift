@@ -102,7 +102,10 @@ struct ImpairmentTests {
         }
         // Every datagram through the proxy, and every echo of one it forwarded back (20 ms down):
         // waited for, not slept through.
-        #expect(await eventually { proxy.statistics.up == 200 && received.value == 200 - proxy.statistics.upDropped })
+        #expect(await eventually {
+            let stats = proxy.statistics  // one snapshot for both counts
+            return stats.up == 200 && received.value == 200 - stats.upDropped
+        })
         let stats = proxy.statistics
         #expect(stats.up == 200)
         #expect((70...130).contains(stats.upDropped), "\(stats.upDropped) dropped upstream")
