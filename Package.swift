@@ -91,10 +91,13 @@ let package = Package(
         // Frames, pixel formats, media files (Y4M, IVF, WAV, Ogg), libyuv conversion, test patterns
         // and media threads: no codecs, no network, no Foundation (the relay sharer links this alone).
         .target(name: "RTCMedia", dependencies: ["RTCConventions", "CYUV", "CMemory"]),
+        // End-to-end encryption of encoded frames in LiveKit's format (AES-GCM over OpenSSL's EVP,
+        // PBKDF2 keys, the frame trailer): OpenSSL alone, so the fuzz harness and benches link it bare.
+        .target(name: "RTCE2EE", dependencies: ["COpenSSL"]),
         .target(
             name: "RTCCore",
             dependencies: [
-                "RTCMedia", "RTCTransport", "Signaling", "CVPX", "COpus", "CAPM", "CMemory", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCMedia", "RTCTransport", "Signaling", "RTCE2EE", "CVPX", "COpus", "CAPM", "CMemory", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         // Recording what an engine receives: per-track IVF/WAV, per-participant WebM, the manifest.
@@ -171,11 +174,12 @@ let package = Package(
         // MARK: Fuzzing: one libFuzzer entry point per parser of untrusted bytes (see Fuzz/README.md)
         .target(
             name: "RTCFuzzHarness",
-            dependencies: ["RTCMedia", "RTCTransport", "Signaling", "ScreenCapture", "RedisWire", "LiveKitProtocol",
+            dependencies: ["RTCMedia", "RTCTransport", "Signaling", "ScreenCapture", "RedisWire", "LiveKitProtocol", "RTCE2EE",
                            .product(name: "NIOCore", package: "swift-nio")]),
 
         // MARK: Tests
         .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "CMemory", "TestKit"]),
+        .testTarget(name: "RTCE2EETests", dependencies: ["RTCE2EE", "RTCFuzzHarness"]),
         .testTarget(name: "RTCMediaTests", dependencies: ["RTCMedia", "RTCFuzzHarness", "TestKit"]),
         .testTarget(name: "ScreenCaptureTests", dependencies: ["ScreenCapture", "RTCFuzzHarness"]),
         .testTarget(

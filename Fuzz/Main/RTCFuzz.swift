@@ -10,6 +10,7 @@ struct RTCFuzz {
         let targets: [String: ([UInt8]) -> Void] = [
             "dcep": FuzzHarness.dcep,
             "dtls": FuzzHarness.dtls,
+            "e2ee": FuzzHarness.e2ee,
             "ice": FuzzHarness.ice,
             "ivf": FuzzHarness.ivf,
             "link": FuzzHarness.link,

@@ -71,6 +71,25 @@ public enum LiveKitMapping {
 
     public static func mime(_ kind: TrackKind) -> String { kind == .video ? "video/VP8" : "audio/opus" }
 
+    /// A track's end-to-end encryption as LiveKit's clients declare it, and back: the SDKs set up
+    /// their frame cryptors from what the server's TrackInfo says, so it must be the publisher's own.
+    public static func encryption(_ type: LKEncryption.TypeEnum) -> TrackEncryption? {
+        switch type {
+        case .none: nil
+        case .gcm: .gcm
+        case .custom: .custom
+        case .UNRECOGNIZED: .custom  // something newer we cannot name: never shown as "none"
+        }
+    }
+
+    public static func encryption(_ encryption: TrackEncryption?) -> LKEncryption.TypeEnum {
+        switch encryption {
+        case nil, .none?: .none
+        case .gcm?: .gcm
+        case .custom?: .custom
+        }
+    }
+
     /// A track as LiveKit's clients see it. `layers` are the sizes its publisher announced, when
     /// this front end saw them; otherwise only the qualities its stream ids name.
     public static func track(_ track: Signaling.TrackInfo, name: String? = nil, width: UInt32 = 0, height: UInt32 = 0,
@@ -82,6 +101,7 @@ public enum LiveKitMapping {
         info.muted = track.muted
         info.source = source(track.source)
         info.mimeType = mime(track.kind)
+        info.encryption = encryption(track.encryption)
         info.mid = track.mid ?? ""
         info.width = width > 0 ? width : UInt32(clamping: track.width ?? 0)
         info.height = height > 0 ? height : UInt32(clamping: track.height ?? 0)

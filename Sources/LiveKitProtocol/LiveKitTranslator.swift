@@ -147,7 +147,8 @@ public struct LiveKitTranslator: Sendable {
         let sized = kind == .video && add.width > 0 && add.height > 0
         out.toCore.append(ClientEnvelope(.publishTrack(PublishTrackRequest(kind: kind, source: source, trackID: add.cid, simulcastLayers: rids,
                                                                            width: sized ? Int(add.width) : nil,
-                                                                           height: sized ? Int(add.height) : nil)),
+                                                                           height: sized ? Int(add.height) : nil,
+                                                                           encryption: LiveKitMapping.encryption(add.encryption))),
                                          requestID: id))
         if add.muted {
             // Muted from the start: the core hears it once the track exists (see trackPublished).

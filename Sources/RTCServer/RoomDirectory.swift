@@ -9,6 +9,8 @@ final class Room: @unchecked Sendable {  // confined to the SFU event loop, as a
     let createdAt: Int64
     var metadata: String
     var maxParticipants: Int
+    /// Whether every track published here must be encrypted end to end (docs/e2ee.md).
+    var requireEncryption: Bool
     /// The speakers last told to the room (uids, loudest first), and when (monotonic µs).
     var announcedSpeakers: [String] = []
     var speakersAnnouncedUs: Int64 = 0
@@ -19,6 +21,7 @@ final class Room: @unchecked Sendable {  // confined to the SFU event loop, as a
         self.createdAt = settings?.createdAt ?? createdAt
         metadata = settings?.metadata ?? ""
         maxParticipants = settings?.maxParticipants ?? 0
+        requireEncryption = settings?.requireEncryption ?? false
     }
 }
 
@@ -30,8 +33,12 @@ public struct RoomSettings: Sendable, Hashable {
     public var metadata: String
     public var maxParticipants: Int
     public var emptyTimeout: Int
+    /// Publishers must encrypt every track end to end (docs/e2ee.md).
+    public var requireEncryption: Bool
 
-    public init(sid: String, createdAt: Int64, metadata: String = "", maxParticipants: Int = 0, emptyTimeout: Int = 300) {
+    public init(sid: String, createdAt: Int64, metadata: String = "", maxParticipants: Int = 0, emptyTimeout: Int = 300,
+                requireEncryption: Bool = false) {
+        self.requireEncryption = requireEncryption
         self.sid = sid
         self.createdAt = createdAt
         self.metadata = metadata

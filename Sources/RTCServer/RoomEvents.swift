@@ -12,9 +12,12 @@ public struct RoomView: Sendable, Hashable {
     /// The cap `CreateRoom` set (0: the server's own).
     public var maxParticipants: Int
     public var emptyTimeout: Int
+    /// Publishers must encrypt every track end to end (docs/e2ee.md).
+    public var requireEncryption: Bool
 
     public init(name: String, sid: String, createdAt: Int64, metadata: String = "", participants: Int = 0, publishers: Int = 0,
-                maxParticipants: Int = 0, emptyTimeout: Int = 0) {
+                maxParticipants: Int = 0, emptyTimeout: Int = 0, requireEncryption: Bool = false) {
+        self.requireEncryption = requireEncryption
         self.name = name
         self.sid = sid
         self.createdAt = createdAt
@@ -77,7 +80,8 @@ public enum RoomEvent: Sendable, Hashable {
 extension Room {
     var view: RoomView {
         RoomView(name: name, sid: sid, createdAt: createdAt, metadata: metadata, participants: participants.count,
-                 publishers: participants.values.filter { !$0.tracks.isEmpty }.count, maxParticipants: maxParticipants)
+                 publishers: participants.values.filter { !$0.tracks.isEmpty }.count, maxParticipants: maxParticipants,
+                 requireEncryption: requireEncryption)
     }
 }
 

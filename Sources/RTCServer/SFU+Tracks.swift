@@ -23,8 +23,19 @@ extension SFU {
         }
     }
 
+    /// Why a track declared with `encryption` may not be published in `participant`'s room (nil:
+    /// it may): a room that requires end-to-end encryption takes only encrypted tracks.
+    func mayPublish(_ participant: Participant, encryption: TrackEncryption?) -> String? {
+        guard configuration.requireEncryption || participant.room.requireEncryption else { return nil }
+        guard let encryption, encryption != .none else {
+            return "room \(participant.room.name) requires end-to-end encryption: publish with a key (docs/e2ee.md)"
+        }
+        return nil
+    }
+
     func publishTrack(_ request: PublishTrackRequest, participant: Participant, requestID: UInt32?, fail: Fail) {
         if let reason = mayPublish(participant, kind: request.kind, source: request.source) { return fail(.permissionDenied, reason) }
+        if let reason = mayPublish(participant, encryption: request.encryption) { return fail(.permissionDenied, reason) }
         // The offer came first and made this track (as a camera or microphone): the request names
         // its source, it does not add a second track for the same section.
         if let mid = request.mid, let track = participant.tracks.first(where: { $0.info.mid == mid && $0.info.kind == request.kind }) {
@@ -49,6 +60,7 @@ extension SFU {
         let track = PublishedTrack(info: TrackInfo(sid: makeID("TR"), kind: kind, source: source, ssrc: ssrc, mid: mid),
                                    owner: participant, keyframeIntervalMs: configuration.keyframeRequestInterval)
         if let announced {
+            track.info.encryption = announced.encryption == TrackEncryption.none ? nil : announced.encryption
             // What the request says of the coming offer, until the offer says it itself.
             track.announcedTrackID = announced.trackID.map { String($0.prefix(256)) }
             if kind == .video, let layers = announced.simulcastLayers, (2...3).contains(layers.count), layers.allSatisfy({ $0.utf8.count <= 16 }) {
@@ -112,6 +124,8 @@ extension SFU {
             } else {
                 let source: TrackSource = kind == .video ? (screen ? .screen : .camera) : (screen ? .screenAudio : .microphone)
                 if let reason = mayPublish(participant, kind: kind, source: source) { return fail(.permissionDenied, reason) }
+                // An offer alone declares no encryption (WHIP, a plain browser): refused where it is required.
+                if let reason = mayPublish(participant, encryption: nil) { return fail(.permissionDenied, reason) }
                 newTracks += 1
             }
         }

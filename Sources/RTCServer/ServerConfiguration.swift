@@ -126,6 +126,8 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var tlsKeyPath: String?
     /// Bounds on what one client may use (``ServerLimits``).
     public var limits = ServerLimits()
+    /// Every room requires end-to-end encryption (a room made by `CreateRoom` may require it alone).
+    public var requireEncryption = false
     /// The web client's directory, served at `/` (nil: no web client).
     public var webRoot: String?
     /// `GET /dev-token?channel=C&uid=U` hands anyone a token with every grant (`--dev` only).

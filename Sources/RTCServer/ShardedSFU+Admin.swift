@@ -51,7 +51,8 @@ extension ShardedSFU {
             var rooms = Dictionary(perShard.joined().map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
             for (name, settings) in self.createdRooms.waiting(now: Self.now()) where rooms[name] == nil {
                 rooms[name] = RoomView(name: name, sid: settings.sid, createdAt: settings.createdAt, metadata: settings.metadata,
-                                       maxParticipants: settings.maxParticipants, emptyTimeout: settings.emptyTimeout)
+                                       maxParticipants: settings.maxParticipants, emptyTimeout: settings.emptyTimeout,
+                                       requireEncryption: settings.requireEncryption)
             }
             let wanted = Set(names)
             return rooms.values.filter { wanted.isEmpty || wanted.contains($0.name) }.sorted { $0.name < $1.name }
@@ -59,7 +60,8 @@ extension ShardedSFU {
     }
 
     /// Makes a room that waits for its first participant (or returns the one that exists).
-    public func createRoom(_ name: String, metadata: String, maxParticipants: Int, emptyTimeout: Int) -> EventLoopFuture<RoomView> {
+    public func createRoom(_ name: String, metadata: String, maxParticipants: Int, emptyTimeout: Int,
+                           requireEncryption: Bool = false) -> EventLoopFuture<RoomView> {
         let limits = configuration.limits
         guard !name.isEmpty, name.utf8.count <= 128 else { return anyLoop.makeFailedFuture(AdminError.invalid("a room name of 1 to 128 bytes")) }
         guard metadata.utf8.count <= limits.maxMetadataBytes else {
@@ -68,10 +70,11 @@ extension ShardedSFU {
         return listRooms(names: [name]).map { existing in
             if let room = existing.first { return room }
             let settings = RoomSettings(sid: "RM_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12), createdAt: Self.now(),
-                                        metadata: metadata, maxParticipants: maxParticipants, emptyTimeout: emptyTimeout > 0 ? emptyTimeout : 300)
+                                        metadata: metadata, maxParticipants: maxParticipants, emptyTimeout: emptyTimeout > 0 ? emptyTimeout : 300,
+                                        requireEncryption: requireEncryption)
             self.createdRooms.create(name, settings)
             return RoomView(name: name, sid: settings.sid, createdAt: settings.createdAt, metadata: metadata,
-                            maxParticipants: maxParticipants, emptyTimeout: settings.emptyTimeout)
+                            maxParticipants: maxParticipants, emptyTimeout: settings.emptyTimeout, requireEncryption: requireEncryption)
         }
     }
 
@@ -150,7 +153,8 @@ extension ShardedSFU {
             settings.metadata = metadata
             createdRooms.create(room, settings)
             return anyLoop.makeSucceededFuture(RoomView(name: room, sid: settings.sid, createdAt: settings.createdAt, metadata: metadata,
-                                                        maxParticipants: settings.maxParticipants, emptyTimeout: settings.emptyTimeout))
+                                                        maxParticipants: settings.maxParticipants, emptyTimeout: settings.emptyTimeout,
+                                                        requireEncryption: settings.requireEncryption))
         }
         return onRoom(room) { $0.updateRoomMetadata(room, metadata: metadata) }.flatMapThrowing { view in
             guard let view else { throw AdminError.notFound("no room \(room)") }

@@ -78,6 +78,9 @@ public struct ServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("screen-share-suffix"),
             help: "The uid suffix that marks a screen-share participant (<host><suffix>): hidden from its owner, removed with it.")
     var screenShareSuffix: String = ScreenShareUID.standard
+    @Flag(name: .customLong("require-encryption"),
+          help: "Every room requires end-to-end encryption: a track published without it is refused (docs/e2ee.md).")
+    var requireEncryption = false
     @Flag(name: .customLong("allow-ownerless-share"),
           help: "Take a screen share (<host><suffix>) even when its host is not in the channel.")
     var allowOwnerlessShare = false
@@ -236,6 +239,7 @@ public struct ServerCommand: AsyncParsableCommand {
         configuration.pingInterval = pingInterval
         configuration.pingTimeout = pingTimeout
         configuration.screenShareNeedsOwner = !allowOwnerlessShare
+        configuration.requireEncryption = requireEncryption
         configuration.limits.joinDeadlineSeconds = joinDeadline
         configuration.limits.maxTokenLifetimeSeconds = maxTokenLifetime
         configuration.limits.maxTracksPerParticipant = maxTracks

@@ -24,6 +24,17 @@ public enum TrackKind: String, Codable, Sendable, Hashable {
     case audio, video
 }
 
+/// How a track's frames are encrypted end to end, as its publisher declared it (LiveKit's
+/// `Encryption.Type`; docs/e2ee.md). The server cannot check it: it forwards what it gets.
+public enum TrackEncryption: String, Codable, Sendable, Hashable, CaseIterable {
+    /// In the clear (SRTP between each client and the server only).
+    case none
+    /// LiveKit's frame format: AES-GCM over each frame, the IV and key index in its trailer.
+    case gcm
+    /// Something of the publisher's own the server knows nothing about.
+    case custom
+}
+
 /// A published track.
 public struct TrackInfo: Codable, Sendable, Hashable {
     /// Server-assigned id.
@@ -41,9 +52,12 @@ public struct TrackInfo: Codable, Sendable, Hashable {
     /// The size its publisher announced (protocol 1.5), when it did.
     public var width: Int?
     public var height: Int?
+    /// End-to-end encryption as its publisher declared it (protocol 1.7); nil is `.none`.
+    public var encryption: TrackEncryption?
 
     public init(sid: String, kind: TrackKind, source: TrackSource, muted: Bool = false, ssrc: UInt32? = nil, mid: String? = nil,
-                simulcastLayers: [String]? = nil, width: Int? = nil, height: Int? = nil) {
+                simulcastLayers: [String]? = nil, width: Int? = nil, height: Int? = nil, encryption: TrackEncryption? = nil) {
+        self.encryption = encryption
         self.width = width
         self.height = height
         self.sid = sid
@@ -264,9 +278,13 @@ public struct PublishTrackRequest: Codable, Sendable, Hashable {
     public var simulcastLayers: [String]?
     public var width: Int?
     public var height: Int?
+    /// How the publisher encrypts the track's frames end to end (protocol 1.7); nil is `.none`. A
+    /// room that requires encryption refuses a track without it.
+    public var encryption: TrackEncryption?
 
     public init(kind: TrackKind, source: TrackSource, mid: String? = nil, ssrc: UInt32? = nil, trackID: String? = nil,
-                simulcastLayers: [String]? = nil, width: Int? = nil, height: Int? = nil) {
+                simulcastLayers: [String]? = nil, width: Int? = nil, height: Int? = nil, encryption: TrackEncryption? = nil) {
+        self.encryption = encryption
         self.simulcastLayers = simulcastLayers
         self.width = width
         self.height = height

@@ -5,7 +5,7 @@ public struct ProtocolVersion: Sendable, Hashable, Comparable, Codable, CustomSt
     public var minor: Int
 
     /// The version this build speaks.
-    public static let current = ProtocolVersion(major: 1, minor: 6)
+    public static let current = ProtocolVersion(major: 1, minor: 7)
 
     public init(major: Int, minor: Int) {
         self.major = major

@@ -103,11 +103,35 @@ struct JoinCommand: AsyncParsableCommand {
     @Flag(name: .customLong("print-data"),
           help: "Print a line per data message received: data <monotonic µs> <uid> <topic> <bytes> <text>.")
     var printData = false
+    @Option(name: .customLong("e2ee-key"),
+            help: "End-to-end encryption with this passphrase as the room's shared key (LiveKit's frame format; docs/e2ee.md): every frame sent is encrypted, encrypted tracks received are decrypted.")
+    var e2eeKey: String?
+    @Option(name: .customLong("e2ee-key-index"), help: "The key index --e2ee-key is set at and sent with (0-15).") var e2eeKeyIndex: Int = 0
+    @Option(name: .customLong("e2ee-rotate"),
+            help: "SECONDS:PASSPHRASE:INDEX: that many seconds after joining, set a new key at INDEX and send with it (repeatable).")
+    var e2eeRotate: [String] = []
     @Option(name: .customLong("sharer"),
             help: "With --share-screen: the sharer to start, a command split at spaces (`--link PATH` is added), instead of rtc-sharer (rtc-capture for --relay) next to this executable.")
     var sharerCommand: String?
 
+    /// `--e2ee-rotate` entries: when (seconds after the join), the passphrase, the index.
+    private var rotations: [(seconds: Double, key: String, index: Int)] {
+        e2eeRotate.compactMap { entry in
+            let parts = entry.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 3, let seconds = Double(parts[0]), seconds >= 0, !parts[1].isEmpty,
+                  let index = Int(parts[2]), (0..<16).contains(index) else { return nil }
+            return (seconds, parts[1], index)
+        }
+    }
+
     func validate() throws {
+        if e2eeKey?.isEmpty == true { throw ValidationError("--e2ee-key needs a passphrase") }
+        guard (0..<16).contains(e2eeKeyIndex) else { throw ValidationError("--e2ee-key-index is 0 to 15, not \(e2eeKeyIndex)") }
+        guard rotations.count == e2eeRotate.count else {
+            throw ValidationError("--e2ee-rotate is SECONDS:PASSPHRASE:INDEX with an index 0 to 15 (got \(e2eeRotate))")
+        }
+        if !e2eeRotate.isEmpty && e2eeKey == nil { throw ValidationError("--e2ee-rotate goes with --e2ee-key") }
+        if e2eeKey != nil && ScreenShareUID.isScreenShare(uid) { throw ValidationError("--e2ee-key is not available for a _sub share yet") }
         if let volumeInterval {
             guard (50...10_000).contains(volumeInterval) else { throw ValidationError("--volume-interval must be 50 to 10000 ms") }
             guard printSpeakers else { throw ValidationError("--volume-interval prints with --print-speakers") }
@@ -296,7 +320,28 @@ struct JoinCommand: AsyncParsableCommand {
                                       recordOptions: ChannelRecorder.Options(layout: ChannelRecorder.Options.Layout(rawValue: recordFormat) ?? .tracks,
                                                                              uids: recordUID.isEmpty ? nil : Set(recordUID)),
                                       fallbackServers: fallbackServer, data: (printData || sendData != nil, printData),
-                                      printSpeakers: printSpeakers)
+                                      printSpeakers: printSpeakers, e2ee: e2eeKey.map { ($0, e2eeKeyIndex) })
+        var rotating: Task<Void, Never>?
+        if !rotations.isEmpty {
+            let engine = bot.engine, rotations = self.rotations
+            rotating = Task {
+                let start = MediaClock.monotonicUs()
+                for rotation in rotations.sorted(by: { $0.seconds < $1.seconds }) {
+                    let due = start + Int64(rotation.seconds * 1_000_000)
+                    let wait = due - MediaClock.monotonicUs()
+                    if wait > 0 { try? await Task.sleep(for: .microseconds(wait)) }
+                    if Task.isCancelled { return }
+                    do {
+                        try engine.setEncryptionKey(rotation.key, index: rotation.index)
+                        print("e2ee key index \(rotation.index) at \(MediaClock.monotonicUs())")
+                    } catch {
+                        print("e2ee key refused: \(error)")
+                    }
+                    fflush(nil)
+                }
+            }
+        }
+        defer { rotating?.cancel() }
         if let volumeInterval { bot.engine.enableAudioVolumeIndication(interval: volumeInterval, smooth: 0, reportVad: true) }
         if let setMetadata {
             do {
@@ -379,8 +424,13 @@ final class Bot: Sendable {
                       recordOptions: ChannelRecorder.Options = ChannelRecorder.Options(),
                       source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone),
                       fallbackServers: [String] = [], data: (open: Bool, print: Bool) = (false, false),
-                      printSpeakers: Bool = false) async throws -> Bot {
+                      printSpeakers: Bool = false, e2ee: (key: String, index: Int)? = nil) async throws -> Bot {
         var configuration = RTCEngineConfiguration(serverURL: server, clientRole: role)
+        if let e2ee {
+            let keys = E2EEKeyProvider()
+            do { try keys.setSharedKey(Array(e2ee.key.utf8), index: e2ee.index) } catch { throw CLIError("--e2ee-key: \(error)") }
+            configuration.encryption = keys
+        }
         configuration.alternateServerURLs = fallbackServers
         configuration.bindAddress = bind
         configuration.iceServers = iceServers
@@ -458,8 +508,15 @@ final class Bot: Sendable {
                     _ = line.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
                     fflush(nil)
                     exit(4)
+                // End-to-end encryption: one line per change of a track's state, whatever --quiet says.
+                case .encryptionStateChanged(let track, let state):
+                    print("e2ee \(track.uid)/\(track.kind.rawValue) \(state.rawValue) at \(MediaClock.monotonicUs())")
+                    fflush(nil)
+                case .decryptionFailed(let other, let trackSid, let reason):
+                    print("e2ee failed \(other) \(trackSid): \(reason)")
+                    fflush(nil)
                 case .error(let error):
-                    if printStats { print("\(uid): error \(error)"); fflush(nil) }
+                    if printStats || error.reason.hasPrefix("end-to-end") { print("\(uid): error \(error)"); fflush(nil) }
                 case .streamMessage(let from, _, let bytes, let topic) where data.print:
                     // One line per message, whatever --quiet says: bots and tests read these.
                     let text = String(decoding: bytes, as: UTF8.self).replacingOccurrences(of: "\n", with: " ")
@@ -551,7 +608,8 @@ final class Bot: Sendable {
             parts.append("recv \(track.uid)/\(track.source.rawValue) \(Int(track.bitrateKbps)) kbps \(Int(track.framesPerSecond.rounded())) fps"
                 + (track.kind == .video ? " \(track.width)x\(track.height)" : "")
                 + (track.layer.map { " layer \($0) (\(track.layerReason?.rawValue ?? "-"))" } ?? "")
-                + " lost \(track.packetsLost) jitter \(String(format2: track.jitterMs)) ms")
+                + " lost \(track.packetsLost) jitter \(String(format2: track.jitterMs)) ms"
+                + (track.decryptionFailures > 0 ? " undecryptable \(track.decryptionFailures)" : ""))
         }
         return parts.joined(separator: " | ")
     }

@@ -55,8 +55,23 @@ def token(args, identity, room=None, **grants):
 
 
 def options(args):
-    return rtc.RoomOptions(auto_subscribe=True, single_peer_connection=None if args.default_options else False,
-                           connect_timeout=5.0)
+    room_options = rtc.RoomOptions(auto_subscribe=True, single_peer_connection=None if args.default_options else False,
+                                   connect_timeout=5.0)
+    key = getattr(args, "e2ee_key", None)
+    if key:
+        # LiveKit's shared-key E2EE as an app turns it on (the defaults: PBKDF2, LiveKit's salt, GCM).
+        room_options.encryption = rtc.E2EEOptions(key_provider_options=rtc.KeyProviderOptions(shared_key=key.encode()),
+                                                  encryption_type=rtc.EncryptionType.GCM)
+    return room_options
+
+
+def tone_share(samples):
+    """The share of a block's energy within 20 Hz of 440 Hz: about 1 for the test tone, far less for
+    noise or garbage decoded from bytes that were never Opus for this key."""
+    spectrum = np.abs(np.fft.rfft(samples * np.hanning(len(samples)))) ** 2
+    freqs = np.fft.rfftfreq(len(samples), 1 / 48000)
+    total = float(spectrum.sum())
+    return 0.0 if total <= 0 else round(float(spectrum[(freqs > 420) & (freqs < 460)].sum()) / total, 3)
 
 
 class Watcher:
@@ -110,7 +125,8 @@ class Watcher:
         key = f"{participant.identity}/{publication.source}/{publication.sid}"
         entry = {"identity": participant.identity, "sid": publication.sid, "source": int(publication.source),
                  "kind": "video" if track.kind == rtc.TrackKind.KIND_VIDEO else "audio", "subscribedMs": self.ms(),
-                 "firstFrameMs": None, "frames": 0, "sizes": {}, "psnr": [], "rms": [], "framesAt": []}
+                 "firstFrameMs": None, "frames": 0, "sizes": {}, "psnr": [], "rms": [], "framesAt": [],
+                 "encryptionType": int(publication.encryption_type), "goodFrames": 0, "badFrames": 0, "tone": []}
         self.tracks[key] = entry
         if track.kind == rtc.TrackKind.KIND_VIDEO:
             self.tasks.append(asyncio.ensure_future(self.video(track, entry)))
@@ -128,7 +144,13 @@ class Watcher:
             size = f"{frame.width}x{frame.height}"
             entry["sizes"][size] = entry["sizes"].get(size, 0) + 1
             entry["lastSize"] = size
-            if entry["frames"] % 15 == 0:
+            if getattr(self, "psnr_all", False):
+                # Every frame judged against the pattern: a frame decoded from the wrong bytes is far below 25 dB.
+                value = psnr(frame)
+                entry["goodFrames" if value >= 25 else "badFrames"] += 1
+                if entry["frames"] % 15 == 0:
+                    entry["psnr"].append([size, round(value, 2), self.ms()])
+            elif entry["frames"] % 15 == 0:
                 entry["psnr"].append([size, round(psnr(frame), 2), self.ms()])
 
     async def audio(self, track, entry):
@@ -139,6 +161,7 @@ class Watcher:
             entry["frames"] += 1
             if entry["frames"] % 25 == 0 and len(samples):
                 entry["rms"].append(round(float(np.sqrt(np.mean(samples ** 2))), 1))
+                entry["tone"].append(tone_share(samples))
                 # When, on the monotonic clock (ms) other tools print too (room_api.py's atMs).
                 entry.setdefault("rmsAtMono", []).append(round(time.monotonic() * 1000))
 
@@ -153,6 +176,9 @@ class Watcher:
     def report(self, window_ms=None):
         for entry in self.tracks.values():
             at = entry.pop("framesAt")
+            # The longest wait between two frames after the first, and when it ended (ms since the start).
+            gaps = [(b - a, b) for a, b in zip(at, at[1:])]
+            entry["maxGapMs"], entry["maxGapEndMs"] = max(gaps) if gaps else (None, None)
             first = entry["firstFrameMs"]
             entry["framesIn10s"] = sum(1 for t in at if first is not None and t - first <= 10_000)
             if window_ms is not None:
@@ -229,6 +255,11 @@ async def run_bot(args):
     watcher = Watcher(room, started)
     watcher.print_data = args.print_data
     report = {"identity": args.identity}
+    watcher.psnr_all = args.psnr_all
+    e2ee_states = []
+    report["e2eeStates"] = e2ee_states
+    room.on("e2ee_state_changed", lambda participant, state: e2ee_states.append(
+        [participant.identity if participant else None, rtc.EncryptionState.Name(state), watcher.ms()]))
     rpc_calls = []
     try:
         await room.connect(args.url, args.token or token(args, args.identity), options(args))
@@ -277,6 +308,25 @@ async def run_bot(args):
         except Exception as error:  # the report names the SDK's error and how long it took
             report["publishError"] = f"{type(error).__name__}: {error}"
             report["publishErrorAfterMs"] = round((time.monotonic() - started_publish) * 1000)
+    if args.e2ee_key and args.e2ee_key_index:
+        room.e2ee_manager.key_provider.set_shared_key(args.e2ee_key.encode(), args.e2ee_key_index)
+        for cryptor in room.e2ee_manager.frame_cryptors():
+            if cryptor.participant_identity == args.identity:
+                cryptor.set_key_index(args.e2ee_key_index)
+    # What the SDK says of its own published tracks' encryption (from the server's TrackInfo).
+    report["ownEncryption"] = {p.sid: int(p.encryption_type) for p in room.local_participant.track_publications.values()}
+
+    async def rotate(seconds, key, index):
+        await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))
+        room.e2ee_manager.key_provider.set_shared_key(key.encode(), index)
+        for cryptor in room.e2ee_manager.frame_cryptors():
+            if cryptor.participant_identity == args.identity:
+                cryptor.set_key_index(index)
+        report.setdefault("rotated", []).append([index, watcher.ms()])
+    rotations = []
+    for item in args.e2ee_rotate:
+        seconds, key, index = item.split(":", 2)
+        rotations.append(asyncio.ensure_future(rotate(float(seconds), key, int(index))))
     for item in args.send_data:
         text, _, topic = item.partition("@")
         await until(lambda: len(room.remote_participants) >= args.wait_remote, 20)
@@ -290,6 +340,10 @@ async def run_bot(args):
     report["sources"] = {p.identity: sorted(int(t.source) for t in p.track_publications.values())
                          for p in room.remote_participants.values()}
     report["rpcServed"] = rpc_calls
+    report["remoteEncryption"] = {p.identity: sorted(int(t.encryption_type) for t in p.track_publications.values())
+                                  for p in room.remote_participants.values()}
+    for task in rotations:
+        task.cancel()
     watcher.close()
     if publisher:
         publisher.close()
@@ -459,6 +513,11 @@ def main():
             p.add_argument("--print-data", action="store_true")
             p.add_argument("--set-metadata", help="after connecting, set the local participant's metadata (and a 'state' attribute)")
             p.add_argument("--metadata-grant", action="store_true", help="the token grants canUpdateOwnMetadata")
+            p.add_argument("--e2ee-key", help="LiveKit's E2EE with this shared key (GCM, the SDK's default key derivation)")
+            p.add_argument("--e2ee-key-index", type=int, default=0)
+            p.add_argument("--e2ee-rotate", action="append", default=[],
+                           help="SECONDS:KEY:INDEX: at that many seconds from the start, set KEY at INDEX and send with it")
+            p.add_argument("--psnr-all", action="store_true", help="judge every video frame against the pattern (goodFrames, badFrames)")
     args = parser.parse_args()
     if args.command == "bot":
         asyncio.run(run_bot(args))

@@ -253,6 +253,56 @@ public nonisolated enum LKDisconnectReason: SwiftProtobuf.Enum, Swift.CaseIterab
 
 }
 
+/// End-to-end encryption of a track's frames, as its publisher declares it (AddTrackRequest) and
+/// every participant sees it (TrackInfo). The SDKs set up their frame cryptors from it.
+public nonisolated struct LKEncryption: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum TypeEnum: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case none // = 0
+    case gcm // = 1
+    case custom // = 2
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .none
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .none
+      case 1: self = .gcm
+      case 2: self = .custom
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .none: return 0
+      case .gcm: return 1
+      case .custom: return 2
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [LKEncryption.TypeEnum] = [
+      .none,
+      .gcm,
+      .custom,
+    ]
+
+  }
+
+  public init() {}
+}
+
 public nonisolated struct LKCodec: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -295,6 +345,9 @@ public nonisolated struct LKRoom: Sendable {
   public var departureTimeout: UInt32 = 0
 
   public var creationTimeMs: Int64 = 0
+
+  /// Ours (see CreateRoomRequest.require_encryption).
+  public var requireEncryption: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -544,46 +597,101 @@ public nonisolated struct LKSimulcastCodecInfo: Sendable {
   public init() {}
 }
 
-public nonisolated struct LKTrackInfo: Sendable {
+public nonisolated struct LKTrackInfo: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var sid: String = String()
+  public var sid: String {
+    get {_storage._sid}
+    set {_uniqueStorage()._sid = newValue}
+  }
 
-  public var type: LKTrackType = .audio
+  public var type: LKTrackType {
+    get {_storage._type}
+    set {_uniqueStorage()._type = newValue}
+  }
 
-  public var name: String = String()
+  public var name: String {
+    get {_storage._name}
+    set {_uniqueStorage()._name = newValue}
+  }
 
-  public var muted: Bool = false
+  public var muted: Bool {
+    get {_storage._muted}
+    set {_uniqueStorage()._muted = newValue}
+  }
 
-  public var width: UInt32 = 0
+  public var width: UInt32 {
+    get {_storage._width}
+    set {_uniqueStorage()._width = newValue}
+  }
 
-  public var height: UInt32 = 0
+  public var height: UInt32 {
+    get {_storage._height}
+    set {_uniqueStorage()._height = newValue}
+  }
 
-  public var simulcast: Bool = false
+  public var simulcast: Bool {
+    get {_storage._simulcast}
+    set {_uniqueStorage()._simulcast = newValue}
+  }
 
-  public var disableDtx: Bool = false
+  public var disableDtx: Bool {
+    get {_storage._disableDtx}
+    set {_uniqueStorage()._disableDtx = newValue}
+  }
 
-  public var source: LKTrackSource = .unknown
+  public var source: LKTrackSource {
+    get {_storage._source}
+    set {_uniqueStorage()._source = newValue}
+  }
 
-  public var layers: [LKVideoLayer] = []
+  public var layers: [LKVideoLayer] {
+    get {_storage._layers}
+    set {_uniqueStorage()._layers = newValue}
+  }
 
-  public var mimeType: String = String()
+  public var mimeType: String {
+    get {_storage._mimeType}
+    set {_uniqueStorage()._mimeType = newValue}
+  }
 
-  public var mid: String = String()
+  public var mid: String {
+    get {_storage._mid}
+    set {_uniqueStorage()._mid = newValue}
+  }
 
-  public var codecs: [LKSimulcastCodecInfo] = []
+  public var codecs: [LKSimulcastCodecInfo] {
+    get {_storage._codecs}
+    set {_uniqueStorage()._codecs = newValue}
+  }
 
-  public var stereo: Bool = false
+  public var stereo: Bool {
+    get {_storage._stereo}
+    set {_uniqueStorage()._stereo = newValue}
+  }
 
-  public var disableRed: Bool = false
+  public var disableRed: Bool {
+    get {_storage._disableRed}
+    set {_uniqueStorage()._disableRed = newValue}
+  }
 
-  public var stream: String = String()
+  public var encryption: LKEncryption.TypeEnum {
+    get {_storage._encryption}
+    set {_uniqueStorage()._encryption = newValue}
+  }
+
+  public var stream: String {
+    get {_storage._stream}
+    set {_uniqueStorage()._stream = newValue}
+  }
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
 }
 
 public nonisolated struct LKServerInfo: Sendable {
@@ -1024,6 +1132,29 @@ nonisolated extension LKDisconnectReason: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0UNKNOWN_REASON\0\u{1}CLIENT_INITIATED\0\u{1}DUPLICATE_IDENTITY\0\u{1}SERVER_SHUTDOWN\0\u{1}PARTICIPANT_REMOVED\0\u{1}ROOM_DELETED\0\u{1}STATE_MISMATCH\0\u{1}JOIN_FAILURE\0\u{1}MIGRATION\0\u{1}SIGNAL_CLOSE\0\u{1}ROOM_CLOSED\0\u{1}USER_UNAVAILABLE\0\u{1}USER_REJECTED\0\u{1}SIP_TRUNK_FAILURE\0\u{1}CONNECTION_TIMEOUT\0\u{1}MEDIA_FAILURE\0\u{1}AGENT_ERROR\0")
 }
 
+nonisolated extension LKEncryption: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Encryption"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: LKEncryption, rhs: LKEncryption) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension LKEncryption.TypeEnum: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0NONE\0\u{1}GCM\0\u{1}CUSTOM\0")
+}
+
 nonisolated extension LKCodec: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Codec"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}mime\0\u{3}fmtp_line\0")
@@ -1061,7 +1192,7 @@ nonisolated extension LKCodec: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
 
 nonisolated extension LKRoom: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Room"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sid\0\u{1}name\0\u{3}empty_timeout\0\u{3}max_participants\0\u{3}creation_time\0\u{4}\u{2}enabled_codecs\0\u{1}metadata\0\u{3}num_participants\0\u{3}active_recording\0\u{3}num_publishers\0\u{4}\u{3}departure_timeout\0\u{3}creation_time_ms\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sid\0\u{1}name\0\u{3}empty_timeout\0\u{3}max_participants\0\u{3}creation_time\0\u{4}\u{2}enabled_codecs\0\u{1}metadata\0\u{3}num_participants\0\u{3}active_recording\0\u{3}num_publishers\0\u{4}\u{3}departure_timeout\0\u{3}creation_time_ms\0\u{4}U\u{1}require_encryption\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1081,6 +1212,7 @@ nonisolated extension LKRoom: SwiftProtobuf.Message, SwiftProtobuf._MessageImple
       case 11: try { try decoder.decodeSingularUInt32Field(value: &self.numPublishers) }()
       case 14: try { try decoder.decodeSingularUInt32Field(value: &self.departureTimeout) }()
       case 15: try { try decoder.decodeSingularInt64Field(value: &self.creationTimeMs) }()
+      case 100: try { try decoder.decodeSingularBoolField(value: &self.requireEncryption) }()
       default: break
       }
     }
@@ -1123,6 +1255,9 @@ nonisolated extension LKRoom: SwiftProtobuf.Message, SwiftProtobuf._MessageImple
     if self.creationTimeMs != 0 {
       try visitor.visitSingularInt64Field(value: self.creationTimeMs, fieldNumber: 15)
     }
+    if self.requireEncryption != false {
+      try visitor.visitSingularBoolField(value: self.requireEncryption, fieldNumber: 100)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1139,6 +1274,7 @@ nonisolated extension LKRoom: SwiftProtobuf.Message, SwiftProtobuf._MessageImple
     if lhs.numPublishers != rhs.numPublishers {return false}
     if lhs.departureTimeout != rhs.departureTimeout {return false}
     if lhs.creationTimeMs != rhs.creationTimeMs {return false}
+    if lhs.requireEncryption != rhs.requireEncryption {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1482,104 +1618,177 @@ nonisolated extension LKSimulcastCodecInfo: SwiftProtobuf.Message, SwiftProtobuf
 
 nonisolated extension LKTrackInfo: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".TrackInfo"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sid\0\u{1}type\0\u{1}name\0\u{1}muted\0\u{1}width\0\u{1}height\0\u{1}simulcast\0\u{3}disable_dtx\0\u{1}source\0\u{1}layers\0\u{3}mime_type\0\u{1}mid\0\u{1}codecs\0\u{1}stereo\0\u{3}disable_red\0\u{2}\u{2}stream\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sid\0\u{1}type\0\u{1}name\0\u{1}muted\0\u{1}width\0\u{1}height\0\u{1}simulcast\0\u{3}disable_dtx\0\u{1}source\0\u{1}layers\0\u{3}mime_type\0\u{1}mid\0\u{1}codecs\0\u{1}stereo\0\u{3}disable_red\0\u{1}encryption\0\u{1}stream\0")
+
+  fileprivate class _StorageClass {
+    var _sid: String = String()
+    var _type: LKTrackType = .audio
+    var _name: String = String()
+    var _muted: Bool = false
+    var _width: UInt32 = 0
+    var _height: UInt32 = 0
+    var _simulcast: Bool = false
+    var _disableDtx: Bool = false
+    var _source: LKTrackSource = .unknown
+    var _layers: [LKVideoLayer] = []
+    var _mimeType: String = String()
+    var _mid: String = String()
+    var _codecs: [LKSimulcastCodecInfo] = []
+    var _stereo: Bool = false
+    var _disableRed: Bool = false
+    var _encryption: LKEncryption.TypeEnum = .none
+    var _stream: String = String()
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _sid = source._sid
+      _type = source._type
+      _name = source._name
+      _muted = source._muted
+      _width = source._width
+      _height = source._height
+      _simulcast = source._simulcast
+      _disableDtx = source._disableDtx
+      _source = source._source
+      _layers = source._layers
+      _mimeType = source._mimeType
+      _mid = source._mid
+      _codecs = source._codecs
+      _stereo = source._stereo
+      _disableRed = source._disableRed
+      _encryption = source._encryption
+      _stream = source._stream
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularStringField(value: &self.sid) }()
-      case 2: try { try decoder.decodeSingularEnumField(value: &self.type) }()
-      case 3: try { try decoder.decodeSingularStringField(value: &self.name) }()
-      case 4: try { try decoder.decodeSingularBoolField(value: &self.muted) }()
-      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.width) }()
-      case 6: try { try decoder.decodeSingularUInt32Field(value: &self.height) }()
-      case 7: try { try decoder.decodeSingularBoolField(value: &self.simulcast) }()
-      case 8: try { try decoder.decodeSingularBoolField(value: &self.disableDtx) }()
-      case 9: try { try decoder.decodeSingularEnumField(value: &self.source) }()
-      case 10: try { try decoder.decodeRepeatedMessageField(value: &self.layers) }()
-      case 11: try { try decoder.decodeSingularStringField(value: &self.mimeType) }()
-      case 12: try { try decoder.decodeSingularStringField(value: &self.mid) }()
-      case 13: try { try decoder.decodeRepeatedMessageField(value: &self.codecs) }()
-      case 14: try { try decoder.decodeSingularBoolField(value: &self.stereo) }()
-      case 15: try { try decoder.decodeSingularBoolField(value: &self.disableRed) }()
-      case 17: try { try decoder.decodeSingularStringField(value: &self.stream) }()
-      default: break
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularStringField(value: &_storage._sid) }()
+        case 2: try { try decoder.decodeSingularEnumField(value: &_storage._type) }()
+        case 3: try { try decoder.decodeSingularStringField(value: &_storage._name) }()
+        case 4: try { try decoder.decodeSingularBoolField(value: &_storage._muted) }()
+        case 5: try { try decoder.decodeSingularUInt32Field(value: &_storage._width) }()
+        case 6: try { try decoder.decodeSingularUInt32Field(value: &_storage._height) }()
+        case 7: try { try decoder.decodeSingularBoolField(value: &_storage._simulcast) }()
+        case 8: try { try decoder.decodeSingularBoolField(value: &_storage._disableDtx) }()
+        case 9: try { try decoder.decodeSingularEnumField(value: &_storage._source) }()
+        case 10: try { try decoder.decodeRepeatedMessageField(value: &_storage._layers) }()
+        case 11: try { try decoder.decodeSingularStringField(value: &_storage._mimeType) }()
+        case 12: try { try decoder.decodeSingularStringField(value: &_storage._mid) }()
+        case 13: try { try decoder.decodeRepeatedMessageField(value: &_storage._codecs) }()
+        case 14: try { try decoder.decodeSingularBoolField(value: &_storage._stereo) }()
+        case 15: try { try decoder.decodeSingularBoolField(value: &_storage._disableRed) }()
+        case 16: try { try decoder.decodeSingularEnumField(value: &_storage._encryption) }()
+        case 17: try { try decoder.decodeSingularStringField(value: &_storage._stream) }()
+        default: break
+        }
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if !self.sid.isEmpty {
-      try visitor.visitSingularStringField(value: self.sid, fieldNumber: 1)
-    }
-    if self.type != .audio {
-      try visitor.visitSingularEnumField(value: self.type, fieldNumber: 2)
-    }
-    if !self.name.isEmpty {
-      try visitor.visitSingularStringField(value: self.name, fieldNumber: 3)
-    }
-    if self.muted != false {
-      try visitor.visitSingularBoolField(value: self.muted, fieldNumber: 4)
-    }
-    if self.width != 0 {
-      try visitor.visitSingularUInt32Field(value: self.width, fieldNumber: 5)
-    }
-    if self.height != 0 {
-      try visitor.visitSingularUInt32Field(value: self.height, fieldNumber: 6)
-    }
-    if self.simulcast != false {
-      try visitor.visitSingularBoolField(value: self.simulcast, fieldNumber: 7)
-    }
-    if self.disableDtx != false {
-      try visitor.visitSingularBoolField(value: self.disableDtx, fieldNumber: 8)
-    }
-    if self.source != .unknown {
-      try visitor.visitSingularEnumField(value: self.source, fieldNumber: 9)
-    }
-    if !self.layers.isEmpty {
-      try visitor.visitRepeatedMessageField(value: self.layers, fieldNumber: 10)
-    }
-    if !self.mimeType.isEmpty {
-      try visitor.visitSingularStringField(value: self.mimeType, fieldNumber: 11)
-    }
-    if !self.mid.isEmpty {
-      try visitor.visitSingularStringField(value: self.mid, fieldNumber: 12)
-    }
-    if !self.codecs.isEmpty {
-      try visitor.visitRepeatedMessageField(value: self.codecs, fieldNumber: 13)
-    }
-    if self.stereo != false {
-      try visitor.visitSingularBoolField(value: self.stereo, fieldNumber: 14)
-    }
-    if self.disableRed != false {
-      try visitor.visitSingularBoolField(value: self.disableRed, fieldNumber: 15)
-    }
-    if !self.stream.isEmpty {
-      try visitor.visitSingularStringField(value: self.stream, fieldNumber: 17)
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      if !_storage._sid.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._sid, fieldNumber: 1)
+      }
+      if _storage._type != .audio {
+        try visitor.visitSingularEnumField(value: _storage._type, fieldNumber: 2)
+      }
+      if !_storage._name.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._name, fieldNumber: 3)
+      }
+      if _storage._muted != false {
+        try visitor.visitSingularBoolField(value: _storage._muted, fieldNumber: 4)
+      }
+      if _storage._width != 0 {
+        try visitor.visitSingularUInt32Field(value: _storage._width, fieldNumber: 5)
+      }
+      if _storage._height != 0 {
+        try visitor.visitSingularUInt32Field(value: _storage._height, fieldNumber: 6)
+      }
+      if _storage._simulcast != false {
+        try visitor.visitSingularBoolField(value: _storage._simulcast, fieldNumber: 7)
+      }
+      if _storage._disableDtx != false {
+        try visitor.visitSingularBoolField(value: _storage._disableDtx, fieldNumber: 8)
+      }
+      if _storage._source != .unknown {
+        try visitor.visitSingularEnumField(value: _storage._source, fieldNumber: 9)
+      }
+      if !_storage._layers.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._layers, fieldNumber: 10)
+      }
+      if !_storage._mimeType.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._mimeType, fieldNumber: 11)
+      }
+      if !_storage._mid.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._mid, fieldNumber: 12)
+      }
+      if !_storage._codecs.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._codecs, fieldNumber: 13)
+      }
+      if _storage._stereo != false {
+        try visitor.visitSingularBoolField(value: _storage._stereo, fieldNumber: 14)
+      }
+      if _storage._disableRed != false {
+        try visitor.visitSingularBoolField(value: _storage._disableRed, fieldNumber: 15)
+      }
+      if _storage._encryption != .none {
+        try visitor.visitSingularEnumField(value: _storage._encryption, fieldNumber: 16)
+      }
+      if !_storage._stream.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._stream, fieldNumber: 17)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: LKTrackInfo, rhs: LKTrackInfo) -> Bool {
-    if lhs.sid != rhs.sid {return false}
-    if lhs.type != rhs.type {return false}
-    if lhs.name != rhs.name {return false}
-    if lhs.muted != rhs.muted {return false}
-    if lhs.width != rhs.width {return false}
-    if lhs.height != rhs.height {return false}
-    if lhs.simulcast != rhs.simulcast {return false}
-    if lhs.disableDtx != rhs.disableDtx {return false}
-    if lhs.source != rhs.source {return false}
-    if lhs.layers != rhs.layers {return false}
-    if lhs.mimeType != rhs.mimeType {return false}
-    if lhs.mid != rhs.mid {return false}
-    if lhs.codecs != rhs.codecs {return false}
-    if lhs.stereo != rhs.stereo {return false}
-    if lhs.disableRed != rhs.disableRed {return false}
-    if lhs.stream != rhs.stream {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._sid != rhs_storage._sid {return false}
+        if _storage._type != rhs_storage._type {return false}
+        if _storage._name != rhs_storage._name {return false}
+        if _storage._muted != rhs_storage._muted {return false}
+        if _storage._width != rhs_storage._width {return false}
+        if _storage._height != rhs_storage._height {return false}
+        if _storage._simulcast != rhs_storage._simulcast {return false}
+        if _storage._disableDtx != rhs_storage._disableDtx {return false}
+        if _storage._source != rhs_storage._source {return false}
+        if _storage._layers != rhs_storage._layers {return false}
+        if _storage._mimeType != rhs_storage._mimeType {return false}
+        if _storage._mid != rhs_storage._mid {return false}
+        if _storage._codecs != rhs_storage._codecs {return false}
+        if _storage._stereo != rhs_storage._stereo {return false}
+        if _storage._disableRed != rhs_storage._disableRed {return false}
+        if _storage._encryption != rhs_storage._encryption {return false}
+        if _storage._stream != rhs_storage._stream {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -46,6 +46,10 @@ public nonisolated struct LKCreateRoomRequest: Sendable {
 
   public var departureTimeout: UInt32 = 0
 
+  /// Ours, not LiveKit's (docs/e2ee.md): publishers must encrypt their tracks end to end. A field
+  /// number LiveKit leaves free, so LiveKit's own clients send and read the message unchanged.
+  public var requireEncryption: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -396,7 +400,7 @@ fileprivate nonisolated let _protobuf_package = "livekit"
 
 nonisolated extension LKCreateRoomRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CreateRoomRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{3}empty_timeout\0\u{3}max_participants\0\u{2}\u{2}metadata\0\u{4}\u{5}departure_timeout\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{3}empty_timeout\0\u{3}max_participants\0\u{2}\u{2}metadata\0\u{4}\u{5}departure_timeout\0\u{4}Z\u{1}require_encryption\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -409,6 +413,7 @@ nonisolated extension LKCreateRoomRequest: SwiftProtobuf.Message, SwiftProtobuf.
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.maxParticipants) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.metadata) }()
       case 10: try { try decoder.decodeSingularUInt32Field(value: &self.departureTimeout) }()
+      case 100: try { try decoder.decodeSingularBoolField(value: &self.requireEncryption) }()
       default: break
       }
     }
@@ -430,6 +435,9 @@ nonisolated extension LKCreateRoomRequest: SwiftProtobuf.Message, SwiftProtobuf.
     if self.departureTimeout != 0 {
       try visitor.visitSingularUInt32Field(value: self.departureTimeout, fieldNumber: 10)
     }
+    if self.requireEncryption != false {
+      try visitor.visitSingularBoolField(value: self.requireEncryption, fieldNumber: 100)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -439,6 +447,7 @@ nonisolated extension LKCreateRoomRequest: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.maxParticipants != rhs.maxParticipants {return false}
     if lhs.metadata != rhs.metadata {return false}
     if lhs.departureTimeout != rhs.departureTimeout {return false}
+    if lhs.requireEncryption != rhs.requireEncryption {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

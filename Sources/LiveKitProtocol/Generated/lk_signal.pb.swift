@@ -544,6 +544,8 @@ public nonisolated struct LKAddTrackRequest: Sendable {
 
   public var disableRed: Bool = false
 
+  public var encryption: LKEncryption.TypeEnum = .none
+
   public var stream: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -695,30 +697,27 @@ public nonisolated struct LKReconnectResponse: Sendable {
   fileprivate var _serverInfo: LKServerInfo? = nil
 }
 
-public nonisolated struct LKTrackPublishedResponse: @unchecked Sendable {
+public nonisolated struct LKTrackPublishedResponse: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var cid: String {
-    get {_storage._cid}
-    set {_uniqueStorage()._cid = newValue}
-  }
+  public var cid: String = String()
 
   public var track: LKTrackInfo {
-    get {_storage._track ?? LKTrackInfo()}
-    set {_uniqueStorage()._track = newValue}
+    get {_track ?? LKTrackInfo()}
+    set {_track = newValue}
   }
   /// Returns true if `track` has been explicitly set.
-  public var hasTrack: Bool {_storage._track != nil}
+  public var hasTrack: Bool {self._track != nil}
   /// Clears the value of `track`. Subsequent reads from it will return its default value.
-  public mutating func clearTrack() {_uniqueStorage()._track = nil}
+  public mutating func clearTrack() {self._track = nil}
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
-  fileprivate var _storage = _StorageClass.defaultInstance
+  fileprivate var _track: LKTrackInfo? = nil
 }
 
 public nonisolated struct LKTrackUnpublishedResponse: Sendable {
@@ -2085,7 +2084,7 @@ nonisolated extension LKSimulcastCodec: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension LKAddTrackRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AddTrackRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cid\0\u{1}name\0\u{1}type\0\u{1}width\0\u{1}height\0\u{1}muted\0\u{3}disable_dtx\0\u{1}source\0\u{1}layers\0\u{3}simulcast_codecs\0\u{1}sid\0\u{1}stereo\0\u{3}disable_red\0\u{2}\u{2}stream\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cid\0\u{1}name\0\u{1}type\0\u{1}width\0\u{1}height\0\u{1}muted\0\u{3}disable_dtx\0\u{1}source\0\u{1}layers\0\u{3}simulcast_codecs\0\u{1}sid\0\u{1}stereo\0\u{3}disable_red\0\u{1}encryption\0\u{1}stream\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2106,6 +2105,7 @@ nonisolated extension LKAddTrackRequest: SwiftProtobuf.Message, SwiftProtobuf._M
       case 11: try { try decoder.decodeSingularStringField(value: &self.sid) }()
       case 12: try { try decoder.decodeSingularBoolField(value: &self.stereo) }()
       case 13: try { try decoder.decodeSingularBoolField(value: &self.disableRed) }()
+      case 14: try { try decoder.decodeSingularEnumField(value: &self.encryption) }()
       case 15: try { try decoder.decodeSingularStringField(value: &self.stream) }()
       default: break
       }
@@ -2152,6 +2152,9 @@ nonisolated extension LKAddTrackRequest: SwiftProtobuf.Message, SwiftProtobuf._M
     if self.disableRed != false {
       try visitor.visitSingularBoolField(value: self.disableRed, fieldNumber: 13)
     }
+    if self.encryption != .none {
+      try visitor.visitSingularEnumField(value: self.encryption, fieldNumber: 14)
+    }
     if !self.stream.isEmpty {
       try visitor.visitSingularStringField(value: self.stream, fieldNumber: 15)
     }
@@ -2172,6 +2175,7 @@ nonisolated extension LKAddTrackRequest: SwiftProtobuf.Message, SwiftProtobuf._M
     if lhs.sid != rhs.sid {return false}
     if lhs.stereo != rhs.stereo {return false}
     if lhs.disableRed != rhs.disableRed {return false}
+    if lhs.encryption != rhs.encryption {return false}
     if lhs.stream != rhs.stream {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
@@ -2455,74 +2459,36 @@ nonisolated extension LKTrackPublishedResponse: SwiftProtobuf.Message, SwiftProt
   public static let protoMessageName: String = _protobuf_package + ".TrackPublishedResponse"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cid\0\u{1}track\0")
 
-  fileprivate class _StorageClass {
-    var _cid: String = String()
-    var _track: LKTrackInfo? = nil
-
-      // This property is used as the initial default value for new instances of the type.
-      // The type itself is protecting the reference to its storage via CoW semantics.
-      // This will force a copy to be made of this reference when the first mutation occurs;
-      // hence, it is safe to mark this as `nonisolated(unsafe)`.
-      static nonisolated(unsafe) let defaultInstance = _StorageClass()
-
-    private init() {}
-
-    init(copying source: _StorageClass) {
-      _cid = source._cid
-      _track = source._track
-    }
-  }
-
-  fileprivate mutating func _uniqueStorage() -> _StorageClass {
-    if !isKnownUniquelyReferenced(&_storage) {
-      _storage = _StorageClass(copying: _storage)
-    }
-    return _storage
-  }
-
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    _ = _uniqueStorage()
-    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
-      while let fieldNumber = try decoder.nextFieldNumber() {
-        // The use of inline closures is to circumvent an issue where the compiler
-        // allocates stack space for every case branch when no optimizations are
-        // enabled. https://github.com/apple/swift-protobuf/issues/1034
-        switch fieldNumber {
-        case 1: try { try decoder.decodeSingularStringField(value: &_storage._cid) }()
-        case 2: try { try decoder.decodeSingularMessageField(value: &_storage._track) }()
-        default: break
-        }
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.cid) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._track) }()
+      default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every if/case branch local when no optimizations
-      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-      // https://github.com/apple/swift-protobuf/issues/1182
-      if !_storage._cid.isEmpty {
-        try visitor.visitSingularStringField(value: _storage._cid, fieldNumber: 1)
-      }
-      try { if let v = _storage._track {
-        try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
-      } }()
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.cid.isEmpty {
+      try visitor.visitSingularStringField(value: self.cid, fieldNumber: 1)
     }
+    try { if let v = self._track {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: LKTrackPublishedResponse, rhs: LKTrackPublishedResponse) -> Bool {
-    if lhs._storage !== rhs._storage {
-      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
-        let _storage = _args.0
-        let rhs_storage = _args.1
-        if _storage._cid != rhs_storage._cid {return false}
-        if _storage._track != rhs_storage._track {return false}
-        return true
-      }
-      if !storagesAreEqual {return false}
-    }
+    if lhs.cid != rhs.cid {return false}
+    if lhs._track != rhs._track {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -215,19 +215,26 @@ final class ChannelSession: @unchecked Sendable {
         // Both tracks are announced at once (the requests carry ids; their replies come in one
         // round trip, not one each): on a lossy or long path each serial round trip costs.
         var announcements: [(PublisherTransport.NewSender, PublishTrackRequest)] = []
+        // End to end: every frame is encrypted before it is packetized, and the tracks say so (a
+        // room that requires it refuses them otherwise). Our own setting decides, never the server.
+        let e2ee = context.configuration.encryption.map { FrameEncryption(keys: $0, uid: uid) }
+        let encryption: TrackEncryption? = e2ee == nil ? nil : .gcm
         if wantVideo {
             let sender = publisher.makeVideoSender(source: options.videoSource, configuration: settings.video,
-                                                   simulcastLayers: settings.simulcastLayers)
+                                                   simulcastLayers: settings.simulcastLayers, encryption: e2ee)
             sender.onError = report
             // A layered track's streams are bound by their stream ids, not an SSRC announced here.
             announcements.append((.video(sender), PublishTrackRequest(
-                kind: .video, source: options.videoSource, mid: sender.mid, ssrc: sender.simulcastRids.isEmpty ? sender.state.ssrc : nil)))
+                kind: .video, source: options.videoSource, mid: sender.mid, ssrc: sender.simulcastRids.isEmpty ? sender.state.ssrc : nil,
+                encryption: encryption)))
         }
         if wantAudio {
             let source = options.audioSource
-            let sender = publisher.makeAudioSender(source: source, processing: settings.audioProcessing ?? (source == .microphone))
+            let sender = publisher.makeAudioSender(source: source, processing: settings.audioProcessing ?? (source == .microphone),
+                                                   encryption: e2ee)
             sender.onError = report
-            announcements.append((.audio(sender), PublishTrackRequest(kind: .audio, source: source, mid: sender.mid, ssrc: sender.state.ssrc)))
+            announcements.append((.audio(sender), PublishTrackRequest(kind: .audio, source: source, mid: sender.mid, ssrc: sender.state.ssrc,
+                                                                      encryption: encryption)))
         }
         // The announcements and the offer that sends the tracks go back to back without waiting
         // for a reply (the server reads them in order: it makes the tracks, then answers the
@@ -529,7 +536,7 @@ final class ChannelSession: @unchecked Sendable {
 
     private func receiverOutputs() -> ReceiverOutputs {
         let sinks = context.sinks, events = context.events, joinStartUs = joinStartUs
-        return ReceiverOutputs(
+        var outputs = ReceiverOutputs(
             video: { frame in sinks.withLockedValue { $0.video }?(frame) },
             encodedVideo: { frame in sinks.withLockedValue { $0.encodedVideo }?(frame) },
             encodedAudio: { frame in sinks.withLockedValue { $0.encodedAudio }?(frame) },
@@ -537,6 +544,14 @@ final class ChannelSession: @unchecked Sendable {
                 let elapsed = Int((MediaClock.monotonicUs() - joinStartUs) / 1000)
                 events.emit(.firstRemoteVideoFrameDecoded(uid: info.uid, source: info.source, size: size, elapsedMs: elapsed))
             })
+        outputs.keys = context.configuration.encryption
+        outputs.encryptionState = { info, state, error in
+            events.emit(.encryptionStateChanged(info, state: state))
+            if let error, state == .missingKey || state == .decryptionFailed {
+                events.emit(.decryptionFailed(uid: info.uid, trackSid: info.trackSid, reason: error.description))
+            }
+        }
+        return outputs
     }
 
     // MARK: Playout, RTCP and stats

@@ -50,7 +50,8 @@ final class EngineStats: Sendable {
                     lossFraction: expected > 0 ? Double(max(0, statistics.cumulativeLost)) / expected : 0,
                     jitterMs: Double(statistics.jitter) * 1000 / Double(statistics.clockRate), roundTripTimeMs: subscriberRTT.map { $0 * 1000 },
                     framesDecoded: counters.framesDecoded, framesDropped: counters.framesDropped, decodeFailures: counters.decodeFailures,
-                    keyframeRequests: counters.keyframeRequests, nacksSent: counters.nacksSent, width: counters.width, height: counters.height))
+                    keyframeRequests: counters.keyframeRequests, nacksSent: counters.nacksSent,
+                    decryptionFailures: counters.decryptionFailures, width: counters.width, height: counters.height))
             }
             remote.sort { ($0.uid, $0.kind.rawValue) < ($1.uid, $1.kind.rawValue) }
             return RTCStats(durationMs: Int((nowUs - sinceUs) / 1000), local: local, remote: remote,

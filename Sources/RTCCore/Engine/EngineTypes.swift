@@ -134,6 +134,11 @@ public struct RTCEngineConfiguration: Sendable {
     public var iceTCP = true
     /// A PEM file of certificates to trust for `turns:` servers instead of the system's roots.
     public var turnTrustedCertificates: String?
+    /// End-to-end encryption (docs/e2ee.md): every published frame is encrypted with this
+    /// provider's keys in LiveKit's frame format and its tracks declared encrypted; remote tracks
+    /// declared encrypted are decrypted with them. Nil: no E2EE (encrypted remote tracks are then
+    /// undecryptable: dropped, counted and reported, never decoded).
+    public var encryption: E2EEKeyProvider?
 
     public enum LogLevel: Int, Sendable, Hashable, Comparable, CaseIterable {
         case none = 0, error, warning, info, debug
@@ -220,6 +225,8 @@ public struct RemoteTrackInfo: Sendable, Hashable {
     public var trackSid: String
     public var kind: TrackKind
     public var source: TrackSource
+    /// End-to-end encryption as its publisher declared it (docs/e2ee.md).
+    public var encryption: TrackEncryption = .none
 }
 
 /// Everything the engine tells the app.
@@ -252,6 +259,14 @@ public enum RTCEngineEvent: Sendable {
     /// with the topic it was sent under. A plain data channel peer's message has its channel's label
     /// as the topic.
     case streamMessage(uid: String, streamId: Int, data: [UInt8], topic: String)
+    /// A remote track's end-to-end encryption changed state (docs/e2ee.md): `.ok` once frames
+    /// decrypt, `.missingKey` while no key is set for them, `.decryptionFailed` while they fail
+    /// (a wrong key), `.keyRatcheted` when the sender's ratchet was followed.
+    case encryptionStateChanged(RemoteTrackInfo, state: FrameCryptor.State)
+    /// Frames of `uid`'s track could not be decrypted (no key, or the wrong one): they are dropped,
+    /// never decoded, and counted in its stats (`decryptionFailures`). Said when the track starts
+    /// failing, not for every frame.
+    case decryptionFailed(uid: String, trackSid: String, reason: String)
     case error(RTCEngineError)
 }
 
@@ -354,6 +369,9 @@ public struct RemoteTrackStats: Sendable, Hashable {
     public var decodeFailures: Int = 0
     public var keyframeRequests: Int = 0
     public var nacksSent: Int = 0
+    /// Frames (video) or packets (audio) of an end-to-end encrypted track that could not be
+    /// decrypted (no key, a wrong one, a damaged trailer), dropped before the decoder.
+    public var decryptionFailures: Int = 0
     public var width: Int
     public var height: Int
     /// Layered video: the simulcast layer the server sends (its stream id) and why (request,

@@ -39,6 +39,8 @@ final class LocalAudioSender: @unchecked Sendable {
     /// The played-out mix (48 kHz stereo), drained into the echo canceller before each near-end frame.
     private let farEnd = Mutex<[Int16]>([])
     var onError: (@Sendable (RTCEngineError) -> Void)?
+    /// End-to-end encryption of each Opus packet (`thread` only); nil without E2EE.
+    private var encryptor: OutgoingFrameEncryptor?
 
     private struct Control {
         var muted = false
@@ -46,7 +48,9 @@ final class LocalAudioSender: @unchecked Sendable {
         var packetLossPercent: Int?
     }
 
-    init(ssrc: UInt32, mid: String, source: TrackSource, processing: Bool, pacer: Pacer, clock: CaptureClock) {
+    init(ssrc: UInt32, mid: String, source: TrackSource, processing: Bool, pacer: Pacer, clock: CaptureClock,
+         encryption: FrameEncryption? = nil) {
+        encryptor = OutgoingFrameEncryptor(encryption, codec: .opus)
         state = SenderState(ssrc: ssrc, clockRate: Self.sampleRate)
         self.clock = clock
         self.mid = mid
@@ -152,7 +156,11 @@ final class LocalAudioSender: @unchecked Sendable {
 
     private func encodeAndSend(_ pcm: [Int16], captureUs: Int64) throws(CodecError) {
         guard let encoder else { return }
-        let payload = try encoder.encode(AudioFrame(samples: .int16(pcm), sampleRate: Self.sampleRate, channels: Self.channels))
+        var payload = try encoder.encode(AudioFrame(samples: .int16(pcm), sampleRate: Self.sampleRate, channels: Self.channels))
+        if encryptor != nil {
+            guard let sealed = encryptor!.seal(payload, ssrc: state.ssrc, report: onError) else { return }
+            payload = sealed
+        }
         var rtpTimestamp = rtpBase &+ UInt32(truncatingIfNeeded: ((captureUs - firstCaptureUs!) * 48 + 500) / 1000)
         // Timestamps never repeat or go back, even if the app's clock does.
         if let last = lastRTPTimestamp, Int32(bitPattern: rtpTimestamp &- last) < Int32(Self.samplesPerPacket) {

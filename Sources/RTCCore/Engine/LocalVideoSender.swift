@@ -52,6 +52,8 @@ final class LocalVideoSender: @unchecked Sendable {
     private var firstCaptureUs: Int64?
     private let control = Mutex(Control())
     var onError: (@Sendable (RTCEngineError) -> Void)?
+    /// End-to-end encryption of each encoded frame of every layer (encode thread); nil without E2EE.
+    private var encryptor: OutgoingFrameEncryptor?
 
     /// When the current run of frames skipped for pushback began (encode thread).
     private var pushbackSinceUs: Int64?
@@ -73,7 +75,8 @@ final class LocalVideoSender: @unchecked Sendable {
 
     /// `simulcastLayers` 1 (one stream), 2 (dual stream: full and quarter size) or 3 (full, half, quarter).
     init(ssrc: UInt32, mid: String, source: TrackSource, configuration: VideoEncoderConfiguration, simulcastLayers: Int = 1,
-         sequencer: TransportSequencer, pacer: Pacer, clock: CaptureClock) {
+         sequencer: TransportSequencer, pacer: Pacer, clock: CaptureClock, encryption: FrameEncryption? = nil) {
+        encryptor = OutgoingFrameEncryptor(encryption, codec: .vp8)
         layers = VideoLayer.make(count: simulcastLayers, firstSSRC: ssrc)
         self.clock = clock
         self.mid = mid
@@ -292,8 +295,19 @@ final class LocalVideoSender: @unchecked Sendable {
         return clock.monotonicUs(ofCapture: timestampUs)
     }
 
-    private func packetizeAndSend(_ encoded: EncodedVideoFrame, on layer: VideoLayer, rtpTimestamp: UInt32, rotation: VideoRotation,
+    private func packetizeAndSend(_ frame: EncodedVideoFrame, on layer: VideoLayer, rtpTimestamp: UInt32, rotation: VideoRotation,
                                   captureMonoUs: Int64) {
+        var encoded = frame
+        if encryptor != nil {
+            // Each layer's frames under its own SSRC (the IV's first word): a frame the keys cannot
+            // take yet is not sent at all; the layer asks for a keyframe so the stream restarts cleanly.
+            guard let sealed = encryptor!.seal(frame.data, ssrc: layer.state.ssrc, report: onError) else {
+                layer.state.counters.withLock { $0.framesDropped += 1 }
+                layer.requestKeyframe()
+                return
+            }
+            encoded.data = sealed
+        }
         let temporal = layers.count == 1 && configuration.temporalLayers > 1
         let packets = layer.packetize(encoded, rtpTimestamp: rtpTimestamp, rotation: rotation, temporal: temporal)
         layer.state.counters.withLock { counters in

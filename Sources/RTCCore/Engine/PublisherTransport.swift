@@ -84,10 +84,11 @@ final class PublisherTransport: Sendable {
     }
 
     /// A video sender of 1 to 3 simulcast layers.
-    func makeVideoSender(source: TrackSource, configuration: VideoEncoderConfiguration, simulcastLayers: Int = 1) -> LocalVideoSender {
+    func makeVideoSender(source: TrackSource, configuration: VideoEncoderConfiguration, simulcastLayers: Int = 1,
+                         encryption: FrameEncryption? = nil) -> LocalVideoSender {
         let sender = LocalVideoSender(ssrc: UInt32.random(in: 1...UInt32.max), mid: makeMid(.video), source: source,
                                       configuration: configuration, simulcastLayers: simulcastLayers, sequencer: sequencer,
-                                      pacer: pacer, clock: captureClock)
+                                      pacer: pacer, clock: captureClock, encryption: encryption)
         setVideoBounds(configuration, layers: sender.layers.count)
         return sender
     }
@@ -99,9 +100,9 @@ final class PublisherTransport: Sendable {
         sequencer.congestion.setMaximumVideo(kbps: LocalVideoSender.maximumKbps(for: configuration, simulcastLayers: layers), floorKbps: floor)
     }
 
-    func makeAudioSender(source: TrackSource, processing: Bool) -> LocalAudioSender {
+    func makeAudioSender(source: TrackSource, processing: Bool, encryption: FrameEncryption? = nil) -> LocalAudioSender {
         LocalAudioSender(ssrc: UInt32.random(in: 1...UInt32.max), mid: makeMid(.audio), source: source, processing: processing,
-                         pacer: pacer, clock: captureClock)
+                         pacer: pacer, clock: captureClock, encryption: encryption)
     }
 
     /// Installs a sender, under its track sid once the server has given one.

@@ -472,6 +472,50 @@ public final class RTCEngine: @unchecked Sendable {
         try await session.signaling.send(.updateSubscription(SubscriptionUpdate(trackSids: [], subscribe: subscribe, uids: [uid])))
     }
 
+    // MARK: End-to-end encryption
+
+    /// Sets the end-to-end key (a passphrase, as LiveKit's SDKs take it) at `index` of the shared
+    /// ring, or of `uid`'s ring in per-participant mode; it becomes the index this client sends
+    /// with when it is the ring this client sends with. A frame sealed with an older index still
+    /// opens while its key is in the ring, so a rotation loses nothing. Needs
+    /// ``RTCEngineConfiguration/encryption``. Derives the key (PBKDF2): tens of milliseconds.
+    public func setEncryptionKey(_ passphrase: String, index: Int = 0, uid: String? = nil) throws(RTCEngineError) {
+        try setEncryptionKey(Array(passphrase.utf8), index: index, uid: uid)
+    }
+
+    /// The same with raw key material.
+    public func setEncryptionKey(_ material: [UInt8], index: Int = 0, uid: String? = nil) throws(RTCEngineError) {
+        let keys = try encryptionKeys()
+        do {
+            if keys.options.sharedKey || uid == nil { try keys.setSharedKey(material, index: index) }
+            else { try keys.setKey(material, participant: uid!, index: index) }
+        } catch {
+            throw RTCEngineError(.invalidArgument, "end-to-end key: \(error)")
+        }
+    }
+
+    /// Moves the key at `index` one ratchet step on (LiveKit's `ratchetKey`): receivers follow
+    /// within their ratchet window.
+    public func ratchetEncryptionKey(index: Int = 0, uid: String? = nil) throws(RTCEngineError) {
+        let keys = try encryptionKeys()
+        do {
+            guard try keys.ratchet(index: index, participant: uid) != nil else {
+                throw RTCEngineError(.invalidState, "no end-to-end key at index \(index) to ratchet")
+            }
+        } catch let error as RTCEngineError {
+            throw error
+        } catch {
+            throw RTCEngineError(.invalidArgument, "end-to-end key: \(error)")
+        }
+    }
+
+    private func encryptionKeys() throws(RTCEngineError) -> E2EEKeyProvider {
+        guard let keys = configuration.encryption else {
+            throw RTCEngineError(.invalidState, "end-to-end encryption is off: set RTCEngineConfiguration.encryption before creating the engine")
+        }
+        return keys
+    }
+
     // MARK: Layered video
 
     /// Dual stream (Agora's `enableDualStreamMode`, TRTC's `enableEncSmallVideoStream`): the camera

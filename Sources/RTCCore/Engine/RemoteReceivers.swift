@@ -85,6 +85,7 @@ final class ReceiverState: Sendable {
         var decodeFailures = 0
         var keyframeRequests = 0
         var nacksSent = 0
+        var decryptionFailures = 0
         var width = 0
         var height = 0
         var senderClock: SenderClock?
@@ -139,6 +140,57 @@ struct ReceiverOutputs: Sendable {
     var requestKeyframe: @Sendable (UInt32) -> Void = { _ in }
     /// Ask the sender again for these sequence numbers (generic NACK).
     var sendNack: @Sendable (UInt32, [UInt16]) -> Void = { _, _ in }
+    /// The keys remote tracks declared encrypted are opened with (nil: no E2EE here).
+    var keys: E2EEKeyProvider? = nil
+    /// A remote track's decryption changed state.
+    var encryptionState: @Sendable (RemoteTrackInfo, FrameCryptor.State, E2EEError?) -> Void = { _, _, _ in }
+}
+
+/// Opens the frames of one remote track declared encrypted (docs/e2ee.md), on the thread that
+/// owns it: counts what fails and tells the engine when the track's state changes, not per frame.
+struct RemoteFrameDecryptor {
+    let info: RemoteTrackInfo
+    private let cryptor: FrameCryptor?
+    private let state: ReceiverState
+    private let report: @Sendable (RemoteTrackInfo, FrameCryptor.State, E2EEError?) -> Void
+    private var told: FrameCryptor.State = .new
+
+    /// Nil for a track in the clear.
+    init?(info: RemoteTrackInfo, codec: E2EECodec, state: ReceiverState, outputs: ReceiverOutputs) {
+        guard info.encryption != .none else { return nil }
+        self.info = info
+        self.state = state
+        report = outputs.encryptionState
+        // A scheme we do not know (`custom`) is never opened: its frames are as undecryptable as
+        // without a key.
+        cryptor = info.encryption == .gcm ? outputs.keys.flatMap { try? FrameCryptor(codec: codec, participant: info.uid, provider: $0) } : nil
+    }
+
+    /// The plain frame, or nil (counted, and said once per change of state).
+    mutating func open(_ frame: [UInt8]) -> [UInt8]? {
+        guard let cryptor else {
+            fail(.missingKey, E2EEError(.missingKey, info.encryption == .gcm ? "this client has no end-to-end keys" : "an encryption scheme this client does not know"))
+            return nil
+        }
+        do {
+            let plain = try cryptor.decrypt(frame)
+            if cryptor.state != told {
+                told = cryptor.state
+                report(info, cryptor.state, nil)
+            }
+            return plain
+        } catch {
+            fail(cryptor.state, error)
+            return nil
+        }
+    }
+
+    private mutating func fail(_ now: FrameCryptor.State, _ error: E2EEError) {
+        state.counters.withLock { $0.decryptionFailures += 1 }
+        guard now != told else { return }
+        told = now
+        report(info, now, error)
+    }
 }
 
 /// One remote video track: packets from the network loop go to a thread of the track's own,
@@ -155,6 +207,11 @@ final class RemoteVideoReceiver: @unchecked Sendable {
     private var rotation: VideoRotation = .none
     private var decodedAny = false
     private var framesDropped = 0
+    /// End-to-end decryption (a track declared encrypted): frames that fail are dropped, and the
+    /// decoder waits for a keyframe that opens before it takes frames again.
+    private var decryptor: RemoteFrameDecryptor?
+    private var awaitingKeyframe = false
+    private var keyframeAskedUs: Int64 = .min
 
     /// The id the subscriber offer gives the video-orientation extension (nil: not negotiated).
     private let orientationExtensionID: UInt8?
@@ -164,6 +221,7 @@ final class RemoteVideoReceiver: @unchecked Sendable {
         self.orientationExtensionID = orientationExtensionID
         state = ReceiverState(ssrc: ssrc, clockRate: 90000)
         self.outputs = outputs
+        decryptor = RemoteFrameDecryptor(info: info, codec: .vp8, state: state, outputs: outputs)
         thread = MediaThread(name: "video-recv-\(ssrc)", tickIntervalUs: 10_000) { [unowned self] in
             let now = MediaClock.monotonicUs()
             self.sendNacks(self.nack.due(nowUs: now))
@@ -222,7 +280,27 @@ final class RemoteVideoReceiver: @unchecked Sendable {
     }
 
     private func decode(_ assembled: AssembledVP8Frame) {
-        let bytes = Array(assembled.data.readableBytesView)
+        var bytes = Array(assembled.data.readableBytesView)
+        if decryptor != nil {
+            guard let plain = decryptor!.open(bytes) else {
+                awaitingKeyframe = true
+                return
+            }
+            bytes = plain
+            if awaitingKeyframe {
+                guard assembled.isKeyframe else {
+                    // Frames open again (a key came), but the decoder lost their references.
+                    let now = MediaClock.monotonicUs()
+                    if now - keyframeAskedUs >= 1_000_000 {
+                        keyframeAskedUs = now
+                        state.counters.withLock { $0.keyframeRequests += 1 }
+                        outputs.requestKeyframe(state.ssrc)
+                    }
+                    return
+                }
+                awaitingKeyframe = false
+            }
+        }
         outputs.encodedVideo(RemoteEncodedVideoFrame(uid: info.uid, trackSid: info.trackSid, source: info.source, data: bytes,
                                                      isKeyframe: assembled.isKeyframe, rtpTimestamp: assembled.rtpTimestamp,
                                                      width: assembled.width, height: assembled.height, senderClock: state.senderClock))
@@ -257,11 +335,15 @@ final class RemoteAudioReceiver: @unchecked Sendable {
     private let jitter = Mutex(AudioJitterBuffer())
     // Confined to the playout thread:
     private var decoder: OpusDecoder?
+    /// Confined to the network loop. Opening a packet there costs what its SRTP did (AES-GCM over
+    /// some tens of bytes), and keeps arrival order for the recorder and FEC for the playout.
+    private var decryptor: RemoteFrameDecryptor?
 
     init(info: RemoteTrackInfo, ssrc: UInt32, outputs: ReceiverOutputs) {
         self.info = info
         state = ReceiverState(ssrc: ssrc, clockRate: 48000)
         encodedOutput = outputs.encodedAudio
+        decryptor = RemoteFrameDecryptor(info: info, codec: .opus, state: state, outputs: outputs)
     }
 
     /// The levels its packets said since ``takeLevels()`` (RFC 6464), for the volume indication.
@@ -276,7 +358,12 @@ final class RemoteAudioReceiver: @unchecked Sendable {
            let byte = level.getInteger(at: level.readerIndex, as: UInt8.self) {
             levels.withLock { $0.record(byte) }
         }
-        let payload = Array(packet.payload.readableBytesView)
+        var payload = Array(packet.payload.readableBytesView)
+        if decryptor != nil {
+            // Undecryptable packets are lost ones to the playout: concealment, never noise.
+            guard let plain = decryptor!.open(payload) else { return }
+            payload = plain
+        }
         encodedOutput(RemoteEncodedAudioFrame(uid: info.uid, trackSid: info.trackSid, source: info.source, data: payload,
                                               rtpTimestamp: packet.header.timestamp, senderClock: clock))
         jitter.withLock { $0.insert(sequenceNumber: packet.header.sequenceNumber, payload: payload, arrivalUs: arrivalUs) }

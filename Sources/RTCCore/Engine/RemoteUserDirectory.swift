@@ -45,7 +45,8 @@ struct RemoteUserDirectory {
             let before = Dictionary((previous?.tracks ?? []).map { ($0.sid, $0) }, uniquingKeysWith: { a, _ in a })
             let after = Set(info.tracks.map(\.sid))
             func remote(_ track: TrackInfo) -> RemoteTrackInfo {
-                RemoteTrackInfo(uid: info.uid, trackSid: track.sid, kind: track.kind, source: track.source)
+                RemoteTrackInfo(uid: info.uid, trackSid: track.sid, kind: track.kind, source: track.source,
+                                encryption: track.encryption ?? .none)
             }
             for track in info.tracks {
                 if let old = before[track.sid] {
@@ -80,7 +81,8 @@ struct RemoteUserDirectory {
         let owner = users.values.first { $0.sid == streamID }
         let track = owner?.tracks.first { $0.sid == trackID }
         return RemoteTrackInfo(uid: owner?.uid ?? streamID ?? "?", trackSid: trackID ?? "?", kind: kind,
-                               source: track?.source ?? (kind == .video ? .camera : .microphone))
+                               source: track?.source ?? (kind == .video ? .camera : .microphone),
+                               encryption: track?.encryption ?? .none)
     }
 
     /// A section's track when no directory is at hand: named by its msid alone.

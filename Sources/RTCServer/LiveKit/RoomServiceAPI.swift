@@ -286,7 +286,7 @@ final class RoomServiceAPI: Sendable {
             switch request {
             case .createRoom(let request):
                 return sfu.createRoom(request.name, metadata: request.metadata, maxParticipants: Int(request.maxParticipants),
-                                      emptyTimeout: Int(request.emptyTimeout)).map { RoomServiceMapping.room($0) }
+                                      emptyTimeout: Int(request.emptyTimeout), requireEncryption: request.requireEncryption).map { RoomServiceMapping.room($0) }
             case .listRooms(let request):
                 return sfu.listRooms(names: request.names).map { rooms in LKListRoomsResponse.with { $0.rooms = rooms.map(RoomServiceMapping.room) } }
             case .deleteRoom(let request):
@@ -364,6 +364,7 @@ enum RoomServiceMapping {
             $0.numPublishers = UInt32(clamping: view.publishers)
             $0.maxParticipants = UInt32(clamping: view.maxParticipants)
             $0.emptyTimeout = UInt32(clamping: view.emptyTimeout)
+            $0.requireEncryption = view.requireEncryption
             $0.creationTime = view.createdAt
             $0.creationTimeMs = view.createdAt * 1000
             $0.enabledCodecs = [.with { $0.mime = "video/VP8" }, .with { $0.mime = "audio/opus" }]
