@@ -49,14 +49,16 @@ public final class E2EEKeyProvider: Sendable {
     public var generation: Int { changes.load(ordering: .acquiring) }
 
     /// Sets the shared key (a passphrase's bytes, or raw key material) at `index`, which becomes
-    /// the index this client sends with. Derives the key: tens of milliseconds.
-    public func setSharedKey(_ material: [UInt8], index: Int = 0) throws(E2EEError) {
-        try set(material, participant: nil, index: index)
+    /// the index this client sends with unless `makeCurrent` is false (a rotation: every peer
+    /// learns the new key first, then senders move to it with ``setCurrentIndex(_:participant:)``).
+    /// Derives the key: tens of milliseconds.
+    public func setSharedKey(_ material: [UInt8], index: Int = 0, makeCurrent: Bool = true) throws(E2EEError) {
+        try set(material, participant: nil, index: index, makeCurrent: makeCurrent)
     }
 
     /// Sets `participant`'s key at `index` (per-participant mode; its own identity for sending).
-    public func setKey(_ material: [UInt8], participant: String, index: Int = 0) throws(E2EEError) {
-        try set(material, participant: participant, index: index)
+    public func setKey(_ material: [UInt8], participant: String, index: Int = 0, makeCurrent: Bool = true) throws(E2EEError) {
+        try set(material, participant: participant, index: index, makeCurrent: makeCurrent)
     }
 
     /// Makes `index` the one sent with (its key must be set already for frames to go out).
@@ -92,14 +94,14 @@ public final class E2EEKeyProvider: Sendable {
         }
     }
 
-    private func set(_ material: [UInt8], participant: String?, index: Int) throws(E2EEError) {
+    private func set(_ material: [UInt8], participant: String?, index: Int, makeCurrent: Bool) throws(E2EEError) {
         guard (0..<EncryptedFrame.keyRingSize).contains(index) else {
             throw E2EEError(.invalidKey, "key index \(index) (the ring holds \(EncryptedFrame.keyRingSize))")
         }
         let keys = try E2EEKeySet(material: material, salt: options.ratchetSalt)
         update(participant) {
             $0.keys[index] = keys
-            $0.currentIndex = index
+            if makeCurrent { $0.currentIndex = index }
         }
     }
 

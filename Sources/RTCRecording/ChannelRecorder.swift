@@ -189,7 +189,7 @@ public final class ChannelRecorder: Sendable {
         let task = Task {
             for await event in events {
                 switch event {
-                case .remoteTrackPublished, .remoteTrackUnpublished, .userOffline, .leftChannel:
+                case .remoteTrackPublished, .remoteTrackUnpublished, .userOffline, .leftChannel, .decryptionFailed:
                     thread.execute { state.handle(event) }
                 default:
                     break

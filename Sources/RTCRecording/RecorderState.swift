@@ -66,6 +66,8 @@ final class RecorderState: @unchecked Sendable {
     private var nextSegment: [String: Int] = [:]
     private var stopped = false
     private var manifestFailing = false
+    /// Encrypted tracks this recorder could not open (listed in the manifest, nothing written).
+    private var undecryptable: [RecordingManifest.Undecryptable] = []
     private var checkedOldManifest = false
 
     init(directory: String, options: ChannelRecorder.Options, report: @escaping (ChannelRecorder.Failure) -> Void,
@@ -301,6 +303,10 @@ final class RecorderState: @unchecked Sendable {
     func handle(_ event: RTCEngineEvent) {
         guard !stopped else { return }
         switch event {
+        case .decryptionFailed(let uid, let trackSid, let reason):
+            guard !undecryptable.contains(where: { $0.trackSid == trackSid }) else { return }
+            undecryptable.append(RecordingManifest.Undecryptable(uid: uid, trackSid: trackSid, reason: reason))
+            writeManifest()
         case .remoteTrackPublished(let info):
             announced[info.uid, default: []].insert(info.trackSid)
             everAnnounced.insert(info.uid)
@@ -476,7 +482,7 @@ final class RecorderState: @unchecked Sendable {
 
     func writeManifest() {
         do throws(MediaFileError) {
-            try RecordingManifest.write(RecordingManifest.json(files), directory: directory)
+            try RecordingManifest.write(RecordingManifest.json(files, undecryptable: undecryptable), directory: directory)
             manifestFailing = false
         } catch {
             // One line when it starts failing (a full disk), not one per rewrite.

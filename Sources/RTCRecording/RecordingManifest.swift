@@ -10,15 +10,30 @@ enum RecordingManifest {
     static let name = "manifest.json"
     static let temporaryName = ".manifest.json.tmp"
 
-    /// The manifest's text: `{"version": 1, "files": [...]}`, one file object a line.
-    static func json(_ files: [ChannelRecorder.File]) -> String {
+    /// A remote track whose frames could not be decrypted (end-to-end encrypted, and this
+    /// recorder's engine had no key or the wrong one): nothing of it is written, and the manifest
+    /// says so.
+    struct Undecryptable: Hashable {
+        var uid: String
+        var trackSid: String
+        var reason: String
+    }
+
+    /// The manifest's text: `{"version": 1, "files": [...]}`, one file object a line, and
+    /// `"undecryptable": [...]` when an encrypted track could not be opened.
+    static func json(_ files: [ChannelRecorder.File], undecryptable: [Undecryptable] = []) -> String {
         var out = "{\n  \"version\": 1,\n  \"files\": ["
         for (index, file) in files.enumerated() {
             out += index == 0 ? "\n    " : ",\n    "
             out += object(file)
         }
-        out += files.isEmpty ? "]\n}\n" : "\n  ]\n}\n"
-        return out
+        out += files.isEmpty ? "]" : "\n  ]"
+        if !undecryptable.isEmpty {
+            out += ",\n  \"undecryptable\": [" + undecryptable.map {
+                "\n    {\"uid\": \(string($0.uid)), \"trackSid\": \(string($0.trackSid)), \"reason\": \(string($0.reason))}"
+            }.joined(separator: ",") + "\n  ]"
+        }
+        return out + "\n}\n"
     }
 
     static func object(_ file: ChannelRecorder.File) -> String {

@@ -108,7 +108,7 @@ struct JoinCommand: AsyncParsableCommand {
     var e2eeKey: String?
     @Option(name: .customLong("e2ee-key-index"), help: "The key index --e2ee-key is set at and sent with (0-15).") var e2eeKeyIndex: Int = 0
     @Option(name: .customLong("e2ee-rotate"),
-            help: "SECONDS:PASSPHRASE:INDEX: that many seconds after joining, set a new key at INDEX and send with it (repeatable).")
+            help: "SECONDS:PASSPHRASE:INDEX: that many seconds after joining, add a key at INDEX; 2 s later, send with it (repeatable). Peers that rotate at the same time lose no frame.")
     var e2eeRotate: [String] = []
     @Option(name: .customLong("sharer"),
             help: "With --share-screen: the sharer to start, a command split at spaces (`--link PATH` is added), instead of rtc-sharer (rtc-capture for --relay) next to this executable.")
@@ -332,7 +332,9 @@ struct JoinCommand: AsyncParsableCommand {
                     if wait > 0 { try? await Task.sleep(for: .microseconds(wait)) }
                     if Task.isCancelled { return }
                     do {
-                        try engine.setEncryptionKey(rotation.key, index: rotation.index)
+                        try engine.setEncryptionKey(rotation.key, index: rotation.index, makeCurrent: false)
+                        try? await Task.sleep(for: .seconds(2))
+                        try engine.setEncryptionKeyIndex(rotation.index)
                         print("e2ee key index \(rotation.index) at \(MediaClock.monotonicUs())")
                     } catch {
                         print("e2ee key refused: \(error)")

@@ -159,9 +159,13 @@ class Watcher:
             if entry["firstFrameMs"] is None:
                 entry["firstFrameMs"] = self.ms()
             entry["frames"] += 1
+            recent = entry.setdefault("_recent", [])
+            recent.append(samples)
+            del recent[:-10]
             if entry["frames"] % 25 == 0 and len(samples):
                 entry["rms"].append(round(float(np.sqrt(np.mean(samples ** 2))), 1))
-                entry["tone"].append(tone_share(samples))
+                # 100 ms at once: 10 Hz bins, so 440 Hz stands in its own.
+                entry["tone"].append(tone_share(np.concatenate(recent)))
                 # When, on the monotonic clock (ms) other tools print too (room_api.py's atMs).
                 entry.setdefault("rmsAtMono", []).append(round(time.monotonic() * 1000))
 
@@ -175,6 +179,7 @@ class Watcher:
 
     def report(self, window_ms=None):
         for entry in self.tracks.values():
+            entry.pop("_recent", None)
             at = entry.pop("framesAt")
             # The longest wait between two frames after the first, and when it ended (ms since the start).
             gaps = [(b - a, b) for a, b in zip(at, at[1:])]
@@ -317,8 +322,10 @@ async def run_bot(args):
     report["ownEncryption"] = {p.sid: int(p.encryption_type) for p in room.local_participant.track_publications.values()}
 
     async def rotate(seconds, key, index):
+        # As a rotation is done: everyone learns the new key, then (2 s on) the sender moves to it.
         await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))
         room.e2ee_manager.key_provider.set_shared_key(key.encode(), index)
+        await asyncio.sleep(2)
         for cryptor in room.e2ee_manager.frame_cryptors():
             if cryptor.participant_identity == args.identity:
                 cryptor.set_key_index(index)
@@ -516,7 +523,7 @@ def main():
             p.add_argument("--e2ee-key", help="LiveKit's E2EE with this shared key (GCM, the SDK's default key derivation)")
             p.add_argument("--e2ee-key-index", type=int, default=0)
             p.add_argument("--e2ee-rotate", action="append", default=[],
-                           help="SECONDS:KEY:INDEX: at that many seconds from the start, set KEY at INDEX and send with it")
+                           help="SECONDS:KEY:INDEX: at that many seconds from the start, add KEY at INDEX; 2 s later, send with it")
             p.add_argument("--psnr-all", action="store_true", help="judge every video frame against the pattern (goodFrames, badFrames)")
     args = parser.parse_args()
     if args.command == "bot":

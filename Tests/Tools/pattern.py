@@ -54,7 +54,10 @@ def recording_psnr(path, last):
     probe = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "stream=width,height",
                             "-of", "csv=p=0", path], capture_output=True, text=True, check=True)
     width, height = map(int, probe.stdout.strip().split(",")[:2])
-    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", path, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-s", f"{width}x{height}", "-"],
+    # Every frame once, as recorded: a file whose timing says no frame rate (libwebrtc's senders'
+    # RTP clocks) would otherwise be filled out to a constant rate, gigabytes of repeated frames.
+    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", path, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "yuv420p",
+                          "-s", f"{width}x{height}", "-"],
                          capture_output=True, check=True).stdout
     size = width * height * 3 // 2
     frames = len(raw) // size

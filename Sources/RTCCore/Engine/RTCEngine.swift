@@ -479,19 +479,27 @@ public final class RTCEngine: @unchecked Sendable {
     /// with when it is the ring this client sends with. A frame sealed with an older index still
     /// opens while its key is in the ring, so a rotation loses nothing. Needs
     /// ``RTCEngineConfiguration/encryption``. Derives the key (PBKDF2): tens of milliseconds.
-    public func setEncryptionKey(_ passphrase: String, index: Int = 0, uid: String? = nil) throws(RTCEngineError) {
-        try setEncryptionKey(Array(passphrase.utf8), index: index, uid: uid)
+    /// `makeCurrent: false` only adds the key: for a rotation without a gap, every participant
+    /// learns the new key first, then each sender moves to it (``setEncryptionKeyIndex(_:uid:)``).
+    public func setEncryptionKey(_ passphrase: String, index: Int = 0, uid: String? = nil, makeCurrent: Bool = true) throws(RTCEngineError) {
+        try setEncryptionKey(Array(passphrase.utf8), index: index, uid: uid, makeCurrent: makeCurrent)
     }
 
     /// The same with raw key material.
-    public func setEncryptionKey(_ material: [UInt8], index: Int = 0, uid: String? = nil) throws(RTCEngineError) {
+    public func setEncryptionKey(_ material: [UInt8], index: Int = 0, uid: String? = nil, makeCurrent: Bool = true) throws(RTCEngineError) {
         let keys = try encryptionKeys()
         do {
-            if keys.options.sharedKey || uid == nil { try keys.setSharedKey(material, index: index) }
-            else { try keys.setKey(material, participant: uid!, index: index) }
+            if keys.options.sharedKey || uid == nil { try keys.setSharedKey(material, index: index, makeCurrent: makeCurrent) }
+            else { try keys.setKey(material, participant: uid!, index: index, makeCurrent: makeCurrent) }
         } catch {
             throw RTCEngineError(.invalidArgument, "end-to-end key: \(error)")
         }
+    }
+
+    /// The key index this client sends with from the next frame on (its key must be set).
+    public func setEncryptionKeyIndex(_ index: Int, uid: String? = nil) throws(RTCEngineError) {
+        let keys = try encryptionKeys()
+        do { try keys.setCurrentIndex(index, participant: uid) } catch { throw RTCEngineError(.invalidArgument, "end-to-end key: \(error)") }
     }
 
     /// Moves the key at `index` one ratchet step on (LiveKit's `ratchetKey`): receivers follow
