@@ -8,7 +8,7 @@ import ServerCommandLine
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench", abstract: "Benchmarks, measured side by side with a reference peer.",
-        subcommands: [EncodeBench.self, RTPBench.self, TransportBench.self, SFUBench.self, JoinBench.self, LatencyBench.self, ShareMemoryBench.self, RecordingBench.self, BrowserBench.self, LiveKitBench.self, DataBench.self, ResilienceBench.self, AbuseBench.self, JanusLoadBench.self, WHIPBench.self, ServerCoresBench.self, SimulcastEncodeBench.self])
+        subcommands: [EncodeBench.self, RTPBench.self, TransportBench.self, SFUBench.self, JoinBench.self, LatencyBench.self, ShareMemoryBench.self, RecordingBench.self, BrowserBench.self, LiveKitBench.self, DataBench.self, ResilienceBench.self, AbuseBench.self, JanusLoadBench.self, WHIPBench.self, ServerCoresBench.self, SimulcastEncodeBench.self, E2EEBench.self])
 }
 
 /// VP8 encode speed of `rtc-cli encode` next to `ffmpeg -c:v libvpx` on the same clips and settings.

@@ -142,6 +142,36 @@ struct E2EEInteropTests {
               + "at the Swift subscriber \(gapAtSwift) ms (\(times.count) frames)")
     }
 
+    @Test("simulcast under E2EE: the server still finds keyframes and switches layers in ciphertext (their clear bytes); a viewer asking for the low layer decodes it, one on the full layer the full size")
+    func simulcastLayers() async throws {
+        let (server, url, _) = try await LK.server()
+        defer { server.stop() }
+        let dir = temporaryDirectory("e2ee-simulcast")
+        let publisher = try LK.swiftBot(url, room: "e2sim", uid: "pub", ["--size", "1280x720", "--bitrate", "2500", "--simulcast", "3",
+                                                                          "--e2ee-key", Self.key, "--audio", "none", "--duration", "16"])
+        defer { publisher.stop() }
+        try await Task.sleep(for: .seconds(1))
+        let low = try LK.swiftBot(url, room: "e2sim", uid: "low", ["--video", "none", "--audio", "none", "--stream-type", "low", "--e2ee-key", Self.key,
+                                                                    "--frame-log", dir + "/low.log", "--duration", "12"])
+        let high = try LK.swiftBot(url, room: "e2sim", uid: "high", ["--video", "none", "--audio", "none", "--e2ee-key", Self.key,
+                                                                      "--frame-log", dir + "/high.log", "--duration", "12"])
+        _ = await low.wait(30)
+        _ = await high.wait(30)
+        func sizes(_ path: String) -> [String: Int] {
+            let lines = (try? String(contentsOfFile: path, encoding: .utf8))?.split(separator: "\n") ?? []
+            return lines.reduce(into: [:]) { counts, line in
+                let fields = line.split(separator: " ")
+                if fields.count == 4, fields[1] == "pub" { counts["\(fields[2])x\(fields[3])", default: 0] += 1 }
+            }
+        }
+        let lowSizes = sizes(dir + "/low.log"), highSizes = sizes(dir + "/high.log")
+        #expect((lowSizes["320x180"] ?? 0) >= 60, "the low viewer: \(lowSizes)")
+        #expect((highSizes["1280x720"] ?? 0) >= 60, "the full viewer: \(highSizes)")
+        #expect(!low.output.contains { $0.hasPrefix("e2ee failed") } && !high.output.contains { $0.hasPrefix("e2ee failed") },
+                "\(low.output.filter { $0.hasPrefix("e2ee") }) \(high.output.filter { $0.hasPrefix("e2ee") })")
+        print("E2EE simulcast: low viewer \(lowSizes), full viewer \(highSizes)")
+    }
+
     @Test("a room that requires encryption refuses a plain publisher with an error each SDK surfaces, and takes an encrypted one")
     func requiredEncryption() async throws {
         let (server, url, _) = try await LK.server(["--require-encryption"])

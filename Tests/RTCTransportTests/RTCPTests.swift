@@ -254,3 +254,46 @@ struct TransportFeedbackBuilderTests {
         #expect(Self.drain(&builder).flatMap(Self.received) == (0..<10).map { UInt16($0) })
     }
 }
+
+/// NTP timestamps of sender reports against Unix microseconds, on random values rather than round
+/// numbers: a time whose fraction of a second was lost (`x * 1_000_000 >> 32` is `x * 0` in Swift)
+/// passed a test at a whole second.
+@Suite("NTP time conversions")
+struct NTPTimeTests {
+    @Test("Unix µs → NTP → Unix µs is exact for random times, and the fraction survives")
+    func roundTrip() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<100_000 {
+            // 1970 to the end of NTP era 0 (February 2036): the seconds field is 32 bits.
+            let us = UInt64.random(in: 0...2_085_978_495_999_999, using: &generator)
+            let ntp = NTPTime.timestamp(unixMicroseconds: us)
+            #expect(NTPTime.unixMicroseconds(ntp) == Int64(us), "\(us)")
+            if NTPTime.unixMicroseconds(ntp) != Int64(us) { return }
+        }
+    }
+
+    @Test("the fraction is read as a fraction of a second", arguments: [
+        (UInt64(0x8000_0000), Int64(500_000)),
+        (UInt64(0x4000_0000), Int64(250_000)),
+        (UInt64(0x0000_10C7), Int64(1)),          // 2^32 / 1e6 = 4294.97: one microsecond
+        (UInt64(0xFFFF_FFFF), Int64(1_000_000)),  // a hair under the next second, to the nearest µs
+        (UInt64(0), Int64(0)),
+    ])
+    func fraction(ntpFraction: UInt64, microseconds: Int64) {
+        let second: UInt64 = NTPTime.unixEpochOffset + 1_700_000_000
+        #expect(NTPTime.unixMicroseconds(second << 32 | ntpFraction) == 1_700_000_000 * 1_000_000 + microseconds)
+    }
+
+    @Test("NTP → Unix µs → NTP stays within one microsecond's worth of NTP units for random stamps")
+    func reverse() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<100_000 {
+            let seconds = UInt64.random(in: NTPTime.unixEpochOffset...0xFFFF_FFFF, using: &generator)
+            let ntp = seconds << 32 | UInt64.random(in: 0...0xFFFF_FFFF, using: &generator)
+            let back = NTPTime.timestamp(unixMicroseconds: UInt64(NTPTime.unixMicroseconds(ntp)))
+            let difference = back > ntp ? back - ntp : ntp - back
+            #expect(difference <= 4295, "\(ntp) came back as \(back)")
+            if difference > 4295 { return }
+        }
+    }
+}

@@ -94,16 +94,20 @@ public enum NTPTime {
     public static let unixEpochOffset: UInt64 = 2_208_988_800
 
     /// 64-bit NTP timestamp of a Unix time in microseconds.
+    /// (Swift puts shifts above multiplication and division: every product or quotient that a
+    /// shift applies to is in parentheses here.)
     public static func timestamp(unixMicroseconds: UInt64) -> UInt64 {
         let seconds = unixMicroseconds / 1_000_000 + unixEpochOffset
-        let fraction = (unixMicroseconds % 1_000_000) << 32 / 1_000_000
-        return seconds << 32 | fraction
+        let fraction = ((unixMicroseconds % 1_000_000) << 32) / 1_000_000
+        return (seconds << 32) | fraction
     }
 
-    /// The Unix time in microseconds of a 64-bit NTP timestamp (negative before 1970).
+    /// The Unix time in microseconds of a 64-bit NTP timestamp (negative before 1970), to the
+    /// nearest microsecond, so ``timestamp(unixMicroseconds:)`` and this round-trip exactly.
     public static func unixMicroseconds(_ ntp: UInt64) -> Int64 {
         let seconds = Int64(ntp >> 32) - Int64(unixEpochOffset)
-        let fraction = Int64((ntp & 0xFFFF_FFFF) * 1_000_000 >> 32)
+        // `x * 1_000_000 >> 32` would be `x * (1_000_000 >> 32)`, zero: the fraction was lost.
+        let fraction = Int64(((ntp & 0xFFFF_FFFF) * 1_000_000 + (1 << 31)) >> 32)
         return seconds * 1_000_000 + fraction
     }
 
