@@ -190,4 +190,22 @@ struct E2EEInteropTests {
         #expect(Self.frames(sealed, "frames") >= 60 && LK.track(watched, identity: "lkplain", kind: "video") == nil, "\(watched["tracks"] ?? "")")
         print("E2EE required: rtc-cli: \(plain.errorText.split(separator: "\n").last ?? ""); LiveKit SDK: \(refused["publishError"] ?? "")")
     }
+
+    @Test("one room made by CreateRoom with require_encryption (our field 100) refuses a plain publisher; a room beside it on the same server takes one")
+    func createdRoomRequiresEncryption() async throws {
+        let (server, url, port) = try await LK.server()
+        defer { server.stop() }
+        let made = try runTool(["python3", WHIPTests.tool("room_api.py"), "calls", "--url", "http://127.0.0.1:\(port)", "--api-key", LK.apiKey,
+                                "--api-secret", LK.apiSecret, "--call",
+                                #"Raw {"path": "/twirp/livekit.RoomService/CreateRoom", "token": "create", "contentType": "application/json", "body": "{\"name\": \"sealed\", \"require_encryption\": true}"}"#])
+        let answer = Self.json(made.out).first?["json"] as? [String: Any]
+        #expect(answer?["requireEncryption"] as? Bool == true, "\(made.out) \(made.err.suffix(300))")
+        let refused = try LK.swiftBot(url, room: "sealed", uid: "plain", ["--duration", "4"])
+        let refusedStatus = await refused.wait(30)
+        #expect(refusedStatus != 0 && refused.errorText.contains("requires end-to-end encryption"), "\(refused.errorText.suffix(400))")
+        let sealed = try LK.swiftBot(url, room: "sealed", uid: "sealed", ["--e2ee-key", Self.key, "--duration", "4"])
+        let other = try LK.swiftBot(url, room: "open", uid: "plain", ["--duration", "4"])
+        let sealedStatus = await sealed.wait(30), openStatus = await other.wait(30)
+        #expect(sealedStatus == 0 && openStatus == 0, "\(sealed.errorText.suffix(300)) \(other.errorText.suffix(300))")
+    }
 }

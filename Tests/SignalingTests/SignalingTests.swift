@@ -71,10 +71,32 @@ struct EnvelopeTests {
     func wireForm() throws {
         let text = String(decoding: ClientEnvelope(.ping(timestamp: 5), requestID: 1).encoded(), as: UTF8.self)
         #expect(text == #"{"id":1,"payload":{"timestamp":5},"type":"ping","v":"\#(ProtocolVersion.current)"}"#)
-        #expect(ProtocolVersion.current == ProtocolVersion(major: 1, minor: 6))
+        #expect(ProtocolVersion.current == ProtocolVersion(major: 1, minor: 7))
         // Unknown fields anywhere are ignored; a newer minor version is accepted.
-        let newer = #"{"v":"1.7","type":"ping","extra":true,"payload":{"timestamp":9,"future":[1,2]}}"#
+        let newer = #"{"v":"1.8","type":"ping","extra":true,"payload":{"timestamp":9,"future":[1,2]}}"#
         #expect(try ClientEnvelope.decode(Array(newer.utf8)).message == .ping(timestamp: 9))
+    }
+
+    @Test("a track's end-to-end encryption (1.7): written only when declared, read back; a 1.6 peer's tracks read as not encrypted")
+    func trackEncryption() throws {
+        let request = ClientEnvelope(.publishTrack(PublishTrackRequest(kind: .video, source: .camera, mid: "v0", encryption: .gcm)), requestID: 3)
+        let text = String(decoding: request.encoded(), as: UTF8.self)
+        #expect(text.contains(#""encryption":"gcm""#), "\(text)")
+        guard case .publishTrack(let decoded) = try ClientEnvelope.decode(Array(text.utf8)).message else {
+            Issue.record("not a publishTrack: \(text)")
+            return
+        }
+        #expect(decoded.encryption == .gcm)
+        let plain = String(decoding: ClientEnvelope(.publishTrack(PublishTrackRequest(kind: .audio, source: .microphone))).encoded(), as: UTF8.self)
+        #expect(!plain.contains("encryption"), "\(plain)")
+        let older = #"{"v":"1.6","type":"publishTrack","payload":{"kind":"audio","source":"microphone"}}"#
+        guard case .publishTrack(let old) = try ClientEnvelope.decode(Array(older.utf8)).message else {
+            Issue.record("not a publishTrack")
+            return
+        }
+        #expect(old.encryption == nil)
+        let unknown = #"{"v":"1.7","type":"publishTrack","payload":{"kind":"audio","source":"microphone","encryption":"quantum"}}"#
+        #expect(throws: (any Error).self) { try ClientEnvelope.decode(Array(unknown.utf8)) }
     }
 
     @Test("bad messages become protocol errors with their own codes", arguments: [

@@ -71,6 +71,8 @@ async def raw(args, spec):
     token = spec.get("token")
     if token == "admin":
         token = api.AccessToken(args.api_key, args.api_secret).with_grants(api.VideoGrants(room_admin=True, room=spec.get("room", ""))).to_jwt()
+    elif token == "create":
+        token = api.AccessToken(args.api_key, args.api_secret).with_grants(api.VideoGrants(room_create=True)).to_jwt()
     elif token == "participant":
         token = (api.AccessToken(args.api_key, args.api_secret).with_identity("someone")
                  .with_grants(api.VideoGrants(room_join=True, room=spec.get("room", ""))).to_jwt())
