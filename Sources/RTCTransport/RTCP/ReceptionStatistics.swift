@@ -106,7 +106,8 @@ public enum NTPTime {
     /// nearest microsecond, so ``timestamp(unixMicroseconds:)`` and this round-trip exactly.
     public static func unixMicroseconds(_ ntp: UInt64) -> Int64 {
         let seconds = Int64(ntp >> 32) - Int64(unixEpochOffset)
-        // `x * 1_000_000 >> 32` would be `x * (1_000_000 >> 32)`, zero: the fraction was lost.
+        // Without the parentheses the shift binds first (1_000_000 shifted right by 32 is zero) and
+        // every fraction of a second was read as zero.
         let fraction = Int64(((ntp & 0xFFFF_FFFF) * 1_000_000 + (1 << 31)) >> 32)
         return seconds * 1_000_000 + fraction
     }
