@@ -69,6 +69,19 @@ public enum LiveKitMapping {
         }
     }
 
+    /// What a client told to leave should do next. A server going down (a drain, a restart) asks
+    /// for a full reconnect: LiveKit's SDKs treat `DISCONNECT` as final and never come back, while
+    /// `RECONNECT` makes them join again with the same token (to this address, where the next
+    /// server or another node of the cluster answers). Every other reason is final.
+    public static func leave(_ reason: LeaveReason) -> LKLeaveRequest {
+        var leave = LKLeaveRequest()
+        leave.reason = Self.reason(reason)
+        leave.action = reason == .serverShutdown ? .reconnect : .disconnect
+        // The field SDKs before `action` read (protocol < 13): the same decision.
+        leave.canReconnect = leave.action == .reconnect
+        return leave
+    }
+
     public static func mime(_ kind: TrackKind) -> String { kind == .video ? "video/VP8" : "audio/opus" }
 
     /// A track's end-to-end encryption as LiveKit's clients declare it, and back: the SDKs set up

@@ -248,10 +248,7 @@ public struct LiveKitTranslator: Sendable {
             // The front end refreshes LiveKit clients itself (``LiveKitSignalPeer``).
             break
         case .leave(let reason):
-            var leave = LKLeaveRequest()
-            leave.reason = LiveKitMapping.reason(reason)
-            leave.action = .disconnect
-            out.toClient.append(.with { $0.leave = leave })
+            out.toClient.append(.with { $0.leave = LiveKitMapping.leave(reason) })
         case .videoLayers(let request):
             out.toClient.append(.with { $0.subscribedQualityUpdate = Self.qualityUpdate(request) })
         case .layerChanged:
@@ -340,9 +337,13 @@ public struct LiveKitTranslator: Sendable {
             return out
         }
         if participantSid == nil {
-            var leave = LKLeaveRequest()
-            leave.reason = .joinFailure
-            leave.action = .disconnect
+            // A server that is draining refuses joins: the SDK is to try again (the next server,
+            // another node), not give up as it does on a final join failure.
+            var leave = error.code == .shuttingDown ? LiveKitMapping.leave(.serverShutdown) : LKLeaveRequest()
+            if error.code != .shuttingDown {
+                leave.reason = .joinFailure
+                leave.action = .disconnect
+            }
             out.toClient.append(.with { $0.leave = leave })
             out.close = error.reason
             return out

@@ -22,6 +22,9 @@ public final class RTCServerApp: Sendable {
     private let placement: ClusterHandle
     /// The `/metrics` pages of this server's other processes, added to its own (``PrometheusSum``).
     private let otherMetrics: NIOLockedValueBox<(@Sendable () async -> [String])?>
+    /// The signaling connections open now (a drain waits for them to close).
+    private let connections: ConnectionsPerIP
+    private let webhooks: WebhookNotifier?
 
     public static func start(configuration: ServerConfiguration, group: EventLoopGroup,
                              logger: Logger = Logger(label: "rtc.server")) async throws -> RTCServerApp {
@@ -45,12 +48,13 @@ public final class RTCServerApp: Sendable {
         let handle = ClusterHandle()
         let metrics = ServerMetrics()
         let otherMetrics = NIOLockedValueBox<(@Sendable () async -> [String])?>(nil)
+        let connections = ConnectionsPerIP(limit: configuration.limits.maxConnectionsPerIP)
         let channel = try await bindSignaling(
             host: configuration.signalingHost ?? configuration.host, port: configuration.signalingPort, group: group, sfu: sfu,
             cluster: handle, logger: logger, tls: tls,
             web: configuration.webRoot.map(WebRoot.init(directory:)),
             devTokens: configuration.mintsDevTokens ? DevTokenMinter(secret: configuration.secret) : nil,
-            limits: configuration.limits,
+            limits: configuration.limits, perIP: connections,
             metrics: {
                 let own = sfu.counterSnapshot.map { metrics.scrape($0) + (webhooks?.prometheus ?? "") }
                 guard let others = otherMetrics.withLockedValue({ $0 }) else { return own }
@@ -78,11 +82,14 @@ public final class RTCServerApp: Sendable {
             "signaling": "\(channel.localAddress.map { "\($0)" } ?? "?")", "media": "\(sfu.mediaAddresses.map { "\($0)" }.joined(separator: ", "))",
         ])
         return RTCServerApp(sfu: sfu, signalingChannel: channel, metrics: metrics, logger: logger, cluster: cluster, placement: handle,
-                            otherMetrics: otherMetrics)
+                            otherMetrics: otherMetrics, connections: connections, webhooks: webhooks)
     }
 
     private init(sfu: ShardedSFU, signalingChannel: Channel, metrics: ServerMetrics, logger: Logger, cluster: ClusterNode?,
-                 placement: ClusterHandle, otherMetrics: NIOLockedValueBox<(@Sendable () async -> [String])?>) {
+                 placement: ClusterHandle, otherMetrics: NIOLockedValueBox<(@Sendable () async -> [String])?>,
+                 connections: ConnectionsPerIP, webhooks: WebhookNotifier?) {
+        self.connections = connections
+        self.webhooks = webhooks
         self.cluster = cluster
         self.placement = placement
         self.otherMetrics = otherMetrics
@@ -109,11 +116,45 @@ public final class RTCServerApp: Sendable {
     public var signalingAddress: SocketAddress? { signalingChannel.localAddress }
     public var mediaAddress: SocketAddress? { sfu.mediaAddress }
 
-    /// Graceful shutdown: every participant is told `serverShutdown`, then the ports close.
-    public func shutdown() async {
-        logger.info("shutting down")
+    /// Closes the signaling port: no new connection reaches this server (the first step of
+    /// ``shutdown(drainTimeout:)``, taken early by a front whose media processes drain first).
+    public func stopAccepting() async {
+        try? await signalingChannel.close()
+    }
+
+    /// Graceful shutdown, a drain as operators expect of a rolling restart (docs/server.md):
+    /// 1. the signaling port closes, so no join reaches this server any more (the next server, or
+    ///    the cluster's other nodes, take them: the port is free for a new process at once);
+    /// 2. a cluster node leaves the registry, so its rooms are placed on another node;
+    /// 3. every participant of every dialect is told to join again (our `leave{serverShutdown}`,
+    ///    LiveKit's `LeaveRequest` with action `RECONNECT`) and the media ports close;
+    /// 4. it waits, at most `drainTimeout`, for those connections to close and for queued
+    ///    webhooks to go out; what is left then is dropped.
+    /// Returns what was left undone at the deadline.
+    @discardableResult
+    public func shutdown(drainTimeout: Duration = .seconds(10)) async -> (connections: Int, webhooks: Int) {
+        logger.info("draining", metadata: ["participants": "\(sfu.participantsPerShard.reduce(0, +))",
+                                           "connections": "\(connections.total)", "drainTimeoutSeconds": "\(drainTimeout.components.seconds)"])
+        await stopAccepting()
         await cluster?.stop()
         await sfu.shutdown()
-        try? await signalingChannel.close()
+        let clock = ContinuousClock()
+        let deadline = clock.now + drainTimeout
+        // The participants' connections close as their leave goes out; what stays open then (an
+        // idle HTTP keep-alive, a relay to another node) is closed after a short grace.
+        let grace = min(deadline, clock.now + .seconds(1))
+        while connections.total > 0, clock.now < grace { try? await Task.sleep(for: .milliseconds(20)) }
+        connections.closeAll()
+        var left = (connections: connections.total, webhooks: webhooks?.counters.queued ?? 0)
+        while left.connections + left.webhooks > 0, clock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+            left = (connections.total, webhooks?.counters.queued ?? 0)
+        }
+        if left.connections + left.webhooks > 0 {
+            logger.warning("drain timed out", metadata: ["connections": "\(left.connections)", "webhooks": "\(left.webhooks)"])
+        } else {
+            logger.info("drained")
+        }
+        return left
     }
 }

@@ -404,30 +404,49 @@ final class RateLimitedLog: Sendable {
 let connectionLog = RateLimitedLog(perSecond: 10)
 
 /// Open connections per remote IP address; a connection over `maxConnectionsPerIP` is closed at once.
+/// It also keeps every open connection, for a drain to close what is left.
 final class ConnectionsPerIP: Sendable {
-    private let open = NIOLockedValueBox<[String: Int]>([:])
+    private struct State {
+        var perIP: [String: Int] = [:]
+        var channels: [ObjectIdentifier: Channel] = [:]
+    }
+    private let state = NIOLockedValueBox(State())
     let limit: Int
 
     init(limit: Int) { self.limit = limit }
 
+    /// Connections open now, of every address.
+    var total: Int { state.withLockedValue { $0.channels.count } }
+
     /// Counts `channel` for its address until it closes; false (counting nothing) when the
     /// address already has `limit` open.
     func admit(_ channel: Channel) -> Bool {
-        guard let ip = channel.remoteAddress?.ipAddress else { return true }
-        let admitted = open.withLockedValue { open -> Bool in
-            guard open[ip, default: 0] < limit else { return false }
-            open[ip, default: 0] += 1
+        let ip = channel.remoteAddress?.ipAddress
+        let id = ObjectIdentifier(channel)
+        let admitted = state.withLockedValue { state -> Bool in
+            if let ip {
+                guard state.perIP[ip, default: 0] < limit else { return false }
+                state.perIP[ip, default: 0] += 1
+            }
+            state.channels[id] = channel
             return true
         }
         if admitted {
             channel.closeFuture.whenComplete { _ in
-                self.open.withLockedValue { open in
-                    open[ip, default: 1] -= 1
-                    if open[ip] == 0 { open[ip] = nil }
+                self.state.withLockedValue { state in
+                    state.channels[id] = nil
+                    guard let ip else { return }
+                    state.perIP[ip, default: 1] -= 1
+                    if state.perIP[ip] == 0 { state.perIP[ip] = nil }
                 }
             }
         }
         return admitted
+    }
+
+    /// Closes every connection still open (a drain's last step: idle HTTP keep-alives, relays).
+    func closeAll() {
+        for channel in state.withLockedValue({ Array($0.channels.values) }) { channel.close(promise: nil) }
     }
 }
 
@@ -639,12 +658,11 @@ let maxWebSocketFrame = 1 << 20
 
 /// Binds the signaling port: `/rtc` upgrades to a WebSocket, the rest is plain HTTP.
 func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedSFU, cluster: ClusterHandle?, logger: Logger, tls: TLSContext?,
-                   web: WebRoot?, devTokens: DevTokenMinter?, limits: ServerLimits,
+                   web: WebRoot?, devTokens: DevTokenMinter?, limits: ServerLimits, perIP: ConnectionsPerIP,
                    metrics: @escaping @Sendable () -> EventLoopFuture<String>) async throws -> Channel {
     let liveKit = LiveKitFrontEnd(configuration: sfu.configuration)
     let whip = WHIPEndpoint(sfu: sfu)
     let roomService = RoomServiceAPI(sfu: sfu, cluster: cluster)
-    let perIP = ConnectionsPerIP(limit: limits.maxConnectionsPerIP)
     return try await ServerBootstrap(group: group)
         .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
         // A burst of connects (a thousand at once) must wait in the kernel, not be dropped: with

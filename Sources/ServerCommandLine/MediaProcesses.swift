@@ -73,14 +73,14 @@ final class MediaProcesses: @unchecked Sendable {
     }
 
     /// SIGTERM to every child (they drain: `leave(serverShutdown)` to their participants), then
-    /// SIGKILL to those still running after 5 s.
-    func stop() {
+    /// SIGKILL to those still running after `grace` seconds.
+    func stop(grace: Double = 5) {
         let pids = lock.withLock { () -> [pid_t] in
             stopping = true
             return children.map(\.pid)
         }
         for pid in pids { kill(pid, SIGTERM) }
-        let deadline = Date().addingTimeInterval(5)
+        let deadline = Date().addingTimeInterval(grace)
         var running = Set(pids)
         while !running.isEmpty && Date() < deadline {
             for pid in running {

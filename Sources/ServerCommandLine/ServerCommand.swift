@@ -86,6 +86,9 @@ public struct ServerCommand: AsyncParsableCommand {
     var allowOwnerlessShare = false
     @Option(name: .customLong("resume-window"), help: "Seconds a dropped participant may resume within (and holds its uid).")
     var resumeWindow: Int = 20
+    @Option(name: .customLong("drain-timeout"),
+            help: "On SIGTERM or SIGINT: seconds to wait, at most, after telling every participant to reconnect, for their connections to close and webhooks to go out (a second signal stops at once).")
+    var drainTimeout: Double = 10
     @Option(name: .customLong("ping-interval"), help: "Seconds between the pings clients send (told in joined).")
     var pingInterval: Int = 5
     @Option(name: .customLong("ping-timeout"),
@@ -184,6 +187,9 @@ public struct ServerCommand: AsyncParsableCommand {
                               ("--max-connections-per-ip", maxConnectionsPerIP), ("--max-pinned", maxPinned), ("--max-outbound-kb", maxOutboundKB)]
         where !(1...1_000_000).contains(value) {
             throw ValidationError("\(name) must be 1...1000000, not \(value)")
+        }
+        guard drainTimeout.isFinite, (0...600).contains(drainTimeout) else {
+            throw ValidationError("--drain-timeout must be 0...600 seconds, not \(drainTimeout)")
         }
         guard maxTokenLifetime >= 60 else { throw ValidationError("--max-token-lifetime must be at least 60 s") }
         guard (1...300).contains(pingInterval), (2...600).contains(pingTimeout), pingTimeout > pingInterval else {
@@ -318,9 +324,20 @@ public struct ServerCommand: AsyncParsableCommand {
         if let cluster = app.cluster { print("cluster node \(cluster.nodeID) at \(cluster.signalingURL), redis \(cluster.redisURL)") }
         if let web { print("web client: \(web.directory)") }
         fflush(nil)  // operators and scripts read these lines while the server runs
-        await Self.waitForTermination()
-        if let processes { await Task.detached { processes.stop() }.value }
-        await app.shutdown()
+        await Self.waitForTermination(secondSignalStops: true)
+        print("draining (at most \(drainTimeout) s; a second signal stops at once)")
+        fflush(nil)
+        let drain = Duration.milliseconds(Int64(drainTimeout * 1000))
+        if let processes {
+            // No new joins at the front; each media process drains its own participants (their
+            // leave goes out through this front's relays, which stay open meanwhile).
+            await app.stopAccepting()
+            let grace = drainTimeout + 2
+            await Task.detached { processes.stop(grace: grace) }.value
+        }
+        let left = await app.shutdown(drainTimeout: drain)
+        print(left.connections + left.webhooks == 0 ? "drained" : "drain timed out: \(left.connections) connections, \(left.webhooks) webhooks left")
+        fflush(nil)
         try await group.shutdownGracefully()
     }
 
@@ -338,8 +355,9 @@ public struct ServerCommand: AsyncParsableCommand {
         return (0..<32).map { _ in String(UInt8.random(in: 0...15, using: &generator), radix: 16) }.joined()
     }
 
-    /// Returns on SIGTERM or SIGINT.
-    public static func waitForTermination() async {
+    /// Returns on SIGTERM or SIGINT. With `secondSignalStops`, another one later ends the process
+    /// at once (a server's drain that an operator does not want to wait for).
+    public static func waitForTermination(secondSignalStops: Bool = false) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let queue = DispatchQueue(label: "rtc.signals")
             let once = OnceFlag()
@@ -348,7 +366,13 @@ public struct ServerCommand: AsyncParsableCommand {
                 signal(number, SIG_IGN)
                 let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
                 source.setEventHandler {
-                    if once.claim() { continuation.resume() }
+                    if once.claim() {
+                        continuation.resume()
+                    } else if secondSignalStops {
+                        // A second signal during the drain: stop now.
+                        FileHandle.standardError.write(Data("second signal: stopping without waiting for the drain\n".utf8))
+                        Glibc.exit(1)
+                    }
                 }
                 source.resume()
                 sources.append(source)

@@ -247,6 +247,29 @@ struct LiveKitProtocolTests {
         #expect(leave.reason == .joinFailure && out.close == "r is full")
     }
 
+    @Test("a leave: a server going down asks for a full reconnect (action and the older can_reconnect), every other reason is final",
+          arguments: [(LeaveReason.serverShutdown, LKLeaveRequest.Action.reconnect, LKDisconnectReason.serverShutdown),
+                      (.clientRequest, .disconnect, .clientInitiated), (.ownerLeft, .disconnect, .participantRemoved),
+                      (.duplicateIdentity, .disconnect, .duplicateIdentity), (.tokenExpired, .disconnect, .participantRemoved),
+                      (.timeout, .disconnect, .connectionTimeout), (.kicked, .disconnect, .participantRemoved),
+                      (.roomDeleted, .disconnect, .roomDeleted)])
+    func leaveAction(reason: LeaveReason, action: LKLeaveRequest.Action, sent: LKDisconnectReason) {
+        var translator = Self.translator()
+        _ = Self.joined(&translator)
+        let out = translator.translate(ServerEnvelope(.leave(reason: reason)), nowMs: 0)
+        guard case .leave(let leave) = out.toClient.first?.message else { Issue.record("\(out)"); return }
+        #expect(leave.action == action && leave.canReconnect == (action == .reconnect) && leave.reason == sent)
+    }
+
+    @Test("a join refused by a draining server: a LeaveRequest asking the SDK to reconnect, not a final join failure")
+    func joinWhileDraining() {
+        var translator = Self.translator()
+        let out = translator.translate(ServerEnvelope(.error(SignalingError(.shuttingDown, "the server is shutting down"))), nowMs: 0)
+        guard case .leave(let leave) = out.toClient.first?.message else { Issue.record("\(out)"); return }
+        #expect(leave.action == .reconnect && leave.canReconnect && leave.reason == .serverShutdown)
+        #expect(out.close == "the server is shutting down")
+    }
+
     @Test("dynacast: the layers the core wants, as LiveKit's qualities")
     func dynacast() {
         let update = LiveKitTranslator.qualityUpdate(VideoLayersRequest(trackSid: "TR_1", activeLayers: ["q", "h"]))

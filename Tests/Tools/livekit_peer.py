@@ -103,6 +103,11 @@ class Watcher:
                 lambda changed, participant: self.changes.append(["attributes", participant.identity, dict(changed), self.ms()]))
         room.on("room_metadata_changed", lambda old, new: self.changes.append(["roomMetadata", "", new, self.ms()]))
         room.on("disconnected", self.disconnected)
+        # The connection's own story, on the monotonic clock (ms) the tests read too: a server's
+        # drain and restart is "reconnecting", then "reconnected" once the SDK joined again.
+        self.connection = []
+        for name in ("reconnecting", "reconnected"):
+            room.on(name, lambda name=name: self.connection.append([name, round(time.monotonic() * 1000)]))
         self.unsubscribed = []
         # LiveKit's active speakers, as the SDK reports them: [monotonic ms, identities loudest first].
         self.speakers = []
@@ -138,6 +143,7 @@ class Watcher:
             frame = event.frame
             if entry["firstFrameMs"] is None:
                 entry["firstFrameMs"] = self.ms()
+                entry["firstFrameMono"] = round(time.monotonic() * 1000)
             entry["frames"] += 1
             entry["framesAt"].append(self.ms())
             entry["lastFrameMono"] = round(time.monotonic() * 1000)
@@ -158,6 +164,7 @@ class Watcher:
             samples = np.frombuffer(bytes(event.frame.data), dtype=np.int16).astype(np.float64)
             if entry["firstFrameMs"] is None:
                 entry["firstFrameMs"] = self.ms()
+                entry["firstFrameMono"] = round(time.monotonic() * 1000)
             entry["frames"] += 1
             recent = entry.setdefault("_recent", [])
             recent.append(samples)
@@ -190,7 +197,7 @@ class Watcher:
                 entry["framesInWindow"] = sum(1 for t in at if t <= window_ms)
         return {"tracks": list(self.tracks.values()), "data": self.data, "muted": self.muted, "unmuted": self.unmuted,
                 "changes": self.changes, "disconnectReason": self.disconnect_reason, "disconnectedMs": self.disconnected_ms,
-                "unsubscribed": self.unsubscribed, "speakers": self.speakers}
+                "unsubscribed": self.unsubscribed, "speakers": self.speakers, "connection": self.connection}
 
     def close(self):
         for task in self.tasks:

@@ -1,0 +1,170 @@
+import Foundation
+import RTCTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A server drained with SIGTERM, as an operator's rolling restart does (docs/server.md): every
+/// client of every dialect is told to join again and comes back to the next server (or another
+/// node of the cluster) by itself, with media. LiveKit's Python SDK is the peer we did not write;
+/// the Swift bot and the web client in headless Chromium are ours.
+@Suite("Drain and restart with SIGTERM", .serialized)
+struct DrainTests {
+    typealias LK = LiveKitInteropTests
+    let dir = temporaryDirectory("drain")
+
+    /// A TCP port free on every address a moment ago (bound on 0.0.0.0, then closed): the port a
+    /// server and the one that replaces it listen on.
+    static func freeTCPPort() -> Int {
+        for _ in 0..<50 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            }
+            if bound { return Int(UInt16(bigEndian: address.sin_port)) }
+        }
+        return 17_880
+    }
+
+    /// `rtc-server` on `port` with the LiveKit key; returns once it answers, with the monotonic µs of that moment.
+    static func server(port: Int, _ extra: [String] = []) async throws -> (ChildProcess, Int64) {
+        let server = try ChildProcess([DataChannelInteropTests.serverPath, "--secret", testSecret, "--port", String(port), "--udp-port", "0",
+                                       "--media-threads", "1", "--log-level", "warning", "--api-key", LK.apiKey, "--api-secret", LK.apiSecret]
+                                      + extra)
+        var up: Int64 = 0
+        let started = await eventually(20) {
+            guard server.output.contains(where: { $0.contains("ws://") }) else { return false }
+            up = ClusterTests.monotonicMicroseconds()
+            return true
+        }
+        try #require(started, "rtc-server did not start on port \(port): \(server.errorText.suffix(500))")
+        return (server, up)
+    }
+
+    /// The monotonic µs of the frames a `--frame-log` shows of `uid`.
+    static func frames(_ path: String, of uid: String) -> [Int64] {
+        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ")
+            return fields.count >= 2 && fields[1] == uid ? Int64(fields[0]) : nil
+        }
+    }
+
+    /// The first frame (monotonic ms) a LiveKit peer decoded of `identity`'s `kind` track after `afterMs`:
+    /// the tracks the restarted server published anew are new entries in its report.
+    static func firstFrameMs(_ report: [String: Any], of identity: String, kind: String, after afterMs: Int64) -> Int64? {
+        LK.tracks(report).filter { $0["identity"] as? String == identity && $0["kind"] as? String == kind }
+            .compactMap { ($0["firstFrameMono"] as? NSNumber)?.int64Value }.filter { $0 > afterMs }.min()
+    }
+
+    @Test("SIGTERM, then a new server on the same port: LiveKit's Python SDK, a Swift bot and the web client in Chromium each publish again and receive within 3 s of the new server answering; the old one drains in well under its timeout")
+    func restart() async throws {
+        let port = Self.freeTCPPort()
+        var (server, _) = try await Self.server(port: port, ["--drain-timeout", "8"])
+        defer { server.stop() }
+        let url = "ws://127.0.0.1:\(port)"
+        let frameLog = dir + "/swift-frames.txt"
+        let swift = try LK.swiftBot(url, room: "drain", uid: "swift", ["--size", "640x360", "--audio", "tone", "--frame-log", frameLog,
+                                                                       "--duration", "45"])
+        defer { swift.stop() }
+        let livekit = try LK.peer("bot", url, ["--room", "drain", "--identity", "lk", "--publish", "--size", "640x360", "--duration", "38"])
+        defer { livekit.stop() }
+        let page = "http://127.0.0.1:\(port)/?channel=drain&uid=web&mode=publish&token=\(testToken(uid: "web", channel: "drain"))"
+        let web = try ChildProcess(["python3", DataChannelInteropTests.browserTool("browser_peer.py"), page, "--expect-sent", "30",
+                                    "--hold", "30", "--seconds", "80"])
+        defer { web.stop() }
+        // Everyone sees everyone's video before the restart.
+        #expect(await eventually(40) { Self.frames(frameLog, of: "lk").count >= 30 && Self.frames(frameLog, of: "web").count >= 30 },
+                "before: lk \(Self.frames(frameLog, of: "lk").count), web \(Self.frames(frameLog, of: "web").count) frames at the Swift bot")
+
+        let termAt = ClusterTests.monotonicMicroseconds()
+        server.signal(SIGTERM)
+        let status = await server.wait(15)
+        let exitedAt = ClusterTests.monotonicMicroseconds()
+        #expect(status == 0, "the drained server's exit: \(status.map(String.init) ?? "still running") \(server.output.suffix(3))")
+        #expect(server.output.contains("drained"), "\(server.output.suffix(5)) \(server.errorText.suffix(400))")
+        let (next, upAt) = try await Self.server(port: port)
+        server = next
+        // Back with media: each one's video decoded by another, and each one receiving, after upAt.
+        let upMs = upAt / 1000
+        let report = try await LK.report(livekit, 60)
+        _ = await eventually(10) { Self.frames(frameLog, of: "web").contains { $0 > upAt } && Self.frames(frameLog, of: "lk").contains { $0 > upAt } }
+        func seconds(_ at: Int64?) -> Double { at.map { Double($0 - upMs) / 1000 } ?? .infinity }
+        let lkAtSwift = seconds(Self.frames(frameLog, of: "lk").first { $0 > upAt }.map { $0 / 1000 })
+        let webAtSwift = seconds(Self.frames(frameLog, of: "web").first { $0 > upAt }.map { $0 / 1000 })
+        let swiftAtLK = seconds(Self.firstFrameMs(report, of: "swift", kind: "video", after: upMs))
+        let webAtLK = seconds(Self.firstFrameMs(report, of: "web", kind: "video", after: upMs))
+        let swiftAudioAtLK = seconds(Self.firstFrameMs(report, of: "swift", kind: "audio", after: upMs))
+        for (what, value) in [("LiveKit's video at the Swift bot", lkAtSwift), ("the page's video at the Swift bot", webAtSwift),
+                              ("the Swift bot's video at LiveKit", swiftAtLK), ("the page's video at LiveKit", webAtLK),
+                              ("the Swift bot's audio at LiveKit", swiftAudioAtLK)] {
+            #expect(value <= 3, "\(what): \(value) s after the new server answered")
+        }
+        let connection = report["connection"] as? [[Any]] ?? []
+        #expect(report["disconnectReason"] is NSNull || report["disconnectReason"] == nil, "the SDK gave up: \(report["disconnectReason"] ?? "")")
+        #expect(connection.contains { $0.first as? String == "reconnected" }, "\(connection)")
+        swift.stop()
+        _ = await web.wait(60)
+        let pageRun = web.output.last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] } ?? [:]
+        #expect(pageRun["ok"] as? Bool == true && (pageRun["rejoins"] as? Int ?? 0) >= 1, "the page: \(web.output.suffix(1)) \(web.errorText.suffix(600))")
+        print(String(format: "drain and restart: drained in %.2f s, down %.2f s; back after the new server answered: LiveKit→Swift %.2f s, page→Swift %.2f s, "
+                     + "Swift→LiveKit %.2f s (audio %.2f s), page→LiveKit %.2f s; LiveKit SDK %@",
+                     Double(exitedAt - termAt) / 1e6, Double(upAt - termAt) / 1e6, lkAtSwift, webAtSwift, swiftAtLK, swiftAudioAtLK, webAtLK,
+                     "\(connection.map { $0.first as? String ?? "?" })"))
+    }
+
+    @Test("a 2-node cluster, one node drained with SIGTERM: the room moves to the other node and everyone follows with media (LiveKit's SDK and the page through the other node, a Swift bot by its fallback URL) within 3 s")
+    func clusterDrain() async throws {
+        guard ClusterTests.redisAvailable else { Issue.record("redis-server is not installed (make test installs it)"); return }
+        let lab = ClusterTests()
+        let cluster = try await lab.startTwoNodes(["--api-key", LK.apiKey, "--api-secret", LK.apiSecret, "--drain-timeout", "8"])
+        defer { cluster.stop() }
+        let frameLog = dir + "/cluster-frames.txt"
+        // The room starts on A (its first joiner is there); the rest join through B and are relayed to A.
+        let swift = try lab.join(cluster.urlA, uid: "swift", channel: "moving", ["--size", "640x360", "--audio", "tone", "--quiet",
+                                                                                  "--fallback-server", cluster.urlB, "--frame-log", frameLog])
+        defer { swift.stop() }
+        #expect(await eventually(10) { (try? lab.redisCLI(cluster.redisPort, ["GET", "rtc:room:moving"]))?.contains("A") == true })
+        let httpB = cluster.urlB.replacingOccurrences(of: "ws://", with: "http://").replacingOccurrences(of: "/rtc", with: "")
+        let livekit = try LK.peer("bot", httpB.replacingOccurrences(of: "http://", with: "ws://"),
+                                  ["--room", "moving", "--identity", "lk", "--publish", "--size", "640x360", "--duration", "30"])
+        defer { livekit.stop() }
+        let page = "\(httpB)/?channel=moving&uid=web&mode=publish&token=\(testToken(uid: "web", channel: "moving", secret: ClusterTests.secret))"
+        let web = try ChildProcess(["python3", DataChannelInteropTests.browserTool("browser_peer.py"), page, "--expect-sent", "30",
+                                    "--hold", "22", "--seconds", "70"])
+        defer { web.stop() }
+        #expect(await eventually(40) { Self.frames(frameLog, of: "lk").count >= 30 && Self.frames(frameLog, of: "web").count >= 30 },
+                "before: lk \(Self.frames(frameLog, of: "lk").count), web \(Self.frames(frameLog, of: "web").count) frames at the Swift bot")
+
+        let termAt = ClusterTests.monotonicMicroseconds()
+        cluster.nodeA.signal(SIGTERM)
+        let status = await cluster.nodeA.wait(15)
+        #expect(status == 0 && cluster.nodeA.output.contains("drained"), "A: \(cluster.nodeA.output.suffix(3)) \(cluster.nodeA.errorText.suffix(300))")
+        let report = try await LK.report(livekit, 60)
+        _ = await eventually(10) { Self.frames(frameLog, of: "web").contains { $0 > termAt } && Self.frames(frameLog, of: "lk").contains { $0 > termAt } }
+        let termMs = termAt / 1000
+        func seconds(_ at: Int64?) -> Double { at.map { Double($0 - termMs) / 1000 } ?? .infinity }
+        // A frame decoded after the drain began is one forwarded by B: A stopped forwarding at once.
+        let lkAtSwift = seconds(Self.frames(frameLog, of: "lk").first { $0 > termAt + 200_000 }.map { $0 / 1000 })
+        let webAtSwift = seconds(Self.frames(frameLog, of: "web").first { $0 > termAt + 200_000 }.map { $0 / 1000 })
+        let swiftAtLK = seconds(Self.firstFrameMs(report, of: "swift", kind: "video", after: termMs))
+        let webAtLK = seconds(Self.firstFrameMs(report, of: "web", kind: "video", after: termMs))
+        for (what, value) in [("LiveKit's video at the Swift bot", lkAtSwift), ("the page's video at the Swift bot", webAtSwift),
+                              ("the Swift bot's video at LiveKit", swiftAtLK), ("the page's video at LiveKit", webAtLK)] {
+            #expect(value <= 3, "\(what): \(value) s after A's drain began")
+        }
+        #expect(try lab.redisCLI(cluster.redisPort, ["GET", "rtc:room:moving"]).contains("B"), "the room's node now")
+        #expect(report["disconnectReason"] is NSNull || report["disconnectReason"] == nil, "the SDK gave up: \(report["disconnectReason"] ?? "")")
+        swift.stop()
+        _ = await web.wait(60)
+        let pageRun = web.output.last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] } ?? [:]
+        #expect(pageRun["ok"] as? Bool == true && (pageRun["rejoins"] as? Int ?? 0) >= 1, "the page: \(web.output.suffix(1)) \(web.errorText.suffix(600))")
+        print(String(format: "cluster drain: node A drained; back through B after the drain began: LiveKit→Swift %.2f s, page→Swift %.2f s, "
+                     + "Swift→LiveKit %.2f s, page→LiveKit %.2f s", lkAtSwift, webAtSwift, swiftAtLK, webAtLK))
+    }
+}
