@@ -99,6 +99,10 @@ public final class ChannelRecorder: Sendable {
         public internal(set) var hasAudio = false
         /// A WebM's timeline (nil for IVF and WAV).
         public internal(set) var synchronization: Synchronization?
+        /// A WebM's sender reports left out because they contradicted the ones before (a sender
+        /// whose RTP clock runs apart from its wall clock): its units were spaced by their RTP
+        /// timestamps instead (``ParticipantTimeline``).
+        public internal(set) var discountedSenderReports = 0
         /// Why the file ended; nil while it is still being written.
         public internal(set) var ended: EndReason?
         /// The error that ended it (`diskFull`, `writeFailed`).

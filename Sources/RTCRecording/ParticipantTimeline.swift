@@ -70,6 +70,8 @@ final class ParticipantTimeline {
     /// Each stream's latest mapping, and the arrival-time stand-in for streams without one.
     private var clocks: [String: SenderClock] = [:]
     private var fallbacks: [String: SenderClock] = [:]
+    /// Each stream's latest discounted report.
+    private var rejected: [String: SenderClock] = [:]
     /// Video streams that have had their first keyframe (frames before it cannot be decoded).
     private var keyframed: Set<String> = []
     private var latestTimeUs: [TrackKind: Int64] = [:]
@@ -77,6 +79,8 @@ final class ParticipantTimeline {
     private var lastPtsMs: [TrackKind: Int64] = [:]
     private(set) var originUs: Int64?
     private(set) var syncedBySenderReports = true
+    /// Sender reports left out because they contradicted the ones before (see the type's notes).
+    private(set) var discountedReports = 0
     private(set) var sids: [String] = []
     private(set) var sources: [TrackSource] = []
 
@@ -92,7 +96,24 @@ final class ParticipantTimeline {
             guard unit.keyframe, unit.size != nil else { return false }
             keyframed.insert(unit.sid)
         }
-        if let clock = unit.clock { clocks[unit.sid] = clock }
+        if let clock = unit.clock {
+            if let current = clocks[unit.sid] {
+                if clock != current {
+                    // Two reports in a row that agree with each other outvote the one in use (a
+                    // first report sent before the sender's clock settled); a sender whose every
+                    // report lies never has two that agree.
+                    if Self.agrees(clock, with: current) || rejected[unit.sid].map({ $0 != clock && Self.agrees(clock, with: $0) }) == true {
+                        clocks[unit.sid] = clock
+                        rejected[unit.sid] = nil
+                    } else if rejected[unit.sid] != clock {
+                        rejected[unit.sid] = clock
+                        discountedReports += 1
+                    }
+                }
+            } else {
+                clocks[unit.sid] = clock
+            }
+        }
         if !sids.contains(unit.sid) { sids.append(unit.sid) }
         if !sources.contains(unit.source) { sources.append(unit.source) }
         latestArrivalUs[unit.kind] = unit.arrivalMonoUs
@@ -160,10 +181,21 @@ final class ParticipantTimeline {
         }
     }
 
+    /// Whether `next` (a newer report of a stream) fits `current`: the wall-clock time it names
+    /// and the one `current` predicts for its RTP timestamp differ by no more than clock drift
+    /// allows over the time between them (1 %, at least 20 ms: reports are sampled at the sender,
+    /// so network jitter does not enter).
+    static func agrees(_ next: SenderClock, with current: SenderClock) -> Bool {
+        guard next.clockRate == current.clockRate else { return false }
+        let error = abs(current.wallUs(of: next.rtpTimestamp) - next.wallUs)
+        let elapsed = abs(next.wallUs - current.wallUs)
+        return error <= max(20_000, elapsed / 100)
+    }
+
     private func time(of unit: TimelineUnit) -> Int64 {
         // A stream placed by arrival stays so: a sender report coming later would make it jump.
         if let fallback = fallbacks[unit.sid] { return fallback.wallUs(of: unit.rtpTimestamp) }
-        if let clock = unit.clock ?? clocks[unit.sid] { return clock.wallUs(of: unit.rtpTimestamp) }
+        if let clock = clocks[unit.sid] { return clock.wallUs(of: unit.rtpTimestamp) }
         syncedBySenderReports = false
         let fallback = SenderClock(wallUs: unit.arrivalWallUs, rtpTimestamp: unit.rtpTimestamp, clockRate: unit.kind == .video ? 90000 : 48000)
         fallbacks[unit.sid] = fallback

@@ -255,6 +255,7 @@ final class RecorderState: @unchecked Sendable {
         if files[index].firstArrivalMs == nil { files[index].firstArrivalMs = first }
         if let last { files[index].lastArrivalMs = last }
         if timeline.syncedBySenderReports == false { files[index].synchronization = .arrival }
+        files[index].discountedSenderReports = timeline.discountedReports
     }
 
     private func failParticipant(_ key: String, _ error: MediaFileError, while doing: String) {

@@ -45,7 +45,10 @@ enum RecordingManifest {
         ]
         if file.kind == .video { fields.append(("frames", "\(file.units)")) }
         if file.holdsAudio { fields.append(("durationMs", "\(file.durationMs)")) }
-        if let synchronization = file.synchronization { fields.append(("synchronization", string(synchronization.rawValue))) }
+        if let synchronization = file.synchronization {
+            fields.append(("synchronization", string(synchronization.rawValue)))
+            fields.append(("discountedSenderReports", "\(file.discountedSenderReports)"))
+        }
         fields.append(("firstArrivalMs", file.firstArrivalMs.map { "\($0)" } ?? "null"))
         fields.append(("lastArrivalMs", file.lastArrivalMs.map { "\($0)" } ?? "null"))
         fields.append(("ended", file.ended.map { string($0.rawValue) } ?? "null"))

@@ -112,4 +112,68 @@ struct ParticipantTimelineTests {
         #expect(clock.monotonicUs(ofCapture: 1_000) == first)
         #expect(clock.monotonicUs(ofCapture: 21_000) == first + 20_000)
     }
+
+    /// 15 s of a sender at 15 fps and 50 audio packets a second, arriving in real time, whose
+    /// reports come every second with `slope` times the RTP time that passed (1: honest). Returns
+    /// the video and audio presentation times written and the reports discounted.
+    func lyingSender(slope: Double, firstReportOff: Bool = false) throws -> (video: [Int64], audio: [Int64], discounted: Int) {
+        let timeline = ParticipantTimeline(nowMonoUs: 0)
+        func clock(_ rate: Int, origin: UInt32, atMs ms: Int64) -> SenderClock {
+            // The report at `ms`: the wall clock says `ms`, the RTP clock says `slope` times as much.
+            let skew: Int64 = firstReportOff && ms == 0 ? 300 : 0
+            return SenderClock(wallUs: 1_000_000_000 + (ms + skew) * 1000,
+                               rtpTimestamp: origin &+ UInt32(truncatingIfNeeded: Int64(Double(ms) * slope) * Int64(rate) / 1000), clockRate: rate)
+        }
+        var videoPts: [Int64] = [], audioPts: [Int64] = []
+        var opened = false
+        for ms in stride(from: Int64(0), to: 15_000, by: 20) {
+            let report = ms / 1000 * 1000
+            let videoClock = clock(90000, origin: 9000, atMs: report), audioClock = clock(48000, origin: 4800, atMs: report)
+            _ = timeline.add(audio(ms, arrival: ms + 5, clock: audioClock))
+            if ms % 60 == 0 || ms % 200 == 0 {  // about 15 fps with these steps
+                _ = timeline.add(video(ms, arrival: ms + 5, keyframe: ms == 0, clock: videoClock))
+            }
+            if !opened && timeline.readyToOpen(expecting: [.audio, .video], nowMonoUs: (ms + 5) * 1000) {
+                timeline.open()
+                opened = true
+            }
+            try timeline.drain(nowMonoUs: (ms + 5) * 1000) { unit, pts in
+                if unit.kind == .video { videoPts.append(pts) } else { audioPts.append(pts) }
+            }
+        }
+        try timeline.drain(nowMonoUs: 16_000_000, everything: true) { unit, pts in
+            if unit.kind == .video { videoPts.append(pts) } else { audioPts.append(pts) }
+        }
+        return (videoPts, audioPts, timeline.discountedReports)
+    }
+
+    @Test("a sender whose reports run their RTP clock twice (or half) as fast as their wall clock: every report after the first is discounted, the WebM keeps the packets' own spacing (duration within 1 %) and every audio packet")
+    func lyingReports() throws {
+        let honest = try lyingSender(slope: 1)
+        #expect(honest.discounted == 0)
+        for slope in [2.0, 0.5] {
+            let lied = try lyingSender(slope: slope)
+            #expect(lied.discounted == 28, "slope \(slope): \(lied.discounted) discounted (14 reports of each of two streams)")
+            #expect(lied.audio.count == 750, "slope \(slope): \(lied.audio.count) audio packets kept of 750")
+            let duration = Double((lied.video.last ?? 0) - (lied.video.first ?? 0))
+            let honestDuration = Double((honest.video.last ?? 0) - (honest.video.first ?? 0))
+            #expect(abs(duration / honestDuration - 1) < 0.01, "slope \(slope): video spans \(duration) ms, honest \(honestDuration) ms")
+            #expect(lied.video == honest.video && lied.audio == honest.audio, "slope \(slope): the same times as an honest sender's")
+        }
+        #expect(honest.audio.count == 750 && zip(honest.audio, honest.audio.dropFirst()).allSatisfy { $1 - $0 == 20 })
+    }
+
+    @Test("a first report 300 ms off and honest ones after it: two later reports that agree with each other replace it (one discounted per stream), and the times are the honest ones from then on")
+    func offFirstReport() throws {
+        let recovered = try lyingSender(slope: 1, firstReportOff: true)
+        let honest = try lyingSender(slope: 1)
+        #expect(recovered.discounted == 2, "\(recovered.discounted)")
+        // The switch moves the times back by the 300 ms the first report was off: the audio that
+        // overlaps is left out (time never goes back), nothing else.
+        #expect(recovered.audio.count >= 750 - 16, "\(recovered.audio.count)")
+        // From then on the stream's spacing is its own again (the file's origin stays where the
+        // first report put it, so the times are the honest ones less those 300 ms).
+        #expect(Array(recovered.audio.suffix(600)) == Array(honest.audio.suffix(600)).map { $0 - 300 },
+                "\(recovered.audio.suffix(3)) vs \(honest.audio.suffix(3))")
+    }
 }
