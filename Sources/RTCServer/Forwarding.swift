@@ -35,6 +35,9 @@ struct StreamRewriter {
     }
 
     let outputSSRC: UInt32
+    /// The payload type the leg's answer numbers the codec with, when it is not the publisher's
+    /// (a WHEP viewer's own numbering): every packet sent on the leg carries it.
+    var payloadType: UInt8?
     /// The segments, oldest first; the last is the current source. At most ``maxSegments``.
     private(set) var segments: [Segment]
     private(set) var lastOutput: (sequence: UInt16, timestamp: UInt32)?
@@ -197,6 +200,7 @@ struct StreamRewriter {
         }
         let output = placed.output(ofInput: position)
         header.ssrc = outputSSRC
+        if let payloadType { header.payloadType = payloadType }
         header.sequenceNumber = UInt16(truncatingIfNeeded: output)
         header.timestamp &+= placed.timestampOffset
         lastRewriteAdvanced = lastOutputPosition.map { output > $0 } ?? true
@@ -278,6 +282,7 @@ struct StreamRewriter {
     func rewriteRepair(_ header: inout RTPHeader, output: UInt16) -> Segment {
         let segment = segment(of: output)
         header.ssrc = outputSSRC
+        if let payloadType { header.payloadType = payloadType }
         header.sequenceNumber &+= segment.sequenceOffset
         header.timestamp &+= segment.timestampOffset
         return segment

@@ -245,7 +245,7 @@ final class LayerController: @unchecked Sendable {
     private func dynacast(_ track: PublishedTrack, nowUs: Int64) {
         guard track.owner.speaksLayers else { return }
         var wanted = Set<Int>()
-        for subscription in track.subscriptions {
+        for subscription in track.subscriptions where !subscription.declined {
             if let layer = subscription.currentLayer { wanted.insert(layer) }
             if let layer = subscription.targetLayer { wanted.insert(layer) }
             if let layer = subscription.desiredLayer { wanted.insert(layer) }

@@ -343,6 +343,9 @@ final class Subscription: @unchecked Sendable {
     let rtxSSRC: UInt32
     var rtxPayloadType: UInt8?
     var rtxSequence: UInt16
+    /// The subscriber's answer declined the section (port 0 or inactive: a WHEP viewer with
+    /// fewer transceivers than the room has tracks): nothing is sent on it, no layer is wanted for it.
+    var declined = false
     /// Simulcast: the layer forwarded (an index of the track's streams; nil before the first
     /// keyframe), the layer wanted and why. Without simulcast both stay at the one stream.
     var currentLayer: Int?

@@ -154,9 +154,15 @@ struct Negotiator {
             for ext in answer.media.flatMap(\.extensionMaps) where kept[ext.uri] == nil { kept[ext.uri] = ext.id }
             participant.downstreamExtensions = ExtensionIDMap(source: Self.forwardedIDs, target: kept, carried: SDPCodecs.forwardedExtensionURIs)
             let answered = answer.sections
+            let declined = Set(answer.media.filter { $0.mediaLine.port == "0" || $0.direction == "inactive" }.compactMap(\.mid))
             for subscription in participant.subscriptions {
                 let section = answered.first { $0.mid == subscription.mid }
-                subscription.rtxPayloadType = section?.rtxPayloadType == subscription.offeredRTXPayloadType ? section?.rtxPayloadType : nil
+                // The leg's numbering is the answer's: a codec (and its repair format, whose apt
+                // names it) numbered otherwise than offered is sent under the answer's numbers.
+                let codec = section?.payloadType
+                subscription.rewriter.payloadType = codec != nil && codec != subscription.track.payloadType ? codec : nil
+                subscription.rtxPayloadType = section?.rtxPayloadType
+                subscription.declined = declined.contains(subscription.mid)
             }
         }
         guard let session = participant.subscriber else {

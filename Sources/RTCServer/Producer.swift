@@ -151,7 +151,7 @@ final class Producer: @unchecked Sendable {
         for subscription in track.subscriptions {
             // One strong load of the unowned subscriber per leg (each read of it is an atomic check).
             let subscriber = subscription.subscriber
-            guard let session = subscriber.subscriber else { continue }
+            guard !subscription.declined, let session = subscriber.subscriber else { continue }
             if let temporal {
                 // A late packet (a repair) is placed where it belongs; only the stream's own next
                 // frame start may change what is forwarded, and a late one is judged by the cap
@@ -202,7 +202,7 @@ final class Producer: @unchecked Sendable {
         for subscription in track.subscriptions {
             // One strong load of the unowned subscriber per leg (each read of it is an atomic check).
             let subscriber = subscription.subscriber
-            guard let session = subscriber.subscriber else { continue }
+            guard !subscription.declined, let session = subscriber.subscriber else { continue }
             if subscription.targetLayer == nil { layers?.update(subscription, nowUs: arrivalUs) }
             if subscription.currentLayer != layer {
                 guard subscription.targetLayer == layer, layout?.startsKeyframe == true else { continue }
@@ -309,6 +309,7 @@ final class Producer: @unchecked Sendable {
         var header = original
         let legSequenceAt = Self.renumber(&header, for: subscriber, sequenceAt: sequenceAt)
         header.ssrc = subscription.rewriter.outputSSRC
+        if let payloadType = subscription.rewriter.payloadType { header.payloadType = payloadType }
         header.sequenceNumber = hole
         header.timestamp &+= subscription.rewriter.timestampOffset
         let filler = RTPPacket.filler(header)

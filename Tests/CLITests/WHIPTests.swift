@@ -166,6 +166,70 @@ struct WHIPTests {
         #expect(try DataChannelInteropTests.report(publisher)["ok"] as? Bool == true)
     }
 
+    /// One run of `whip_client.py watch` (aiortc's WHEP viewer) and its JSON.
+    static func aiortcWHEP(_ url: String, uid: String, room: String, receive: String, seconds: Int) async throws -> [String: Any] {
+        let viewer = try ChildProcess(["python3", tool("whip_client.py"), "watch", "--url", url, "--token", testToken(uid: uid, channel: room),
+                                       "--receive", receive, "--seconds", String(seconds)])
+        _ = await viewer.wait(Double(seconds) + 30)
+        return try DataChannelInteropTests.report(viewer)
+    }
+
+    @Test("aiortc as a WHEP viewer, with its own payload type numbers (VP8 97, Opus 96 where the room sends 96 and 111), decodes a Swift publisher's pattern (PSNR) and its tone")
+    func aiortcWHEPOwnNumbers() async throws {
+        let (server, base, url) = try await Self.server()
+        defer { server.stop() }
+        let dir = temporaryDirectory("whep-aiortc")
+        let pattern = try Self.pattern(dir)
+        let publisher = try ChildProcess([cliPath, "join", "--server", url, "--channel", "whepnum", "--uid", "pub", "--token",
+                                          testToken(uid: "pub", channel: "whepnum"), "--video", pattern, "--size", "640x360",
+                                          "--audio", "tone", "--no-subscribe", "--quiet", "--duration", "30"])
+        defer { publisher.stop() }
+        try await Task.sleep(for: .seconds(2))
+        let report = try await Self.aiortcWHEP(base + "/whep/whepnum/pub", uid: "viewer", room: "whepnum", receive: "video,audio", seconds: 10)
+        let offered = report["offeredPayloadTypes"] as? [String: Int] ?? [:]
+        #expect(report["status"] as? Int == 201, "\(report)")
+        #expect(offered["vp8"] != nil && offered["vp8"] != 96, "aiortc's own number for VP8, not the room's: \(offered)")
+        let tracks = report["tracks"] as? [[String: Any]] ?? []
+        let video = tracks.first { $0["kind"] as? String == "video" }, audio = tracks.first { $0["kind"] as? String == "audio" }
+        let psnr = video?["psnr"] as? [Double] ?? []
+        #expect((video?["frames"] as? Int ?? 0) >= 60 && (video?["sizes"] as? [String: Int])?["640x360"] != nil, "\(video ?? [:])")
+        #expect(psnr.count >= 5 && psnr.suffix(3).allSatisfy { $0 >= 25 }, "PSNR against the pattern: \(psnr)")
+        #expect((audio?["frames"] as? Int ?? 0) >= 200, "\(audio ?? [:])")
+        print("WHEP with aiortc's numbers \(offered): \(video?["frames"] ?? 0) frames \(video?["sizes"] ?? [:]), PSNR \(psnr.suffix(3)), "
+              + "\(audio?["frames"] ?? 0) audio frames")
+    }
+
+    @Test("the room's WHEP URL with one transceiver for three tracks: the core's answer declines the rest and the server forwards only the one the viewer's answer names (its own packet counts)")
+    func whepFewerTransceivers() async throws {
+        let (server, url, _) = try await LiveKitInteropTests.server()
+        defer { server.stop() }
+        let base = url.replacingOccurrences(of: "ws://", with: "http://")
+        let first = try LiveKitInteropTests.swiftBot(url, room: "wheprest", uid: "a", ["--video", "pattern", "--size", "320x180", "--audio", "tone",
+                                                                                        "--no-subscribe", "--duration", "40"])
+        defer { first.stop() }
+        let second = try LiveKitInteropTests.swiftBot(url, room: "wheprest", uid: "b", ["--video", "pattern", "--size", "320x180", "--audio", "none",
+                                                                                         "--no-subscribe", "--duration", "40"])
+        defer { second.stop() }
+        try await Task.sleep(for: .seconds(2))
+        let viewer = try ChildProcess(["python3", Self.tool("whip_client.py"), "watch", "--url", base + "/whep/wheprest", "--token",
+                                       testToken(uid: "viewer", channel: "wheprest"), "--receive", "video", "--seconds", "12"])
+        defer { viewer.stop() }
+        try await Task.sleep(for: .seconds(8))
+        let results = try await RoomServiceTests.calls(url, [
+            #"Raw {"method": "GET", "path": "/debug/forwarded?room=wheprest&identity=viewer", "token": "admin", "room": "wheprest"}"#,
+        ])
+        _ = await viewer.wait(40)
+        let report = try DataChannelInteropTests.report(viewer)
+        let forwarded = (results.first?["json"] as? [String: Any])?["forwarded"] as? [[String: Any]] ?? []
+        let sent = forwarded.filter { ($0["packets"] as? Int ?? 0) > 0 }
+        #expect(report["status"] as? Int == 201 && (report["answeredMids"] as? [String])?.count == 1, "\(report)")
+        #expect(sent.count == 1 && sent.first?["kind"] as? String == "video", "only the section the answer names is sent: \(forwarded)")
+        let video = (report["tracks"] as? [[String: Any]] ?? []).first
+        #expect((video?["frames"] as? Int ?? 0) >= 30, "\(report)")
+        print("WHEP, one transceiver for three tracks: the server forwarded \(forwarded), "
+              + "\(video?["frames"] ?? 0) frames decoded")
+    }
+
     @Test("WHEP with nothing to watch answers 404 with the reason")
     func whepNothing() async throws {
         let (server, base, _) = try await Self.server()

@@ -9,6 +9,12 @@
            preflight): no token, a wrong content type, an SDP without media, a POST on a live
            session, a PATCH with a stale ETag, a DELETE of an unknown session, a body too large
 
+  watch    WHEP (the same exchange, receiving): POST a recvonly offer with aiortc's own payload
+           type numbers (VP8 97, Opus 96) to http://HOST:PORT/whep/ROOM[/UID], decode what comes for
+           --seconds; prints one JSON line: status, the numbers offered, per track the frames
+           decoded, their size and PSNR against the pattern (every 10th frame), audio frames, and
+           the RTP packets that arrived for sections the answer declined
+
 Usage: whip_client.py publish --url http://127.0.0.1:7880/whip/ROOM --token T --clip FILE.y4m|pattern [--seconds 8]
        whip_client.py probe --url http://127.0.0.1:7880/whip/ROOM --token T --clip FILE.y4m
 """
@@ -92,6 +98,73 @@ async def publish(args):
     print(json.dumps(report))
 
 
+async def watch(args):
+    import sys
+    import os
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from pattern import psnr_luma
+    started = time.monotonic()
+    ms = lambda: round((time.monotonic() - started) * 1000, 1)
+    report = {"ok": False, "tracks": []}
+    pc = RTCPeerConnection()
+    for kind in args.receive.split(","):
+        pc.addTransceiver(kind, direction="recvonly")
+    await pc.setLocalDescription(await pc.createOffer())
+    offered = {}
+    for line in pc.localDescription.sdp.splitlines():
+        if line.startswith("a=rtpmap:"):
+            number, codec = line[len("a=rtpmap:"):].split(" ", 1)
+            offered.setdefault(codec.split("/")[0].lower(), int(number))
+    report["offeredPayloadTypes"] = offered
+    tasks = []
+
+    @pc.on("track")
+    def on_track(track):
+        entry = {"kind": track.kind, "frames": 0, "sizes": {}, "psnr": [], "firstFrameMs": None}
+        report["tracks"].append(entry)
+
+        async def consume():
+            while True:
+                try:
+                    frame = await track.recv()
+                except Exception:  # noqa: BLE001 (the track ended)
+                    return
+                if entry["firstFrameMs"] is None:
+                    entry["firstFrameMs"] = ms()
+                entry["frames"] += 1
+                if track.kind == "video":
+                    size = f"{frame.width}x{frame.height}"
+                    entry["sizes"][size] = entry["sizes"].get(size, 0) + 1
+                    if entry["frames"] % 10 == 0:
+                        luma = frame.to_ndarray(format="yuv420p")[:frame.height, :frame.width]
+                        entry["psnr"].append(round(psnr_luma(luma, frame.width, frame.height), 2))
+        tasks.append(asyncio.ensure_future(consume()))
+
+    async with aiohttp.ClientSession() as http:
+        async with http.post(args.url, data=pc.localDescription.sdp,
+                             headers={"Content-Type": "application/sdp", "Authorization": "Bearer " + args.token}) as reply:
+            report["status"] = reply.status
+            body = await reply.text()
+        if report["status"] != 201:
+            report["error"] = body.strip()
+            print(json.dumps(report))
+            await pc.close()
+            return
+        report["answeredMids"] = [line.split(":", 1)[1] for line in body.splitlines() if line.startswith("a=mid:")]
+        report["declinedSections"] = sum(1 for line in body.splitlines() if line.startswith("m=") and line.split(" ")[1] == "0")
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=body, type="answer"))
+        await asyncio.sleep(args.seconds)
+        location = reply.headers.get("Location")
+        if location:
+            async with http.delete(str(reply.url.join(URL(location)))) as deleted:
+                report["deleteStatus"] = deleted.status
+    for task in tasks:
+        task.cancel()
+    report["ok"] = any(t["frames"] > 0 for t in report["tracks"])
+    await pc.close()
+    print(json.dumps(report))
+
+
 async def probe(args):
     report = {}
     sdp_headers = {"Content-Type": "application/sdp", "Authorization": "Bearer " + args.token}
@@ -145,13 +218,16 @@ async def probe(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("publish", "probe"))
+    parser.add_argument("command", choices=("publish", "probe", "watch"))
     parser.add_argument("--url", required=True)
     parser.add_argument("--token", required=True)
-    parser.add_argument("--clip", required=True)
+    parser.add_argument("--clip", help="publish and probe: a Y4M file, or pattern")
     parser.add_argument("--seconds", type=float, default=8)
+    parser.add_argument("--receive", default="video,audio", help="watch: the recvonly transceivers to offer, in order")
     args = parser.parse_args()
-    asyncio.run(publish(args) if args.command == "publish" else probe(args))
+    if args.command != "watch" and not args.clip:
+        parser.error("--clip is required for publish and probe")
+    asyncio.run({"publish": publish, "probe": probe, "watch": watch}[args.command](args))
 
 
 if __name__ == "__main__":

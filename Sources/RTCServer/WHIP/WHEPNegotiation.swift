@@ -5,7 +5,10 @@ import RTCTransport
 /// kind, in order), and two answers are written from them: the one the core takes as if the
 /// viewer had answered its offer (the viewer's ICE, fingerprint and extension ids), and the one
 /// the viewer gets (the server's ICE, fingerprint and candidates; the viewer's mids and ids).
-/// Payload types are the core's: a viewer that offers another number for the codec is refused.
+/// Payload types are the viewer's: both answers number each codec (and its RFC 4588 format) as the
+/// viewer's offer does, and the core, taking its answer, sends the leg under those numbers (as
+/// LiveKit and mediasoup rewrite them per leg). A viewer that does not offer the room's codec in a
+/// section is refused; one without an rtx format for it gets no repairs.
 struct WHEPNegotiation {
     /// For the core: an answer to its offer.
     let coreAnswer: String
@@ -31,13 +34,11 @@ struct WHEPNegotiation {
             matches.append((section, index.map { coreOffer.media[$0] }))
         }
         guard matches.contains(where: { $0.core != nil }) else { throw Failure(reason: "nothing in the room to send to the offer's sections") }
+        // Each matched section's numbering: the core's payload type → the viewer's, per encoding.
+        var numbering: [String: [UInt8: UInt8]] = [:]
         for (section, core) in matches {
-            guard let core else { continue }
-            let offered = Dictionary(section.rtpMaps.map { ($0.payloadType, $0.encoding.lowercased()) }, uniquingKeysWith: { first, _ in first })
-            for map in core.rtpMaps where offered[map.payloadType] != map.encoding.lowercased() {
-                if map.encoding.lowercased() == "rtx" { continue }
-                throw Failure(reason: "the offer numbers \(map.encoding) otherwise than the room's \(map.payloadType): offer it as \(map.payloadType)")
-            }
+            guard let core, let mid = core.mid else { continue }
+            numbering[mid] = try Self.numbering(viewer: section, core: core)
         }
 
         // The core's answer, in its offer's order.
@@ -47,14 +48,15 @@ struct WHEPNegotiation {
         for section in coreOffer.media {
             let pair = matches.first { $0.core == section }
             let ids = Dictionary(pair?.viewer.extensionMaps.map { ($0.uri, $0.id) } ?? [], uniquingKeysWith: { first, _ in first })
-            core.append("m=\(section.mediaLine.kind) \(pair == nil ? 0 : 9) \(section.mediaLine.proto) \(section.mediaLine.formats.joined(separator: " "))")
+            let map = section.mid.flatMap { numbering[$0] }
+            core.append("m=\(section.mediaLine.kind) \(pair == nil ? 0 : 9) \(section.mediaLine.proto) \(Self.formats(section, map).joined(separator: " "))")
             core.append("c=IN IP4 0.0.0.0")
             if let mid = section.mid { core.append("a=mid:\(mid)") }
             core += ["a=ice-ufrag:\(ufrag)", "a=ice-pwd:\(pwd)", "a=fingerprint:\(fingerprint)", "a=setup:active"]
             core.append(pair == nil ? "a=inactive" : "a=recvonly")
             core.append("a=rtcp-mux")
             for ext in section.extensionMaps { if let id = ids[ext.uri] { core.append("a=extmap:\(id) \(ext.uri)") } }
-            core += Self.codecLines(section)
+            core += Self.codecLines(section, map)
         }
 
         // The viewer's answer, in its offer's order.
@@ -75,7 +77,8 @@ struct WHEPNegotiation {
             }
             let ids = Dictionary(section.extensionMaps.map { ($0.uri, $0.id) }, uniquingKeysWith: { first, _ in first })
             let port = coreSection.mediaLine.port
-            answer.append("m=\(section.mediaLine.kind) \(port) \(coreSection.mediaLine.proto) \(coreSection.mediaLine.formats.joined(separator: " "))")
+            let map = coreSection.mid.flatMap { numbering[$0] }
+            answer.append("m=\(section.mediaLine.kind) \(port) \(coreSection.mediaLine.proto) \(Self.formats(coreSection, map).joined(separator: " "))")
             answer += coreSection.lines.filter { $0.type == "c" }.map { "c=" + $0.value }
             if let mid = section.mid { answer.append("a=mid:\(mid)") }
             for name in ["ice-ufrag", "ice-pwd", "fingerprint"] { answer += coreSection.attributes(name).map { "a=\(name):\($0)" } }
@@ -84,7 +87,7 @@ struct WHEPNegotiation {
             answer.append("a=rtcp-mux")
             if coreSection.hasAttribute("rtcp-rsize") { answer.append("a=rtcp-rsize") }
             for ext in coreSection.extensionMaps { if let id = ids[ext.uri] { answer.append("a=extmap:\(id) \(ext.uri)") } }
-            answer += Self.codecLines(coreSection)
+            answer += Self.codecLines(coreSection, map)
             for name in ["msid", "ssrc-group", "ssrc"] { answer += coreSection.attributes(name).map { "a=\(name):\($0)" } }
             if first {
                 answer += candidates
@@ -96,8 +99,50 @@ struct WHEPNegotiation {
         viewerAnswer = answer.joined(separator: "\r\n") + "\r\n"
     }
 
-    private static func codecLines(_ section: MediaDescription) -> [String] {
-        ["rtpmap", "rtcp-fb", "fmtp"].flatMap { name in section.attributes(name).map { "a=\(name):\($0)" } }
+    /// The viewer's number for each of the core section's formats: the codec's by its encoding
+    /// (the first the viewer offers), an rtx format's by the viewer's rtx whose `apt` names the
+    /// viewer's number for the codec. Formats the viewer has no number for are left out; the
+    /// codec itself missing refuses the offer.
+    static func numbering(viewer: MediaDescription, core: MediaDescription) throws(Failure) -> [UInt8: UInt8] {
+        let viewerParameters = viewer.formatParameters
+        let coreParameters = core.formatParameters
+        var map: [UInt8: UInt8] = [:]
+        for entry in core.rtpMaps where entry.encoding.lowercased() != "rtx" {
+            guard let theirs = viewer.rtpMaps.first(where: { $0.encoding.lowercased() == entry.encoding.lowercased() && $0.clockRate == entry.clockRate })
+            else { throw Failure(reason: "the offer's \(viewer.mediaLine.kind) section does not receive \(entry.encoding)/\(entry.clockRate), which the room sends") }
+            map[entry.payloadType] = theirs.payloadType
+        }
+        for entry in core.rtpMaps where entry.encoding.lowercased() == "rtx" {
+            guard let apt = SessionDescription.associatedPayloadType(coreParameters[entry.payloadType]), let codec = map[apt],
+                  let theirs = viewer.rtpMaps.first(where: { $0.encoding.lowercased() == "rtx"
+                      && SessionDescription.associatedPayloadType(viewerParameters[$0.payloadType]) == codec }) else { continue }
+            map[entry.payloadType] = theirs.payloadType
+        }
+        return map
+    }
+
+    /// The m-line's formats under `map` (unmapped ones left out); as they are without one.
+    private static func formats(_ section: MediaDescription, _ map: [UInt8: UInt8]?) -> [String] {
+        guard let map else { return section.mediaLine.formats }
+        return section.mediaLine.formats.compactMap { UInt8($0).flatMap { map[$0] }.map(String.init) }
+    }
+
+    /// The section's rtpmap, rtcp-fb and fmtp lines under `map`: each renumbered (an rtx format's
+    /// `apt` too), those of unmapped formats left out.
+    private static func codecLines(_ section: MediaDescription, _ map: [UInt8: UInt8]? = nil) -> [String] {
+        ["rtpmap", "rtcp-fb", "fmtp"].flatMap { name in
+            section.attributes(name).compactMap { value -> String? in
+                guard let map else { return "a=\(name):\(value)" }
+                let parts = value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: false)
+                if parts.first == "*" { return "a=\(name):\(value)" }
+                guard let first = parts.first, let number = UInt8(first), let mapped = map[number] else { return nil }
+                var rest = parts.count > 1 ? String(parts[1]) : ""
+                if name == "fmtp", let apt = SessionDescription.associatedPayloadType(rest), let aptMapped = map[apt] {
+                    rest = rest.replacingOccurrences(of: "apt=\(apt)", with: "apt=\(aptMapped)")
+                }
+                return "a=\(name):\(mapped)" + (parts.count > 1 ? " " + rest : "")
+            }
+        }
     }
 
     private static func session(_ description: SessionDescription, _ name: String) -> String? {

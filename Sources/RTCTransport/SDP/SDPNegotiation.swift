@@ -254,7 +254,7 @@ extension SessionDescription {
     }
 
     /// The `apt=` of an rtx format's parameters (`apt=96` or `apt=96;rtx-time=3000`).
-    static func associatedPayloadType(_ parameters: String?) -> UInt8? {
+    public static func associatedPayloadType(_ parameters: String?) -> UInt8? {
         guard let parameters else { return nil }
         for pair in parameters.split(separator: ";") {
             let parts = pair.split(separator: "=", maxSplits: 1).map { $0.filter { $0 != " " } }
