@@ -189,6 +189,30 @@ struct RoomServiceTests {
         print("webhooks for room api: \(names.joined(separator: ", "))")
     }
 
+    @Test("Twirp's edges: a body sent as text/plain or with no Content-Type is refused with bad_route and the reason (it was read as protobuf), a type with parameters is taken, and an unknown service answers Twirp's JSON, which livekit-api reports with its code and message")
+    func twirpEdges() async throws {
+        let (server, url, _) = try await LiveKitInteropTests.server()
+        defer { server.stop() }
+        let list = "/twirp/livekit.RoomService/ListRooms", participants = "/twirp/livekit.RoomService/ListParticipants"
+        let results = try await Self.calls(url, [
+            #"Raw {"path": "\#(list)", "token": "admin", "contentType": "text/plain", "body": ""}"#,
+            #"Raw {"path": "\#(list)", "token": "admin", "contentType": null, "body": ""}"#,
+            #"Raw {"path": "\#(participants)", "token": "admin", "room": "tw", "contentType": "application/json; charset=utf-8", "body": "{\"room\": \"tw\"}"}"#,
+            #"Raw {"path": "\#(participants)", "token": "admin", "room": "tw", "contentType": "Application/Protobuf", "body": "\n\u0002tw"}"#,
+            #"Raw {"path": "/twirp/livekit.Egress/ListEgress", "token": "admin", "contentType": "application/json", "body": "{}"}"#,
+            #"ListEgress {"room": "r"}"#,
+        ])
+        let codes = results.map { "\($0["status"] as? Int ?? 0) \($0["code"] as? String ?? "-")" }
+        // The JSON and protobuf bodies are read (room tw is named, and there is no such room).
+        #expect(codes == ["404 bad_route", "404 bad_route", "404 not_found", "404 not_found", "404 bad_route", "404 bad_route"], "\(codes) \(results)")
+        #expect(results[2..<4].allSatisfy { ($0["msg"] as? String ?? "").contains("tw") }, "\(results[2..<4].map { $0["msg"] ?? "" })")
+        #expect((results[0]["msg"] as? String ?? "").contains("text/plain") && (results[1]["msg"] as? String ?? "").contains("no Content-Type"),
+                "\(results.prefix(2).map { $0["msg"] ?? "" })")
+        // LiveKit's server SDK names the code and the reason, not `unknown` with an empty message.
+        #expect((results[5]["msg"] as? String ?? "").contains("livekit.Egress"), "\(results[5])")
+        print("Twirp edges: \(codes); livekit-api on an unknown service: \(results[5]["code"] ?? "?") \(results[5]["msg"] ?? "")")
+    }
+
     @Test("bad input: no token, a participant's token, a token for another room, an unknown method, a malformed body, a 1 MB and a 20 KB metadata, a flood past the rate: a Twirp error each, and the server still answers")
     func badInput() async throws {
         let (server, url, _) = try await LiveKitInteropTests.server()

@@ -71,14 +71,39 @@ final class RoomServiceAPI: Sendable {
         limits = sfu.configuration.limits
     }
 
-    static func handles(_ uri: String) -> Bool { uri.hasPrefix(prefix) }
+    /// Every Twirp path: RoomService's methods, and any other service, answered with Twirp's own
+    /// `bad_route` (an SDK then reports the reason rather than a bare `unknown`).
+    static func handles(_ uri: String) -> Bool { uri.hasPrefix("/twirp/") }
+
+    /// Whether a request's body is JSON (true) or protobuf (false) by its Content-Type as Twirp
+    /// reads it (the media type before any `;` parameters, case-insensitive); nil for anything else
+    /// or none, which Twirp refuses with `bad_route` (before, a `text/plain` body or one without a
+    /// type was read as protobuf).
+    static func isJSON(contentType: String?) -> Bool? {
+        guard let contentType else { return nil }
+        let media = contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        switch media {
+        case "application/json": return true
+        case "application/protobuf": return false
+        default: return nil
+        }
+    }
 
     func handle(method: HTTPMethod, uri: String, headers: HTTPHeaders, body: [UInt8], bodyTooLarge: Bool, loop: EventLoop)
         -> EventLoopFuture<HTTPReply> {
-        let name = String(uri.dropFirst(Self.prefix.count).prefix { $0 != "?" })
-        let json = headers.first(name: "Content-Type")?.lowercased().hasPrefix("application/json") ?? false
         func fail(_ error: TwirpError) -> EventLoopFuture<HTTPReply> { loop.makeSucceededFuture(error.reply) }
+        let path = String(uri.prefix { $0 != "?" })
+        guard path.hasPrefix(Self.prefix) else {
+            return fail(TwirpError(code: "bad_route", message: "no handler for path \(path): this server serves livekit.RoomService only"))
+        }
+        let name = String(path.dropFirst(Self.prefix.count))
         guard method == .POST else { return fail(TwirpError(code: "bad_route", message: "Twirp calls are POST requests")) }
+        let contentType = headers.first(name: "Content-Type")
+        guard let json = Self.isJSON(contentType: contentType) else {
+            return fail(TwirpError(code: "bad_route", message: contentType.map { "unexpected Content-Type: \($0) (application/json or application/protobuf)" }
+                                                                    ?? "no Content-Type: application/json or application/protobuf"))
+        }
         guard !bodyTooLarge else { return fail(.invalid("the request body is larger than \(Self.maxBodyBytes) bytes")) }
         let call: Call
         do { call = Call(request: try RoomServiceRequest(method: name, body: body, json: json)) } catch {
