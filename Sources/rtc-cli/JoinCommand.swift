@@ -18,7 +18,9 @@ struct JoinCommand: AsyncParsableCommand {
         commandName: "join",
         abstract: "Join a channel as a headless bot: publish, record, print live stats.")
 
-    @Option(help: "Signaling URL.") var server: String = "ws://127.0.0.1:7880/rtc"
+    @Option(name: [.customLong("server"), .customLong("url")],
+            help: "Signaling URL (default: $LIVEKIT_URL's /rtc when it is set, as `lk` reads it).")
+    var server: String = LiveKitEnvironment.signalingURL ?? "ws://127.0.0.1:7880/rtc"
     @Option(name: .customLong("fallback-server"),
             help: "Another node of the same cluster, tried in turn when a rejoin after losing --server fails (repeatable).")
     var fallbackServer: [String] = []

@@ -15,12 +15,19 @@ struct RoomCommand: ParsableCommand {
         subcommands: [List.self, Participants.self, Create.self, Delete.self, Remove.self, Mute.self, Update.self, Send.self, Metadata.self])
 
     struct Connection: ParsableArguments {
-        @Option(help: "The server (http://, https://, ws:// or wss://HOST:PORT).") var url = "http://127.0.0.1:7880"
-        @Option(name: .customLong("api-key"), help: "One of the server's --api-key.") var apiKey: String
-        @Option(name: .customLong("api-secret"), help: "Its secret.") var apiSecret: String
+        @Option(name: [.customLong("url"), .customLong("server")],
+                help: "The server (http://, https://, ws:// or wss://HOST:PORT; default $LIVEKIT_URL, else http://127.0.0.1:7880).")
+        var url = LiveKitEnvironment.url ?? "http://127.0.0.1:7880"
+        @Option(name: .customLong("api-key"), help: "One of the server's --api-key (default $LIVEKIT_API_KEY).") var apiKeyOption: String?
+        @Option(name: .customLong("api-secret"), help: "Its secret (default $LIVEKIT_API_SECRET).") var apiSecretOption: String?
+
+        var apiKey: String { apiKeyOption ?? LiveKitEnvironment.apiKey ?? "" }
+        var apiSecret: String { apiSecretOption ?? LiveKitEnvironment.apiSecret ?? "" }
 
         func validate() throws {
-            guard !apiKey.isEmpty, !apiSecret.isEmpty else { throw ValidationError("--api-key and --api-secret must not be empty") }
+            guard !apiKey.isEmpty, !apiSecret.isEmpty else {
+                throw ValidationError("give --api-key and --api-secret, or set LIVEKIT_API_KEY and LIVEKIT_API_SECRET")
+            }
             _ = try target("ListRooms")
         }
 

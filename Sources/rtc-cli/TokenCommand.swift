@@ -13,8 +13,14 @@ struct TokenCommand: ParsableCommand {
         commandName: "token", abstract: "Mint an HS256 access token for a channel and uid (printed as the last line).")
 
     @Option(help: "The server's secret (or give --api-key and --api-secret for a LiveKit token).") var secret: String?
-    @Option(name: .customLong("api-key"), help: "Mint a LiveKit token (docs/livekit.md) with this API key instead.") var apiKey: String?
-    @Option(name: .customLong("api-secret"), help: "The secret of --api-key.") var apiSecret: String?
+    @Option(name: .customLong("api-key"),
+            help: "Mint a LiveKit token (docs/livekit.md) with this API key instead (without --secret: default $LIVEKIT_API_KEY).")
+    var apiKeyOption: String?
+    @Option(name: .customLong("api-secret"), help: "The secret of --api-key (default $LIVEKIT_API_SECRET).") var apiSecretOption: String?
+
+    /// The LiveKit key pair: the flags, else (without --secret) the environment `lk` reads.
+    var apiKey: String? { apiKeyOption ?? (secret == nil ? LiveKitEnvironment.apiKey : nil) }
+    var apiSecret: String? { apiSecretOption ?? (secret == nil ? LiveKitEnvironment.apiSecret : nil) }
     @Option(help: "Channel name.") var channel: String
     @Option(help: "User id (a screen share uses <hostUid>_sub).") var uid: String
     @Option(help: "Seconds the token is valid.") var ttl: Int64 = 3600
@@ -26,7 +32,8 @@ struct TokenCommand: ParsableCommand {
         case (let secret?, nil, nil): guard !secret.isEmpty else { throw ValidationError("--secret must not be empty") }
         case (nil, let key?, let apiSecret?):
             guard !key.isEmpty, !apiSecret.isEmpty else { throw ValidationError("--api-key and --api-secret must not be empty") }
-        default: throw ValidationError("give --secret (our token) or --api-key with --api-secret (a LiveKit token)")
+        default:
+            throw ValidationError("give --secret (our token) or --api-key with --api-secret (a LiveKit token; or set LIVEKIT_API_KEY and LIVEKIT_API_SECRET)")
         }
         guard !channel.isEmpty, channel.utf8.count <= 128 else { throw ValidationError("--channel must be 1 to 128 bytes") }
         guard !uid.isEmpty, uid.utf8.count <= 128 else { throw ValidationError("--uid must be 1 to 128 bytes") }

@@ -370,6 +370,30 @@ struct RoomServiceTests {
         #expect(wrong.status != 0 && wrong.err.contains("401 unauthenticated"), "\(wrong)")
     }
 
+    @Test("as lk and LiveKit's server SDKs: rtc-cli room, token and join read LIVEKIT_URL, LIVEKIT_API_KEY and LIVEKIT_API_SECRET; room takes --server and join --url as the other's name; without keys anywhere, one clear error")
+    func liveKitEnvironment() async throws {
+        let (server, url, _) = try await LiveKitInteropTests.server()
+        defer { server.stop() }
+        let environment = ["env", "LIVEKIT_URL=\(url)", "LIVEKIT_API_KEY=\(LiveKitInteropTests.apiKey)", "LIVEKIT_API_SECRET=\(LiveKitInteropTests.apiSecret)"]
+        // A LiveKit token from the environment's keys; a Swift bot (our token) joins at $LIVEKIT_URL's /rtc.
+        let minted = try runTool(environment + [cliPath, "token", "--channel", "envroom", "--uid", "envbot"])
+        #expect(minted.status == 0 && minted.out.hasPrefix("LiveKit token for identity envbot"), "\(minted)")
+        let bot = try ChildProcess(environment + [cliPath, "join", "--channel", "envroom", "--uid", "envbot", "--token", testToken(uid: "envbot", channel: "envroom"),
+                                                  "--video", "none", "--audio", "none", "--quiet", "--duration", "20"])
+        defer { bot.stop() }
+        #expect(await eventually(15) { (try? runTool(environment + [cliPath, "room", "participants", "--room", "envroom"]))?.out.hasPrefix("envbot\t") == true },
+                "the bot joined at $LIVEKIT_URL/rtc and room read the keys: \(bot.output.suffix(3)) \(bot.errorText.suffix(300))")
+        let byServer = try runTool([cliPath, "room", "list", "--server", url, "--api-key", LiveKitInteropTests.apiKey, "--api-secret", LiveKitInteropTests.apiSecret])
+        #expect(byServer.status == 0 && byServer.out.hasPrefix("envroom\t"), "\(byServer)")
+        let joinByURL = try runTool([cliPath, "join", "--url", url + "/rtc", "--channel", "envroom", "--uid", "second", "--token",
+                                     testToken(uid: "second", channel: "envroom"), "--video", "none", "--audio", "none", "--quiet", "--duration", "2"], timeout: 30)
+        #expect(joinByURL.status == 0, "\(joinByURL.err.suffix(300))")
+        let flagWins = try runTool(environment + [cliPath, "room", "list", "--api-secret", "not-the-secret-at-all"])
+        #expect(flagWins.status != 0 && flagWins.err.contains("401 unauthenticated"), "a flag wins over the environment: \(flagWins)")
+        let none = try runTool(["env", "-u", "LIVEKIT_API_KEY", "-u", "LIVEKIT_API_SECRET", cliPath, "room", "list", "--url", url])
+        #expect(none.status != 0 && none.err.contains("LIVEKIT_API_KEY") && !none.err.contains("Fatal"), "\(none)")
+    }
+
     @Test("participants set their own metadata when their token allows: a LiveKit participant through its SDK, a Swift bot through the engine; the others see it, the API lists it; without the grant both are refused")
     func ownMetadata() async throws {
         let (server, url, _) = try await LiveKitInteropTests.server()
