@@ -64,9 +64,16 @@ final class Producer: @unchecked Sendable {
                 context.upstreamGapsOpen = true
                 context.onUpstreamGapOpened?()
             }
-            // Only while a keyframe request is unanswered: the descriptor is read for that alone.
-            if stream.keyframeThrottle.outstanding, VP8DescriptorLayout(payload: packet.payload)?.startsKeyframe == true {
+            // Only while a keyframe request is unanswered, or until the track's size is known (no
+            // request announced it): the descriptor is read for those alone.
+            if stream.keyframeThrottle.outstanding || (track.info.width == nil && !track.isSimulcast), let layout = VP8DescriptorLayout(payload: packet.payload),
+               layout.startsKeyframe {
                 stream.keyframeThrottle.answered()
+                if track.info.width == nil, !track.isSimulcast, let width = layout.keyframeWidth, let height = layout.keyframeHeight, width > 0, height > 0 {
+                    track.info.width = width
+                    track.info.height = height
+                    context.onTrackSizeLearned?(track)
+                }
             }
         }
         guard !track.info.muted else { return }

@@ -98,6 +98,10 @@ public final class SFU: SignalingSink, @unchecked Sendable {
                 self.periodicJobs.resume(.upstreamNacks, nowUs: Self.loopClockUs())
                 self.setJobsTimer()
             }
+            self.context.onTrackSizeLearned = { [unowned self] track in
+                guard self.directory.contains(track.owner) else { return }
+                self.participantChanged(track.owner)
+            }
         }
     }
 
@@ -195,6 +199,7 @@ public final class SFU: SignalingSink, @unchecked Sendable {
             self.jobsTimer?.cancel()
             self.jobsTimer = nil
             self.context.onUpstreamGapOpened = nil
+            self.context.onTrackSizeLearned = nil
             for participant in self.directory.allParticipants {
                 // A screen share leaves with its owner: it may be gone by its turn in this list.
                 guard self.directory.contains(participant) else { continue }

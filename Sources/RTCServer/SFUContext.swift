@@ -35,6 +35,9 @@ final class SFUContext: @unchecked Sendable {
     var idTag = ""
     /// Participants on every shard of the server (`maxParticipants` is the whole server's bound).
     var tally = ParticipantTally(shards: 1)
+    /// Told when a video track whose size nobody announced (a WHIP publisher, a plain browser)
+    /// shows it in its first keyframe: its participant's state goes out again with the size.
+    var onTrackSizeLearned: ((PublishedTrack) -> Void)?
     /// Told the name of a room this SFU has just dropped (its last participant left).
     var onRoomDropped: ((String) -> Void)?
     /// Settings a room made through the API left for its first join (``ShardedSFU``), taken once.

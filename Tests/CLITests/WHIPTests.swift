@@ -69,6 +69,28 @@ struct WHIPTests {
             + "\(json["width"] ?? 0)x\(json["height"] ?? 0), PSNR \(psnr.suffix(3))")
     }
 
+    @Test("a WHIP publisher announces no size: the server takes it from the first keyframe, so a LiveKit participant's publication and the server API say 640x360 (they said 0x0)")
+    func whipTrackSize() async throws {
+        let (server, url, _) = try await LiveKitInteropTests.server()
+        defer { server.stop() }
+        let base = url.replacingOccurrences(of: "ws://", with: "http://")
+        let dir = temporaryDirectory("whip-size")
+        let clip = try Self.pattern(dir, seconds: 12)
+        let publisher = try ChildProcess(["python3", Self.tool("whip_client.py"), "publish", "--url", base + "/whip/whipsize", "--token",
+                                          testToken(uid: "obs", channel: "whipsize"), "--clip", clip, "--seconds", "14"])
+        defer { publisher.stop() }
+        try await Task.sleep(for: .seconds(3))
+        let viewer = try LiveKitInteropTests.peer("bot", url, ["--room", "whipsize", "--identity", "lk", "--duration", "6"])
+        let report = try await LiveKitInteropTests.report(viewer)
+        let published = (report["publications"] as? [String: [[String: Any]]])?["obs"]?.first { $0["kind"] as? String == "video" }
+        #expect(published?["width"] as? Int == 640 && published?["height"] as? Int == 360, "the LiveKit SDK's publication: \(report["publications"] ?? "")")
+        let listed = try await RoomServiceTests.calls(url, [#"ListParticipants {"room": "whipsize"}"#])
+        let participants = ((listed.first?["result"] as? [String: Any])?["participants"] as? [[String: Any]]) ?? []
+        let track = (participants.first { $0["identity"] as? String == "obs" }?["tracks"] as? [[String: Any]])?.first { $0["type"] as? String == "VIDEO" }
+        #expect(track?["width"] as? Int == 640 && track?["height"] as? Int == 360, "ListParticipants: \(track ?? [:])")
+        print("WHIP track size: at the LiveKit SDK \(published?["width"] ?? "?")x\(published?["height"] ?? "?"), in ListParticipants \(track?["width"] ?? "?")x\(track?["height"] ?? "?")")
+    }
+
     @Test("plain JS in headless Chromium publishes over WHIP (fetch + RTCPeerConnection, no SDK) and a Swift bot decodes it; DELETE ends it")
     func chromiumPublishes() async throws {
         let (server, base, url) = try await Self.server()

@@ -195,7 +195,12 @@ class Watcher:
             entry["framesIn10s"] = sum(1 for t in at if first is not None and t - first <= 10_000)
             if window_ms is not None:
                 entry["framesInWindow"] = sum(1 for t in at if t <= window_ms)
-        return {"tracks": list(self.tracks.values()), "data": self.data, "muted": self.muted, "unmuted": self.unmuted,
+        # What the server's TrackInfo says of each remote publication now (LiveKit's adaptive stream
+        # sizes its requests by it).
+        publications = {p.identity: [{"sid": pub.sid, "kind": "video" if pub.kind == rtc.TrackKind.KIND_VIDEO else "audio",
+                                      "width": pub.width, "height": pub.height} for pub in p.track_publications.values()]
+                        for p in self.room.remote_participants.values()}
+        return {"tracks": list(self.tracks.values()), "publications": publications, "data": self.data, "muted": self.muted, "unmuted": self.unmuted,
                 "changes": self.changes, "disconnectReason": self.disconnect_reason, "disconnectedMs": self.disconnected_ms,
                 "unsubscribed": self.unsubscribed, "speakers": self.speakers, "connection": self.connection}
 
