@@ -82,6 +82,21 @@ public enum LiveKitMapping {
         return leave
     }
 
+    /// A participant's connection in LiveKit's four levels, from our six (Agora's: 1 excellent, 2
+    /// good, 3 poor, 4 bad, 5 very bad, 6 down; 0 unknown), judged by the worse direction: 1
+    /// EXCELLENT, 2-3 GOOD, 4-5 POOR, 6 LOST; unknown is not sent. The score is LiveKit's 1-5
+    /// scale (its MOS-like figure) at the level's middle.
+    public static func connectionQuality(up: Int, down: Int) -> (quality: LKConnectionQuality, score: Float)? {
+        let known = [up, down].filter { (1...6).contains($0) }
+        guard let worst = known.max() else { return nil }
+        switch worst {
+        case 1: return (.excellent, 4.5)
+        case 2, 3: return (.good, 3.8)
+        case 4, 5: return (.poor, 2.5)
+        default: return (.lost, 1)
+        }
+    }
+
     public static func mime(_ kind: TrackKind) -> String { kind == .video ? "video/VP8" : "audio/opus" }
 
     /// A track's end-to-end encryption as LiveKit's clients declare it, and back: the SDKs set up

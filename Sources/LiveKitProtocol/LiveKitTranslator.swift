@@ -109,7 +109,15 @@ public struct LiveKitTranslator: Sendable {
                                                                             metadata: update.metadata.isEmpty ? nil : update.metadata,
                                                                             attributes: update.attributes.isEmpty ? nil : update.attributes)),
                                              requestID: id))
-        case .syncState, .simulate, .updateLayers, .subscriptionPermission, .updateAudioTrack, .updateVideoTrack:
+        case .subscriptionPermission(let permission):
+            // A grant names its participant by identity (the SDKs set it) or by sid.
+            let grants = permission.trackPermissions.compactMap { grant -> SubscriptionPermission.Grant? in
+                let uid = grant.participantIdentity.isEmpty ? known.first { $0.value.sid == grant.participantSid }?.key : grant.participantIdentity
+                return uid.map { SubscriptionPermission.Grant(uid: $0, trackSids: grant.allTracks ? nil : grant.trackSids) }
+            }
+            out.toCore.append(ClientEnvelope(.setSubscriptionPermission(SubscriptionPermission(allowAll: permission.allParticipants, allowed: grants)),
+                                             requestID: requestID()))
+        case .syncState, .simulate, .updateLayers, .updateAudioTrack, .updateVideoTrack:
             // Accepted and not acted on (docs/livekit.md lists them).
             break
         case nil:
@@ -231,6 +239,18 @@ public struct LiveKitTranslator: Sendable {
                 response.request = .updateMetadata(request)
                 out.toClient.append(.with { $0.requestResponse = response })
             }
+        case .subscriptionPermission(let update):
+            guard let sid = known[update.uid]?.sid else { break }
+            out.toClient.append(.with {
+                $0.subscriptionPermissionUpdate = .with { $0.participantSid = sid; $0.trackSid = update.trackSid; $0.allowed = update.allowed }
+            })
+        case .connectionQuality(let quality):
+            let updates = quality.participants.compactMap { entry -> LKConnectionQualityInfo? in
+                guard let sid = entry.uid == claims.identity ? participantSid : known[entry.uid]?.sid,
+                      let level = LiveKitMapping.connectionQuality(up: entry.up, down: entry.down) else { return nil }
+                return .with { $0.participantSid = sid; $0.quality = level.quality; $0.score = level.score }
+            }
+            if !updates.isEmpty { out.toClient.append(.with { $0.connectionQuality = .with { $0.updates = updates } }) }
         case .participantLeft(let uid, let reason):
             guard var info = known.removeValue(forKey: uid) else { break }
             info.state = .disconnected

@@ -80,10 +80,16 @@ struct DownstreamCongestion {
         return nowUs - (estimator.lastDecreaseUs ?? .min / 2) >= 1_000_000
     }
 
+    /// Packets the feedback since the last connection-quality tick covered, and of those lost
+    /// (``SFU/reportConnectionQuality()`` reads and resets them).
+    var qualityWindow: (packets: Int, lost: Int) = (0, 0)
+
     /// Takes the subscriber's transport-wide feedback.
     mutating func received(_ feedback: TransportFeedback, nowUs: Int64, rttMs: Double) {
         let results = log.results(for: feedback)
         guard !results.isEmpty else { return }
+        qualityWindow.packets += results.count
+        for result in results where result.arrivalTimeUs == nil { qualityWindow.lost += 1 }
         estimator.update(feedback: results, nowUs: nowUs, rttMs: rttMs)
         if var running = probe {
             running.add(results)

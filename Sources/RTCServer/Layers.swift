@@ -20,6 +20,8 @@ final class PublishedStream: @unchecked Sendable {
     /// A throttled keyframe request is waiting for the throttle window to end.
     var keyframeRequestDeferred = false
     var statistics: ReceptionStatistics?
+    /// Expected and received packets at the last connection-quality tick (``SFU/reportConnectionQuality()``).
+    var qualityMark: (expected: UInt32, received: UInt64) = (0, 0)
     /// Gaps in what the publisher sends, asked for upstream (video).
     /// Retries every 60 ms: the SFU does not measure its round trip to the publisher (it only receives).
     var nack = NackGenerator(roundTrip: 40_000)

@@ -128,6 +128,15 @@ final class Participant: @unchecked Sendable {
     var repairedRidExtensionID: UInt8?
     /// The client speaks protocol 1.4 (layer messages: `videoLayers`, `layerChanged`).
     var speaksLayers = false
+    /// Who may subscribe to its tracks (`setSubscriptionPermission`, LiveKit's `SubscriptionPermission`).
+    var subscriptionPermission = SubscriptionPermission.everyone
+    /// Tracks of others it would have subscribed to (automatically or asked) that their
+    /// publisher's permission keeps from it; it gets them once the permission allows.
+    var refusedTrackSids: Set<String> = []
+    /// Packets forwarded to it by the last connection-quality tick (``SFU/reportConnectionQuality()``).
+    var qualitySentMark = 0
+    /// The client speaks protocol 1.8 (`subscriptionPermission`, `connectionQuality`).
+    var speaksPermissionsAndQuality: Bool { protocolVersion >= .permissionsAndQuality }
     /// What this subscriber wants of layered video, per publisher uid and by default (`setVideoPreference`).
     var videoPreferences: [String: LayerSelector.Request] = [:]
     var defaultVideoPreference = LayerSelector.Request()

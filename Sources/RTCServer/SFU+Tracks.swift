@@ -264,6 +264,11 @@ extension SFU {
     func subscribe(_ participant: Participant, to tracks: [PublishedTrack]) {
         var added = false
         for track in tracks where !participant.subscriptions.contains(where: { $0.track === track }) {
+            // Its publisher's permission first: a refused track waits until the permission allows it.
+            guard track.owner.subscriptionPermission.permits(uid: participant.uid, trackSid: track.info.sid) else {
+                if participant.refusedTrackSids.insert(track.info.sid).inserted { tellPermission(participant, track, allowed: false) }
+                continue
+            }
             let mid = String(participant.subscriberSections.count)
             let subscription = Subscription(track: track, subscriber: participant, mid: mid)
             participant.subscriptions.append(subscription)

@@ -43,6 +43,8 @@ public final class SFU: SignalingSink, @unchecked Sendable {
     /// Set by ``shutdown()``: joins and resumes are refused from then on (`shuttingDown`), so a
     /// client rejoining quickly is not taken by a server whose media port is closing.
     private var shuttingDown = false
+    /// Housekeeping ticks run (every second), for the jobs that run every few of them.
+    private var housekeepingTicks = 0
     private var nextID = 0
     /// RPCs the server made (the API's `PerformRpc`) and waits on, by request id (``performRPC``).
     var pendingRPCs: [String: PendingRPC] = [:]
@@ -133,7 +135,11 @@ public final class SFU: SignalingSink, @unchecked Sendable {
         jobsTimerDueUs = .max
         guard jobsRunning else { return }
         let due = periodicJobs.due(nowUs: Self.loopClockUs(), active: activeJobs)
-        if due.contains(.housekeeping) { tick() }
+        if due.contains(.housekeeping) {
+            tick()
+            housekeepingTicks &+= 1
+            if housekeepingTicks % Self.connectionQualityPeriodTicks == 0 { reportConnectionQuality() }
+        }
         if due.contains(.transportFeedback) { terminator.sendTransportFeedback() }
         if due.contains(.upstreamNacks) { terminator.sendUpstreamNacks(nowUs: context.nowUs) }
         if due.contains(.layers) { layers.tick(nowUs: context.nowUs) }
@@ -314,6 +320,7 @@ public final class SFU: SignalingSink, @unchecked Sendable {
         case .updateSubscription(let update): updateSubscription(update, participant: participant, fail: fail)
         case .updateMetadata(let update): updateOwnMetadata(update, participant: participant, requestID: id, fail: fail)
         case .setVideoPreference(let preference): setVideoPreference(preference, participant: participant, fail: fail)
+        case .setSubscriptionPermission(let permission): setSubscriptionPermission(permission, participant: participant, fail: fail)
         case .setRole(let role):
             guard role != participant.role else { return }
             if role == .broadcaster {

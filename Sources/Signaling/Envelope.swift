@@ -179,7 +179,7 @@ private struct Departure: Codable { var uid: String; var reason: LeaveReason }
 extension ClientMessage: SignalingMessage {
     public static let types: Set<String> = ["join", "offer", "answer", "publishTrack", "unpublishTrack", "mute",
                                             "updateSubscription", "setRole", "leave", "ping", "refreshToken", "resume", "restartICE", "setVideoPreference",
-                                            "updateMetadata"]
+                                            "updateMetadata", "setSubscriptionPermission"]
 
     public var type: String {
         switch self {
@@ -198,6 +198,7 @@ extension ClientMessage: SignalingMessage {
         case .restartICE: "restartICE"
         case .setVideoPreference: "setVideoPreference"
         case .updateMetadata: "updateMetadata"
+        case .setSubscriptionPermission: "setSubscriptionPermission"
         }
     }
 
@@ -218,6 +219,7 @@ extension ClientMessage: SignalingMessage {
         case "restartICE": self = .restartICE(transport: try TransportName(from: decoder).transport)
         case "setVideoPreference": self = .setVideoPreference(try VideoPreference(from: decoder))
         case "updateMetadata": self = .updateMetadata(try MetadataUpdate(from: decoder))
+        case "setSubscriptionPermission": self = .setSubscriptionPermission(try SubscriptionPermission(from: decoder))
         default: throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown type \(type)"))
         }
     }
@@ -238,6 +240,7 @@ extension ClientMessage: SignalingMessage {
         case .restartICE(let transport): try TransportName(transport: transport).encode(to: encoder)
         case .setVideoPreference(let value): try value.encode(to: encoder)
         case .updateMetadata(let value): try value.encode(to: encoder)
+        case .setSubscriptionPermission(let value): try value.encode(to: encoder)
         }
     }
 }
@@ -245,7 +248,8 @@ extension ClientMessage: SignalingMessage {
 extension ServerMessage: SignalingMessage {
     public static let types: Set<String> = ["joined", "error", "offer", "answer", "trackPublished", "participantUpdate",
                                             "participantLeft", "pong", "tokenWillExpire", "tokenRefreshed", "leave", "resumed",
-                                            "videoLayers", "layerChanged", "roomUpdate", "trackMuted", "activeSpeakers"]
+                                            "videoLayers", "layerChanged", "roomUpdate", "trackMuted", "activeSpeakers",
+                                            "subscriptionPermission", "connectionQuality"]
 
     public var type: String {
         switch self {
@@ -266,6 +270,8 @@ extension ServerMessage: SignalingMessage {
         case .roomUpdate: "roomUpdate"
         case .trackMuted: "trackMuted"
         case .activeSpeakers: "activeSpeakers"
+        case .subscriptionPermission: "subscriptionPermission"
+        case .connectionQuality: "connectionQuality"
         }
     }
 
@@ -290,6 +296,8 @@ extension ServerMessage: SignalingMessage {
         case "roomUpdate": self = .roomUpdate(try RoomUpdate(from: decoder))
         case "trackMuted": self = .trackMuted(try MuteRequest(from: decoder))
         case "activeSpeakers": self = .activeSpeakers(try ActiveSpeakers(from: decoder))
+        case "subscriptionPermission": self = .subscriptionPermission(try SubscriptionPermissionUpdate(from: decoder))
+        case "connectionQuality": self = .connectionQuality(try ConnectionQuality(from: decoder))
         default: throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "unknown type \(type)"))
         }
     }
@@ -310,6 +318,8 @@ extension ServerMessage: SignalingMessage {
         case .roomUpdate(let value): try value.encode(to: encoder)
         case .trackMuted(let value): try value.encode(to: encoder)
         case .activeSpeakers(let value): try value.encode(to: encoder)
+        case .subscriptionPermission(let value): try value.encode(to: encoder)
+        case .connectionQuality(let value): try value.encode(to: encoder)
         }
     }
 }

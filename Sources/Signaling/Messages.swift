@@ -140,6 +140,72 @@ public struct MetadataUpdate: Codable, Sendable, Hashable {
     }
 }
 
+/// Who may subscribe to a publisher's tracks (protocol 1.8; LiveKit's `SubscriptionPermission`):
+/// everyone (`allowAll`, the default), or the uids `allowed` lists, each to all its tracks or to
+/// the sids it names. The server enforces it: an excluded subscriber is unsubscribed and told.
+public struct SubscriptionPermission: Codable, Sendable, Hashable {
+    public struct Grant: Codable, Sendable, Hashable {
+        public var uid: String
+        /// The tracks it may have; nil: all of them.
+        public var trackSids: [String]?
+
+        public init(uid: String, trackSids: [String]? = nil) {
+            self.uid = uid
+            self.trackSids = trackSids
+        }
+    }
+
+    public var allowAll: Bool
+    public var allowed: [Grant]
+
+    public init(allowAll: Bool = true, allowed: [Grant] = []) {
+        self.allowAll = allowAll
+        self.allowed = allowed
+    }
+
+    public static let everyone = SubscriptionPermission()
+
+    /// Whether `uid` may have track `trackSid` under this permission.
+    public func permits(uid: String, trackSid: String) -> Bool {
+        allowAll || allowed.contains { $0.uid == uid && ($0.trackSids?.contains(trackSid) ?? true) }
+    }
+}
+
+/// Told to a subscriber when a publisher's permission gives it a track, or takes it away (protocol 1.8).
+public struct SubscriptionPermissionUpdate: Codable, Sendable, Hashable {
+    /// The publisher.
+    public var uid: String
+    public var trackSid: String
+    public var allowed: Bool
+
+    public init(uid: String, trackSid: String, allowed: Bool) {
+        self.uid = uid
+        self.trackSid = trackSid
+        self.allowed = allowed
+    }
+}
+
+/// How well participants' connections carry media now, as the server measures them (protocol
+/// 1.8), in Agora's six levels: 1 excellent … 6 down; 0 unknown. `up` is the path from the
+/// participant to the server (what it publishes), `down` the path to it (what it receives).
+public struct ConnectionQuality: Codable, Sendable, Hashable {
+    public struct Entry: Codable, Sendable, Hashable {
+        public var uid: String
+        public var up: Int
+        public var down: Int
+
+        public init(uid: String, up: Int, down: Int) {
+            self.uid = uid
+            self.up = up
+            self.down = down
+        }
+    }
+
+    public var participants: [Entry]
+
+    public init(participants: [Entry]) { self.participants = participants }
+}
+
 /// The room's metadata changed (protocol 1.6).
 public struct RoomUpdate: Codable, Sendable, Hashable {
     public var metadata: String
@@ -427,6 +493,8 @@ public enum ClientMessage: Sendable, Hashable {
     case setVideoPreference(VideoPreference)
     /// Its own name, metadata or attributes (protocol 1.6): answered with its `participantUpdate`.
     case updateMetadata(MetadataUpdate)
+    /// Who may subscribe to its tracks (protocol 1.8).
+    case setSubscriptionPermission(SubscriptionPermission)
 }
 
 /// Everything the server sends.
@@ -454,4 +522,8 @@ public enum ServerMessage: Sendable, Hashable {
     /// The server muted (or unmuted) one of this publisher's tracks: its subscribers get nothing of
     /// it until it is unmuted (protocol 1.6).
     case trackMuted(MuteRequest)
+    /// A publisher's permission gave this subscriber a track or took it away (protocol 1.8).
+    case subscriptionPermission(SubscriptionPermissionUpdate)
+    /// The connection quality of the participants this one sees, and its own (protocol 1.8).
+    case connectionQuality(ConnectionQuality)
 }

@@ -5,7 +5,11 @@ public struct ProtocolVersion: Sendable, Hashable, Comparable, Codable, CustomSt
     public var minor: Int
 
     /// The version this build speaks.
-    public static let current = ProtocolVersion(major: 1, minor: 7)
+    public static let current = ProtocolVersion(major: 1, minor: 8)
+
+    /// Subscription permissions and connection quality (`setSubscriptionPermission`,
+    /// `subscriptionPermission`, `connectionQuality`): sent only to clients that speak it.
+    public static let permissionsAndQuality = ProtocolVersion(major: 1, minor: 8)
 
     public init(major: Int, minor: Int) {
         self.major = major

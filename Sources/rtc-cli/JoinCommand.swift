@@ -102,6 +102,12 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(name: .customLong("volume-interval"),
             help: "With --print-speakers: volume indications every this many ms (Agora's enableAudioVolumeIndication), a line each: volume <monotonic µs> <uid>:<0-255>:<vad 0/1> ...")
     var volumeInterval: Int?
+    @Flag(name: .customLong("print-quality"),
+          help: "Print the server's connection quality of each user every 2 s: quality <monotonic µs> <uid> up <0-6> down <0-6> (1 excellent … 6 down).")
+    var printQuality = false
+    @Option(name: .customLong("allow-subscribers-at"),
+            help: "SECONDS:UID[,UID…]: that many seconds after joining, let only these uids subscribe to this bot's tracks (none after the colon: nobody); the server unsubscribes the rest. Prints `permission set <monotonic µs>`.")
+    var allowSubscribersAt: String?
     @Flag(name: .customLong("print-data"),
           help: "Print a line per data message received: data <monotonic µs> <uid> <topic> <bytes> <text>.")
     var printData = false
@@ -126,7 +132,18 @@ struct JoinCommand: AsyncParsableCommand {
         }
     }
 
+    /// `--allow-subscribers-at SECONDS:UID[,UID…]` read: nil without one (validate refuses a bad one).
+    static func permission(_ text: String?) -> (seconds: Double, uids: [String])? {
+        guard let text, let colon = text.firstIndex(of: ":"), let seconds = Double(text[..<colon]), seconds.isFinite, seconds >= 0 else { return nil }
+        let uids = text[text.index(after: colon)...].split(separator: ",").map(String.init)
+        guard uids.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 128 }) else { return nil }
+        return (seconds, uids)
+    }
+
     func validate() throws {
+        if let allowSubscribersAt, Self.permission(allowSubscribersAt) == nil {
+            throw ValidationError("--allow-subscribers-at takes SECONDS:UID[,UID…] (seconds from 0; uids of 1 to 128 bytes), not '\(allowSubscribersAt)'")
+        }
         if e2eeKey?.isEmpty == true { throw ValidationError("--e2ee-key needs a passphrase") }
         guard (0..<16).contains(e2eeKeyIndex) else { throw ValidationError("--e2ee-key-index is 0 to 15, not \(e2eeKeyIndex)") }
         guard rotations.count == e2eeRotate.count else {
@@ -322,7 +339,22 @@ struct JoinCommand: AsyncParsableCommand {
                                       recordOptions: ChannelRecorder.Options(layout: ChannelRecorder.Options.Layout(rawValue: recordFormat) ?? .tracks,
                                                                              uids: recordUID.isEmpty ? nil : Set(recordUID)),
                                       fallbackServers: fallbackServer, data: (printData || sendData != nil, printData),
-                                      printSpeakers: printSpeakers, e2ee: e2eeKey.map { ($0, e2eeKeyIndex) })
+                                      printSpeakers: printSpeakers, e2ee: e2eeKey.map { ($0, e2eeKeyIndex) }, printQuality: printQuality)
+        var permitting: Task<Void, Never>?
+        if let (seconds, uids) = Self.permission(allowSubscribersAt) {
+            let engine = bot.engine
+            permitting = Task {
+                try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+                do {
+                    try await engine.setSubscriptionPermission(allowAll: false, allowed: Dictionary(uniqueKeysWithValues: uids.map { ($0, nil) }))
+                    print("permission set \(MediaClock.monotonicUs()) \(uids.joined(separator: ","))")
+                } catch {
+                    print("permission not set: \(error)")
+                }
+                fflush(nil)
+            }
+        }
+        defer { permitting?.cancel() }
         var rotating: Task<Void, Never>?
         if !rotations.isEmpty {
             let engine = bot.engine, rotations = self.rotations
@@ -428,7 +460,7 @@ final class Bot: Sendable {
                       recordOptions: ChannelRecorder.Options = ChannelRecorder.Options(),
                       source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone),
                       fallbackServers: [String] = [], data: (open: Bool, print: Bool) = (false, false),
-                      printSpeakers: Bool = false, e2ee: (key: String, index: Int)? = nil) async throws -> Bot {
+                      printSpeakers: Bool = false, e2ee: (key: String, index: Int)? = nil, printQuality: Bool = false) async throws -> Bot {
         var configuration = RTCEngineConfiguration(serverURL: server, clientRole: role)
         if let e2ee {
             let keys = E2EEKeyProvider()
@@ -502,6 +534,13 @@ final class Bot: Sendable {
                     fflush(nil)
                 case .activeSpeaker(let speaker) where printSpeakers:
                     print("speaker \(MediaClock.monotonicUs()) \(speaker ?? "-")")
+                    fflush(nil)
+                case .subscriptionPermissionChanged(let other, let trackSid, let allowed):
+                    // Whatever --quiet says: bots and tests read these.
+                    print("permission \(MediaClock.monotonicUs()) \(other) \(trackSid) \(allowed ? "allowed" : "denied")")
+                    fflush(nil)
+                case .networkQuality(let other, let up, let down) where printQuality:
+                    print("quality \(MediaClock.monotonicUs()) \(other) up \(up) down \(down)")
                     fflush(nil)
                 case .roomMetadataChanged(let metadata):
                     print("server roomMetadata \(metadata.replacingOccurrences(of: "\n", with: " "))")

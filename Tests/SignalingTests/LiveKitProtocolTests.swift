@@ -270,6 +270,34 @@ struct LiveKitProtocolTests {
         #expect(out.close == "the server is shutting down")
     }
 
+    @Test("subscription permissions both ways: LiveKit's grants by identity or sid become ours; our update names the publisher's sid")
+    func subscriptionPermissions() {
+        var translator = Self.translator()
+        _ = Self.joined(&translator, others: [ParticipantInfo(uid: "bob", sid: "PA_2", role: .broadcaster, kind: .normal, version: 1)])
+        var request = LKSubscriptionPermission()
+        request.allParticipants = false
+        request.trackPermissions = [.with { $0.participantIdentity = "carol"; $0.allTracks = true },
+                                    .with { $0.participantSid = "PA_2"; $0.trackSids = ["TR_1"] },
+                                    .with { $0.participantSid = "PA_unknown"; $0.allTracks = true }]
+        let out = translator.translate(.with { $0.subscriptionPermission = request }, nowMs: 0)
+        guard case .setSubscriptionPermission(let permission) = out.toCore.first?.message else { Issue.record("\(out)"); return }
+        #expect(permission == SubscriptionPermission(allowAll: false, allowed: [.init(uid: "carol"), .init(uid: "bob", trackSids: ["TR_1"])]))
+        let told = translator.translate(ServerEnvelope(.subscriptionPermission(SubscriptionPermissionUpdate(uid: "bob", trackSid: "TR_5", allowed: false))), nowMs: 0)
+        guard case .subscriptionPermissionUpdate(let update) = told.toClient.first?.message else { Issue.record("\(told)"); return }
+        #expect(update.participantSid == "PA_2" && update.trackSid == "TR_5" && !update.allowed)
+    }
+
+    @Test("connection quality: ours (the worse direction) as LiveKit's four levels, its own under its sid; unknown and strangers left out",
+          arguments: [(1, 1, LKConnectionQuality.excellent), (1, 2, .good), (3, 1, .good), (4, 1, .poor), (2, 5, .poor), (6, 1, .lost), (0, 2, .good)])
+    func connectionQuality(up: Int, down: Int, expected: LKConnectionQuality) {
+        var translator = Self.translator()
+        _ = Self.joined(&translator, others: [ParticipantInfo(uid: "bob", sid: "PA_2", role: .broadcaster, kind: .normal, version: 1)])
+        let out = translator.translate(ServerEnvelope(.connectionQuality(ConnectionQuality(participants: [
+            .init(uid: "alice", up: up, down: down), .init(uid: "bob", up: 0, down: 0), .init(uid: "stranger", up: 1, down: 1)]))), nowMs: 0)
+        guard case .connectionQuality(let update) = out.toClient.first?.message else { Issue.record("\(out)"); return }
+        #expect(update.updates.map(\.participantSid) == ["PA_1"] && update.updates.first?.quality == expected)
+    }
+
     @Test("dynacast: the layers the core wants, as LiveKit's qualities")
     func dynacast() {
         let update = LiveKitTranslator.qualityUpdate(VideoLayersRequest(trackSid: "TR_1", activeLayers: ["q", "h"]))

@@ -27,6 +27,9 @@ struct EnvelopeTests {
         .setVideoPreference(VideoPreference(uid: "1001", streamType: .low)),
         .setVideoPreference(VideoPreference(renderWidth: 640, renderHeight: 360)),
         .updateMetadata(MetadataUpdate(name: "Ada", metadata: "ready", attributes: ["hand": "up", "role": ""])),
+        // Protocol 1.8.
+        .setSubscriptionPermission(SubscriptionPermission(allowAll: false, allowed: [.init(uid: "carol"), .init(uid: "dave", trackSids: ["TR_1"])])),
+        .setSubscriptionPermission(.everyone),
     ]
 
     static let serverMessages: [ServerMessage] = [
@@ -53,6 +56,9 @@ struct EnvelopeTests {
         .trackMuted(MuteRequest(trackSid: "TR_8", muted: true)),
         .leave(reason: .roomDeleted),
         .activeSpeakers(ActiveSpeakers(speakers: [.init(uid: "1001", sid: "PA_2", level: 0.31), .init(uid: "1001_sub", sid: "PA_3", level: 0.1)])),
+        // Protocol 1.8.
+        .subscriptionPermission(SubscriptionPermissionUpdate(uid: "1001", trackSid: "TR_8", allowed: false)),
+        .connectionQuality(ConnectionQuality(participants: [.init(uid: "1001", up: 1, down: 4), .init(uid: "2001", up: 0, down: 6)])),
     ]
 
     @Test("every client message round trips", arguments: clientMessages)
@@ -71,10 +77,19 @@ struct EnvelopeTests {
     func wireForm() throws {
         let text = String(decoding: ClientEnvelope(.ping(timestamp: 5), requestID: 1).encoded(), as: UTF8.self)
         #expect(text == #"{"id":1,"payload":{"timestamp":5},"type":"ping","v":"\#(ProtocolVersion.current)"}"#)
-        #expect(ProtocolVersion.current == ProtocolVersion(major: 1, minor: 7))
+        #expect(ProtocolVersion.current == ProtocolVersion(major: 1, minor: 8))
         // Unknown fields anywhere are ignored; a newer minor version is accepted.
-        let newer = #"{"v":"1.8","type":"ping","extra":true,"payload":{"timestamp":9,"future":[1,2]}}"#
+        let newer = #"{"v":"1.9","type":"ping","extra":true,"payload":{"timestamp":9,"future":[1,2]}}"#
         #expect(try ClientEnvelope.decode(Array(newer.utf8)).message == .ping(timestamp: 9))
+    }
+
+    @Test("a subscription permission (1.8): everyone, the uids listed, or only the tracks listed for a uid")
+    func permission() {
+        let some = SubscriptionPermission(allowAll: false, allowed: [.init(uid: "carol"), .init(uid: "dave", trackSids: ["TR_1"])])
+        #expect(SubscriptionPermission.everyone.permits(uid: "anyone", trackSid: "TR_1"))
+        #expect(some.permits(uid: "carol", trackSid: "TR_2") && some.permits(uid: "dave", trackSid: "TR_1"))
+        #expect(!some.permits(uid: "dave", trackSid: "TR_2") && !some.permits(uid: "eve", trackSid: "TR_1"))
+        #expect(!SubscriptionPermission(allowAll: false).permits(uid: "carol", trackSid: "TR_1"))
     }
 
     @Test("a track's end-to-end encryption (1.7): written only when declared, read back; a 1.6 peer's tracks read as not encrypted")

@@ -106,6 +106,10 @@ class Watcher:
         # The connection's own story, on the monotonic clock (ms) the tests read too: a server's
         # drain and restart is "reconnecting", then "reconnected" once the SDK joined again.
         self.connection = []
+        # LiveKit's connection quality as the SDK reports it: [identity, quality name, monotonic ms].
+        self.quality = []
+        room.on("connection_quality_changed", lambda participant, quality: self.quality.append(
+            [participant.identity, getattr(quality, "name", str(quality)), round(time.monotonic() * 1000)]))
         for name in ("reconnecting", "reconnected"):
             room.on(name, lambda name=name: self.connection.append([name, round(time.monotonic() * 1000)]))
         self.unsubscribed = []
@@ -113,8 +117,12 @@ class Watcher:
         self.speakers = []
         room.on("active_speakers_changed",
                 lambda speakers: self.speakers.append([round(time.monotonic() * 1000), [p.identity for p in speakers]]))
-        room.on("track_unsubscribed",
-                lambda track, publication, participant: self.unsubscribed.append([participant.identity, publication.sid, self.ms()]))
+        self.unsubscribed_mono = []
+        room.on("track_unsubscribed", self.track_unsubscribed)
+
+    def track_unsubscribed(self, track, publication, participant):
+        self.unsubscribed.append([participant.identity, publication.sid, self.ms()])
+        self.unsubscribed_mono.append([participant.identity, publication.sid, round(time.monotonic() * 1000)])
 
     def disconnected(self, reason):
         try:
@@ -202,7 +210,8 @@ class Watcher:
                         for p in self.room.remote_participants.values()}
         return {"tracks": list(self.tracks.values()), "publications": publications, "data": self.data, "muted": self.muted, "unmuted": self.unmuted,
                 "changes": self.changes, "disconnectReason": self.disconnect_reason, "disconnectedMs": self.disconnected_ms,
-                "unsubscribed": self.unsubscribed, "speakers": self.speakers, "connection": self.connection}
+                "unsubscribed": self.unsubscribed, "unsubscribedMono": self.unsubscribed_mono, "speakers": self.speakers, "connection": self.connection,
+                "quality": self.quality}
 
     def close(self):
         for task in self.tasks:
@@ -342,7 +351,17 @@ async def run_bot(args):
             if cryptor.participant_identity == args.identity:
                 cryptor.set_key_index(index)
         report.setdefault("rotated", []).append([index, watcher.ms()])
+    async def permit(seconds, identities):
+        # Only these identities may subscribe to this participant's tracks from then on.
+        await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))
+        room.local_participant.set_track_subscription_permissions(
+            allow_all_participants=False,
+            participant_permissions=[rtc.ParticipantTrackPermission(participant_identity=i, allow_all=True) for i in identities])
+        report["permissionSetMono"] = round(time.monotonic() * 1000)
     rotations = []
+    if args.permit_at:
+        seconds, _, identities = args.permit_at.partition(":")
+        rotations.append(asyncio.ensure_future(permit(float(seconds), [i for i in identities.split(",") if i])))
     for item in args.e2ee_rotate:
         seconds, key, index = item.split(":", 2)
         rotations.append(asyncio.ensure_future(rotate(float(seconds), key, int(index))))
@@ -536,6 +555,7 @@ def main():
             p.add_argument("--e2ee-key-index", type=int, default=0)
             p.add_argument("--e2ee-rotate", action="append", default=[],
                            help="SECONDS:KEY:INDEX: at that many seconds from the start, add KEY at INDEX; 2 s later, send with it")
+            p.add_argument("--permit-at", help="SECONDS:IDENTITY[,IDENTITY]: then let only these subscribe to this participant's tracks")
             p.add_argument("--psnr-all", action="store_true", help="judge every video frame against the pattern (goodFrames, badFrames)")
     args = parser.parse_args()
     if args.command == "bot":

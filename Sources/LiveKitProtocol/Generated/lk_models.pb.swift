@@ -159,6 +159,49 @@ public nonisolated enum LKVideoQuality: SwiftProtobuf.Enum, Swift.CaseIterable {
 
 }
 
+/// A participant's connection as the server judges it (ConnectionQualityUpdate).
+public nonisolated enum LKConnectionQuality: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case poor // = 0
+  case good // = 1
+  case excellent // = 2
+  case lost // = 3
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .poor
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .poor
+    case 1: self = .good
+    case 2: self = .excellent
+    case 3: self = .lost
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .poor: return 0
+    case .good: return 1
+    case .excellent: return 2
+    case .lost: return 3
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [LKConnectionQuality] = [
+    .poor,
+    .good,
+    .excellent,
+    .lost,
+  ]
+
+}
+
 public nonisolated enum LKDisconnectReason: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
   case unknownReason // = 0
@@ -1126,6 +1169,10 @@ nonisolated extension LKTrackSource: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension LKVideoQuality: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0LOW\0\u{1}MEDIUM\0\u{1}HIGH\0\u{1}OFF\0")
+}
+
+nonisolated extension LKConnectionQuality: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0POOR\0\u{1}GOOD\0\u{1}EXCELLENT\0\u{1}LOST\0")
 }
 
 nonisolated extension LKDisconnectReason: SwiftProtobuf._ProtoNameProviding {

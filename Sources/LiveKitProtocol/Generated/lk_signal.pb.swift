@@ -388,6 +388,14 @@ public nonisolated struct LKSignalResponse: Sendable {
     set {message = .roomUpdate(newValue)}
   }
 
+  public var connectionQuality: LKConnectionQualityUpdate {
+    get {
+      if case .connectionQuality(let v)? = message {return v}
+      return LKConnectionQualityUpdate()
+    }
+    set {message = .connectionQuality(newValue)}
+  }
+
   public var streamStateUpdate: LKStreamStateUpdate {
     get {
       if case .streamStateUpdate(let v)? = message {return v}
@@ -402,6 +410,14 @@ public nonisolated struct LKSignalResponse: Sendable {
       return LKSubscribedQualityUpdate()
     }
     set {message = .subscribedQualityUpdate(newValue)}
+  }
+
+  public var subscriptionPermissionUpdate: LKSubscriptionPermissionUpdate {
+    get {
+      if case .subscriptionPermissionUpdate(let v)? = message {return v}
+      return LKSubscriptionPermissionUpdate()
+    }
+    set {message = .subscriptionPermissionUpdate(newValue)}
   }
 
   public var refreshToken: String {
@@ -481,8 +497,10 @@ public nonisolated struct LKSignalResponse: Sendable {
     case mute(LKMuteTrackRequest)
     case speakersChanged(LKSpeakersChanged)
     case roomUpdate(LKRoomUpdate)
+    case connectionQuality(LKConnectionQualityUpdate)
     case streamStateUpdate(LKStreamStateUpdate)
     case subscribedQualityUpdate(LKSubscribedQualityUpdate)
+    case subscriptionPermissionUpdate(LKSubscriptionPermissionUpdate)
     case refreshToken(String)
     case trackUnpublished(LKTrackUnpublishedResponse)
     case pong(Int64)
@@ -1063,6 +1081,51 @@ public nonisolated struct LKSubscriptionPermission: Sendable {
   public var allParticipants: Bool = false
 
   public var trackPermissions: [LKTrackPermission] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Told to a subscriber when a publisher's permission lets it have a track, or no longer does.
+public nonisolated struct LKSubscriptionPermissionUpdate: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var participantSid: String = String()
+
+  public var trackSid: String = String()
+
+  public var allowed: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct LKConnectionQualityInfo: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var participantSid: String = String()
+
+  public var quality: LKConnectionQuality = .poor
+
+  public var score: Float = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct LKConnectionQualityUpdate: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var updates: [LKConnectionQualityInfo] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1681,7 +1744,7 @@ nonisolated extension LKSignalRequest: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension LKSignalResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SignalResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}join\0\u{1}answer\0\u{1}offer\0\u{1}trickle\0\u{1}update\0\u{3}track_published\0\u{2}\u{2}leave\0\u{1}mute\0\u{3}speakers_changed\0\u{3}room_update\0\u{4}\u{2}stream_state_update\0\u{3}subscribed_quality_update\0\u{4}\u{2}refresh_token\0\u{3}track_unpublished\0\u{1}pong\0\u{1}reconnect\0\u{3}pong_resp\0\u{3}subscription_response\0\u{3}request_response\0\u{3}track_subscribed\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}join\0\u{1}answer\0\u{1}offer\0\u{1}trickle\0\u{1}update\0\u{3}track_published\0\u{2}\u{2}leave\0\u{1}mute\0\u{3}speakers_changed\0\u{3}room_update\0\u{3}connection_quality\0\u{3}stream_state_update\0\u{3}subscribed_quality_update\0\u{3}subscription_permission_update\0\u{3}refresh_token\0\u{3}track_unpublished\0\u{1}pong\0\u{1}reconnect\0\u{3}pong_resp\0\u{3}subscription_response\0\u{3}request_response\0\u{3}track_subscribed\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1819,6 +1882,19 @@ nonisolated extension LKSignalResponse: SwiftProtobuf.Message, SwiftProtobuf._Me
           self.message = .roomUpdate(v)
         }
       }()
+      case 12: try {
+        var v: LKConnectionQualityUpdate?
+        var hadOneofValue = false
+        if let current = self.message {
+          hadOneofValue = true
+          if case .connectionQuality(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.message = .connectionQuality(v)
+        }
+      }()
       case 13: try {
         var v: LKStreamStateUpdate?
         var hadOneofValue = false
@@ -1843,6 +1919,19 @@ nonisolated extension LKSignalResponse: SwiftProtobuf.Message, SwiftProtobuf._Me
         if let v = v {
           if hadOneofValue {try decoder.handleConflictingOneOf()}
           self.message = .subscribedQualityUpdate(v)
+        }
+      }()
+      case 15: try {
+        var v: LKSubscriptionPermissionUpdate?
+        var hadOneofValue = false
+        if let current = self.message {
+          hadOneofValue = true
+          if case .subscriptionPermissionUpdate(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.message = .subscriptionPermissionUpdate(v)
         }
       }()
       case 16: try {
@@ -1990,6 +2079,10 @@ nonisolated extension LKSignalResponse: SwiftProtobuf.Message, SwiftProtobuf._Me
       guard case .roomUpdate(let v)? = self.message else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 11)
     }()
+    case .connectionQuality?: try {
+      guard case .connectionQuality(let v)? = self.message else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
+    }()
     case .streamStateUpdate?: try {
       guard case .streamStateUpdate(let v)? = self.message else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 13)
@@ -1997,6 +2090,10 @@ nonisolated extension LKSignalResponse: SwiftProtobuf.Message, SwiftProtobuf._Me
     case .subscribedQualityUpdate?: try {
       guard case .subscribedQualityUpdate(let v)? = self.message else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 14)
+    }()
+    case .subscriptionPermissionUpdate?: try {
+      guard case .subscriptionPermissionUpdate(let v)? = self.message else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 15)
     }()
     case .refreshToken?: try {
       guard case .refreshToken(let v)? = self.message else { preconditionFailure() }
@@ -3252,6 +3349,116 @@ nonisolated extension LKSubscriptionPermission: SwiftProtobuf.Message, SwiftProt
   public static func ==(lhs: LKSubscriptionPermission, rhs: LKSubscriptionPermission) -> Bool {
     if lhs.allParticipants != rhs.allParticipants {return false}
     if lhs.trackPermissions != rhs.trackPermissions {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension LKSubscriptionPermissionUpdate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SubscriptionPermissionUpdate"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}participant_sid\0\u{3}track_sid\0\u{1}allowed\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.participantSid) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.trackSid) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.allowed) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.participantSid.isEmpty {
+      try visitor.visitSingularStringField(value: self.participantSid, fieldNumber: 1)
+    }
+    if !self.trackSid.isEmpty {
+      try visitor.visitSingularStringField(value: self.trackSid, fieldNumber: 2)
+    }
+    if self.allowed != false {
+      try visitor.visitSingularBoolField(value: self.allowed, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: LKSubscriptionPermissionUpdate, rhs: LKSubscriptionPermissionUpdate) -> Bool {
+    if lhs.participantSid != rhs.participantSid {return false}
+    if lhs.trackSid != rhs.trackSid {return false}
+    if lhs.allowed != rhs.allowed {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension LKConnectionQualityInfo: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ConnectionQualityInfo"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}participant_sid\0\u{1}quality\0\u{1}score\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.participantSid) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.quality) }()
+      case 3: try { try decoder.decodeSingularFloatField(value: &self.score) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.participantSid.isEmpty {
+      try visitor.visitSingularStringField(value: self.participantSid, fieldNumber: 1)
+    }
+    if self.quality != .poor {
+      try visitor.visitSingularEnumField(value: self.quality, fieldNumber: 2)
+    }
+    if self.score.bitPattern != 0 {
+      try visitor.visitSingularFloatField(value: self.score, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: LKConnectionQualityInfo, rhs: LKConnectionQualityInfo) -> Bool {
+    if lhs.participantSid != rhs.participantSid {return false}
+    if lhs.quality != rhs.quality {return false}
+    if lhs.score != rhs.score {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension LKConnectionQualityUpdate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ConnectionQualityUpdate"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}updates\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.updates) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.updates.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.updates, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: LKConnectionQualityUpdate, rhs: LKConnectionQualityUpdate) -> Bool {
+    if lhs.updates != rhs.updates {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -28,6 +28,8 @@ struct LocalSettings: Sendable {
     /// What this client wants of remote layered video, by uid (nil key: the default); sent again
     /// after every join.
     var videoPreferences: [String?: VideoPreference] = [:]
+    /// Who may subscribe to this client's tracks (nil: everyone, never said); sent again after every join.
+    var subscriptionPermission: SubscriptionPermission?
 }
 
 /// How a session ended without the app asking, for the engine to act on.
@@ -476,6 +478,10 @@ final class ChannelSession: @unchecked Sendable {
                 return activeSpeaker != loudest
             }
             if changed { emit(.activeSpeaker(uid: loudest)) }
+        case .subscriptionPermission(let update):
+            emit(.subscriptionPermissionChanged(uid: update.uid, trackSid: update.trackSid, allowed: update.allowed))
+        case .connectionQuality(let quality):
+            for entry in quality.participants { emit(.networkQuality(uid: entry.uid, up: entry.up, down: entry.down)) }
         case .leave(.serverShutdown):
             // A server going down for a restart: join the next one.
             await closeSignaling()

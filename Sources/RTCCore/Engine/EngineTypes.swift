@@ -267,6 +267,15 @@ public enum RTCEngineEvent: Sendable {
     /// never decoded, and counted in its stats (`decryptionFailures`). Said when the track starts
     /// failing, not for every frame.
     case decryptionFailed(uid: String, trackSid: String, reason: String)
+    /// A publisher's subscription permission (``RTCEngine/setSubscriptionPermission(allowAll:allowed:)``
+    /// on its side, LiveKit's `setTrackSubscriptionPermissions`) gave this client `uid`'s track or
+    /// took it away: the server unsubscribed it (`remoteTrackUnpublished` does not come; the
+    /// track is still there for others) or subscribes it now.
+    case subscriptionPermissionChanged(uid: String, trackSid: String, allowed: Bool)
+    /// A user's connection as the server measures it, every 2 s (Agora's `onNetworkQuality`): `up`
+    /// its path to the server, `down` the server's path to it, each 1 excellent … 5 very bad, 6
+    /// down, 0 unknown (``NetworkQuality``). This client's own comes under its own uid.
+    case networkQuality(uid: String, up: Int, down: Int)
     case error(RTCEngineError)
 }
 

@@ -272,6 +272,7 @@ public final class RTCEngine: @unchecked Sendable {
         }
         let present = session.start(response)
         if !current.videoPreferences.isEmpty { try? await session.sendVideoPreferences(current.videoPreferences) }
+        if let permission = current.subscriptionPermission { try? await session.signaling.send(.setSubscriptionPermission(permission)) }
         let elapsed = Int((MediaClock.monotonicUs() - session.joinStartUs) / 1000)
         hub.setConnectionState(.connected, rejoining ? .rejoined : .joinSuccess)
         hub.emit(.joinedChannel(channel: channel, uid: uid, elapsedMs: elapsed))
@@ -571,6 +572,23 @@ public final class RTCEngine: @unchecked Sendable {
 
     /// The layer the server last said it sends of `uid`'s video; nil for a single stream or before it said.
     public func remoteVideoLayer(uid: String) -> LayerChange? { currentSession?.receivedLayer(of: uid) }
+
+    /// Who may subscribe to this client's tracks (LiveKit's `setTrackSubscriptionPermissions`):
+    /// everyone (`allowAll`, the default), or only the uids in `allowed`, each to all its tracks
+    /// (nil) or to the track sids listed. The server holds everyone to it: a user who loses a track
+    /// is unsubscribed at once and told (`subscriptionPermissionChanged`); one who gains it gets it.
+    /// Kept and sent again after a rejoin.
+    public func setSubscriptionPermission(allowAll: Bool, allowed: [String: [String]?] = [:]) async throws {
+        guard allowed.keys.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 128 }) else { throw RTCEngineError(.invalidArgument, "uids must be 1 to 128 bytes") }
+        let permission = SubscriptionPermission(allowAll: allowAll, allowed: allowed.sorted { $0.key < $1.key }.map {
+            SubscriptionPermission.Grant(uid: $0.key, trackSids: $0.value)
+        })
+        let session = lock.withLock { () -> ChannelSession? in
+            settings.subscriptionPermission = permission
+            return self.session
+        }
+        try await session?.signaling.send(.setSubscriptionPermission(permission))
+    }
 
     private func setVideoPreference(_ preference: VideoPreference, for uid: String?) async throws {
         if let uid, uid.isEmpty || uid.utf8.count > 128 { throw RTCEngineError(.invalidArgument, "uid must be 1 to 128 bytes") }
