@@ -77,6 +77,29 @@ done
 sort -n "$OUT/first.txt" | awk '{a[NR]=$1} END {if (NR == 0) {print "no first frames"; exit}
     printf "first frame: %d joins, p50 %d ms, min %d ms, max %d ms\n", NR, a[int((NR + 1) / 2)], a[1], a[NR]}'
 
+echo "== $JOINS publisher joins, the same path: a viewer already in the room; the publisher's start (--print-timing) to its first frame decoded at the viewer"
+ip netns exec ${P}v "$CLI" join --server $SERVER --channel pubjoins --uid watcher --secret s --role audience --video none --audio none \
+    --frame-log "$OUT/pubframes.log" --duration $((JOINS * 6 + 10)) > "$OUT/watcher.log" 2>&1 &
+sleep 2
+: > "$OUT/pubfirst.txt"
+: > "$OUT/phases.txt"
+for i in $(seq 1 "$JOINS"); do
+    ip netns exec ${P}p "$CLI" join --server $SERVER --channel pubjoins --uid p$i --secret s --no-subscribe --quiet --print-timing \
+        --duration 3 > "$OUT/p$i.log" 2>&1 || true
+    start=$(awk '$1 == "timing" && $2 == "start" {print $3}' "$OUT/p$i.log")
+    joined=$(awk '$1 == "timing" && $2 == "joined" {print $3}' "$OUT/p$i.log")
+    published=$(awk '$1 == "timing" && $2 == "published" {print $3}' "$OUT/p$i.log")
+    first=$(awk -v u="p$i" '$2 == u {print $1; exit}' "$OUT/pubframes.log" 2>/dev/null)
+    if [ -n "$start" ] && [ -n "$first" ]; then echo $(( (first - start) / 1000 )) >> "$OUT/pubfirst.txt"; fi
+    if [ -n "$start" ] && [ -n "$joined" ] && [ -n "$published" ] && [ -n "$first" ]; then
+        echo "p$i: joined $(( (joined - start) / 1000 )) ms, published $(( (published - start) / 1000 )) ms, first frame at the viewer $(( (first - start) / 1000 )) ms" >> "$OUT/phases.txt"
+    fi
+    sleep 1
+done
+cat "$OUT/phases.txt"
+sort -n "$OUT/pubfirst.txt" | awk '{a[NR]=$1} END {if (NR == 0) {print "no first frames"; exit}
+    printf "publisher join to its first frame at the viewer: %d joins, p50 %d ms, min %d ms, max %d ms\n", NR, a[int((NR + 1) / 2)], a[1], a[NR]}'
+
 echo "== $SECONDS_LONG s of 1280x720 at 30 fps through the same path: frames per second sent and decoded"
 ip netns exec ${P}v "$CLI" join --server $SERVER --channel long --uid 2001 --secret s --role audience --video none --audio none \
     --frame-log "$OUT/frames.log" --duration $((SECONDS_LONG + 6)) > "$OUT/viewer.log" 2>&1 &

@@ -93,8 +93,12 @@ struct Negotiator {
     /// mids): the server receives on every accepted section (RFC 4588 where the section names its
     /// FID SSRC, one layer of a simulcast section) and sends nothing on this transport.
     func publisherAnswer(to offer: PublisherOffer, for participant: Participant, session: MediaSession) -> SessionDescriptionMessage {
+        var negotiated = offer.negotiated
+        if !context.configuration.answersSenderParameters {
+            for index in negotiated.sections.indices { negotiated.sections[index].section?.codecParameters = nil }
+        }
         let answer = SessionDescription.answer(
-            to: offer.negotiated, sessionID: UInt64(truncatingIfNeeded: participant.sid.hashValue),
+            to: negotiated, sessionID: UInt64(truncatingIfNeeded: participant.sid.hashValue),
             transport: context.port.localParameters(credentials: participant.publisherICE?.local ?? session.localParameters.ice),
             iceLite: true, setup: "passive",
             direction: { offered in offered == .sendrecv || offered == .sendonly ? .recvonly : .inactive })

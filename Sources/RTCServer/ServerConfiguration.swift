@@ -128,6 +128,9 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var limits = ServerLimits()
     /// Every room requires end-to-end encryption (a room made by `CreateRoom` may require it alone).
     public var requireEncryption = false
+    /// Whether a publisher's answer carries back the `x-google-*` parameters of its VP8 offer (its
+    /// start bitrate: libwebrtc reads it from the remote description only). Off only to compare.
+    public var answersSenderParameters = true
     /// The web client's directory, served at `/` (nil: no web client).
     public var webRoot: String?
     /// `GET /dev-token?channel=C&uid=U` hands anyone a token with every grant (`--dev` only).

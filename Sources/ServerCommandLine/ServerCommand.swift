@@ -81,6 +81,9 @@ public struct ServerCommand: AsyncParsableCommand {
     @Flag(name: .customLong("require-encryption"),
           help: "Every room requires end-to-end encryption: a track published without it is refused (docs/e2ee.md).")
     var requireEncryption = false
+    @Flag(name: .customLong("answer-sender-parameters"), inversion: .prefixedNo,
+          help: "Answer a publisher's VP8 x-google-* parameters (its start bitrate) back to it, as Pion does; --no-… only to compare.")
+    var answerSenderParameters = true
     @Flag(name: .customLong("allow-ownerless-share"),
           help: "Take a screen share (<host><suffix>) even when its host is not in the channel.")
     var allowOwnerlessShare = false
@@ -246,6 +249,7 @@ public struct ServerCommand: AsyncParsableCommand {
         configuration.pingTimeout = pingTimeout
         configuration.screenShareNeedsOwner = !allowOwnerlessShare
         configuration.requireEncryption = requireEncryption
+        configuration.answersSenderParameters = answerSenderParameters
         configuration.limits.joinDeadlineSeconds = joinDeadline
         configuration.limits.maxTokenLifetimeSeconds = maxTokenLifetime
         configuration.limits.maxTracksPerParticipant = maxTracks

@@ -102,6 +102,9 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(name: .customLong("volume-interval"),
             help: "With --print-speakers: volume indications every this many ms (Agora's enableAudioVolumeIndication), a line each: volume <monotonic µs> <uid>:<0-255>:<vad 0/1> ...")
     var volumeInterval: Int?
+    @Flag(name: .customLong("print-timing"),
+          help: "Print where the join's time goes, on the monotonic clock the frame log uses: timing start <µs>, timing joined <µs>, timing published <µs> (the publisher transport connected).")
+    var printTiming = false
     @Flag(name: .customLong("print-quality"),
           help: "Print the server's connection quality of each user every 2 s: quality <monotonic µs> <uid> up <0-6> down <0-6> (1 excellent … 6 down).")
     var printQuality = false
@@ -325,6 +328,10 @@ struct JoinCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if printTiming {
+            print("timing start \(MediaClock.monotonicUs())")
+            fflush(nil)
+        }
         if ScreenShareUID.isScreenShare(uid) { return try await runShare() }
         let token = self.token ?? mint(uid)
         let videoSource = BotVideoSource(parsing: video), audioSource = BotAudioSource(parsing: audio)
@@ -339,7 +346,12 @@ struct JoinCommand: AsyncParsableCommand {
                                       recordOptions: ChannelRecorder.Options(layout: ChannelRecorder.Options.Layout(rawValue: recordFormat) ?? .tracks,
                                                                              uids: recordUID.isEmpty ? nil : Set(recordUID)),
                                       fallbackServers: fallbackServer, data: (printData || sendData != nil, printData),
-                                      printSpeakers: printSpeakers, e2ee: e2eeKey.map { ($0, e2eeKeyIndex) }, printQuality: printQuality)
+                                      printSpeakers: printSpeakers, e2ee: e2eeKey.map { ($0, e2eeKeyIndex) }, printQuality: printQuality,
+                                      printTiming: printTiming)
+        if printTiming {
+            print("timing published \(MediaClock.monotonicUs())")
+            fflush(nil)
+        }
         var permitting: Task<Void, Never>?
         if let (seconds, uids) = Self.permission(allowSubscribersAt) {
             let engine = bot.engine
@@ -460,7 +472,7 @@ final class Bot: Sendable {
                       recordOptions: ChannelRecorder.Options = ChannelRecorder.Options(),
                       source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone),
                       fallbackServers: [String] = [], data: (open: Bool, print: Bool) = (false, false),
-                      printSpeakers: Bool = false, e2ee: (key: String, index: Int)? = nil, printQuality: Bool = false) async throws -> Bot {
+                      printSpeakers: Bool = false, e2ee: (key: String, index: Int)? = nil, printQuality: Bool = false, printTiming: Bool = false) async throws -> Bot {
         var configuration = RTCEngineConfiguration(serverURL: server, clientRole: role)
         if let e2ee {
             let keys = E2EEKeyProvider()
@@ -511,6 +523,9 @@ final class Bot: Sendable {
                 case .rtcStats(let stats):
                     latest.withLockedValue { $0 = stats }
                     if printStats { print(Bot.format(stats, uid: uid)); fflush(nil) }
+                case .joinedChannel where printTiming:
+                    print("timing joined \(MediaClock.monotonicUs())")
+                    fflush(nil)
                 case .userJoined(let other): log.withLockedValue { $0.append("\(uid): \(other) joined") }
                 case .userOffline(let other, let reason): log.withLockedValue { $0.append("\(uid): \(other) offline (\(reason.rawValue))") }
                 case .firstRemoteVideoFrameDecoded(let other, let source, let size, let elapsed):

@@ -48,6 +48,35 @@ struct OfferAnswerTests {
         offered == .sendrecv || offered == .sendonly ? .recvonly : .inactive
     }
 
+    @Test("a sender's x-google-* parameters on its VP8 (LiveKit's SDKs ask for a 1 Mbps start) come back in the answer's fmtp, and nothing else of that line; an offer without them gets no VP8 fmtp")
+    func senderParametersEchoed() throws {
+        let text = try String(contentsOf: Self.directory.appendingPathComponent("chromium-camera.sdp"), encoding: .utf8)
+        let offer = try SessionDescription(parsing: text)
+        let vp8 = try #require(offer.media.first { $0.mediaLine.kind == "video" }?.rtpMaps.first { $0.encoding == "VP8" }?.payloadType)
+        func answer(_ sdp: String) throws -> MediaDescription? {
+            let negotiated = try SessionDescription(parsing: sdp).negotiate(.sfu)
+            let written = SessionDescription.answer(to: negotiated, sessionID: 7, transport: try Self.transport(), iceLite: true,
+                                                    setup: "passive", direction: Self.serverDirection).serialized
+            let parsed = try SessionDescription(parsing: written)
+            return parsed.media.first { $0.mediaLine.kind == "video" }
+        }
+        #expect(try answer(text)?.formatParameters[vp8] == nil, "a browser's offer: no VP8 fmtp in the answer")
+        let marker = "a=rtpmap:\(vp8) VP8/90000\r\n"
+        let asked = text.replacingOccurrences(of: marker, with: marker
+            + "a=fmtp:\(vp8) x-google-start-bitrate=1000;profile-id=0; x-google-max-bitrate=2000;x-google-bad value=1\r\n")
+        #expect(asked != text)
+        #expect(try answer(asked)?.formatParameters[vp8] == "x-google-start-bitrate=1000;x-google-max-bitrate=2000")
+    }
+
+    @Test("x-google-* parameters kept from a codec's fmtp", arguments: [
+        ("x-google-start-bitrate=1000", "x-google-start-bitrate=1000"), ("profile-id=0", nil), ("", nil),
+        ("X-Google-Min-Bitrate=100; x-google-start-bitrate=300", "X-Google-Min-Bitrate=100;x-google-start-bitrate=300"),
+        ("x-google-" + String(repeating: "a", count: 80) + "=1", nil),
+    ] as [(String, String?)])
+    func senderParameters(fmtp: String, kept: String?) {
+        #expect(SessionDescription.senderParameters(fmtp) == kept)
+    }
+
     @Test("every fixture has its hand-read facts")
     func fixturesListed() throws {
         #expect(Set(Self.expected.keys) == Set(Self.fixtures))

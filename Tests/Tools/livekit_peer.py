@@ -156,6 +156,9 @@ class Watcher:
             entry["framesAt"].append(self.ms())
             entry["lastFrameMono"] = round(time.monotonic() * 1000)
             size = f"{frame.width}x{frame.height}"
+            if size not in entry["sizes"]:
+                # When each size was first decoded (ms since the start): a publisher's ramp to its full size.
+                entry.setdefault("firstSizeMs", {})[size] = self.ms()
             entry["sizes"][size] = entry["sizes"].get(size, 0) + 1
             entry["lastSize"] = size
             if getattr(self, "psnr_all", False):

@@ -34,6 +34,10 @@ public struct MediaSectionDescription: Sendable, Hashable {
     /// `a=simulcast:send a;b;c`), in that order. Such a section lists no SSRCs: every packet carries
     /// its layer's stream id (and a repair its repaired stream id), as browsers do.
     public var simulcastRids: [String] = []
+    /// The codec's `x-google-*` format parameters as an offer gave them (`x-google-start-bitrate=1000`:
+    /// libwebrtc reads its sender's start bitrate from the remote description only, so an answer
+    /// echoes them, as Pion does); written as the codec's `a=fmtp` of a video section. Nil: none.
+    public var codecParameters: String?
 
     public init(mid: String, kind: Kind, direction: Direction, payloadType: UInt8? = nil, ssrc: UInt32? = nil,
                 streamID: String? = nil, trackID: String? = nil, rtxPayloadType: UInt8? = nil, rtxSSRC: UInt32? = nil) {
@@ -153,6 +157,7 @@ extension SessionDescription {
         if section.kind == .video {
             lines.append(.attribute("rtpmap", "\(pt) VP8/90000"))
             for value in feedback { lines.append(.attribute("rtcp-fb", "\(pt) \(value)")) }
+            if let parameters = section.codecParameters, !parameters.isEmpty { lines.append(.attribute("fmtp", "\(pt) \(parameters)")) }
             if let rtx = section.rtxPayloadType {
                 formats.append(String(rtx))
                 lines.append(.attribute("rtpmap", "\(rtx) rtx/90000"))
@@ -247,10 +252,25 @@ extension SessionDescription {
                 }?.payloadType
             }
             let rtxSSRC = ssrc.flatMap { ssrc in groups.first { $0.ssrcs[0] == ssrc }?.ssrcs[1] }
-            return MediaSectionDescription(mid: mid, kind: kind, direction: MediaSectionDescription.Direction(rawValue: section.direction) ?? .sendrecv,
-                                           payloadType: codec?.payloadType, ssrc: ssrc, streamID: msid?.first,
-                                           trackID: msid.flatMap { $0.count > 1 ? $0[1] : nil }, rtxPayloadType: rtx, rtxSSRC: rtxSSRC)
+            var described = MediaSectionDescription(mid: mid, kind: kind, direction: MediaSectionDescription.Direction(rawValue: section.direction) ?? .sendrecv,
+                                                    payloadType: codec?.payloadType, ssrc: ssrc, streamID: msid?.first,
+                                                    trackID: msid.flatMap { $0.count > 1 ? $0[1] : nil }, rtxPayloadType: rtx, rtxSSRC: rtxSSRC)
+            if kind == .video, let codec {
+                described.codecParameters = Self.senderParameters(section.formatParameters[codec.payloadType])
+            }
+            return described
         }
+    }
+
+    /// The `x-google-*` parameters of a codec's `a=fmtp` (`;`-separated, as given; at most 8 of at
+    /// most 64 bytes each), nil when there are none: what a sender asks its peer's description to
+    /// carry back (its start, minimum and maximum bitrate).
+    static func senderParameters(_ parameters: String?) -> String? {
+        guard let parameters else { return nil }
+        let kept = parameters.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { $0.lowercased().hasPrefix("x-google-") && $0.utf8.count <= 64 && $0.allSatisfy { !$0.isWhitespace && $0 != "\r" && $0 != "\n" } }
+            .prefix(8)
+        return kept.isEmpty ? nil : kept.joined(separator: ";")
     }
 
     /// The `apt=` of an rtx format's parameters (`apt=96` or `apt=96;rtx-time=3000`).
