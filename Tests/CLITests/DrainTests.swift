@@ -62,6 +62,24 @@ struct DrainTests {
             .compactMap { ($0["firstFrameMono"] as? NSNumber)?.int64Value }.filter { $0 > afterMs }.min()
     }
 
+    /// LiveKit's SDK (publishing) and the web client in Chromium (publishing its camera) in `room`,
+    /// once the Swift bot whose `frameLog` shows their video is in; returns once that bot decodes both.
+    func others(liveKitURL: String, room: String, page: String, seconds: Int, frameLog: String) async throws -> (livekit: ChildProcess, web: ChildProcess) {
+        let livekit = try LK.peer("bot", liveKitURL, ["--room", room, "--identity", "lk", "--publish", "--size", "640x360", "--duration", String(seconds)])
+        let web = try ChildProcess(["python3", DataChannelInteropTests.browserTool("browser_peer.py"), page, "--expect-sent", "30",
+                                    "--hold", String(seconds - 8), "--seconds", String(seconds + 40)])
+        #expect(await eventually(40) { Self.frames(frameLog, of: "lk").count >= 30 && Self.frames(frameLog, of: "web").count >= 30 },
+                "before: lk \(Self.frames(frameLog, of: "lk").count), web \(Self.frames(frameLog, of: "web").count) frames at the Swift bot")
+        return (livekit, web)
+    }
+
+    /// The page's run once it ends: it joined again by itself at least once.
+    func expectPageRejoined(_ web: ChildProcess) async {
+        _ = await web.wait(60)
+        let run = web.output.last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] } ?? [:]
+        #expect(run["ok"] as? Bool == true && (run["rejoins"] as? Int ?? 0) >= 1, "the page: \(web.output.suffix(1)) \(web.errorText.suffix(600))")
+    }
+
     @Test("SIGTERM, then a new server on the same port: LiveKit's Python SDK, a Swift bot and the web client in Chromium each publish again and receive within 3 s of the new server answering; the old one drains in well under its timeout")
     func restart() async throws {
         let port = Self.freeTCPPort()
@@ -72,15 +90,9 @@ struct DrainTests {
         let swift = try LK.swiftBot(url, room: "drain", uid: "swift", ["--size", "640x360", "--audio", "tone", "--frame-log", frameLog,
                                                                        "--duration", "45"])
         defer { swift.stop() }
-        let livekit = try LK.peer("bot", url, ["--room", "drain", "--identity", "lk", "--publish", "--size", "640x360", "--duration", "38"])
-        defer { livekit.stop() }
         let page = "http://127.0.0.1:\(port)/?channel=drain&uid=web&mode=publish&token=\(testToken(uid: "web", channel: "drain"))"
-        let web = try ChildProcess(["python3", DataChannelInteropTests.browserTool("browser_peer.py"), page, "--expect-sent", "30",
-                                    "--hold", "30", "--seconds", "80"])
-        defer { web.stop() }
-        // Everyone sees everyone's video before the restart.
-        #expect(await eventually(40) { Self.frames(frameLog, of: "lk").count >= 30 && Self.frames(frameLog, of: "web").count >= 30 },
-                "before: lk \(Self.frames(frameLog, of: "lk").count), web \(Self.frames(frameLog, of: "web").count) frames at the Swift bot")
+        let (livekit, web) = try await others(liveKitURL: url, room: "drain", page: page, seconds: 38, frameLog: frameLog)
+        defer { livekit.stop(); web.stop() }
 
         let termAt = ClusterTests.monotonicMicroseconds()
         server.signal(SIGTERM)
@@ -109,9 +121,7 @@ struct DrainTests {
         #expect(report["disconnectReason"] is NSNull || report["disconnectReason"] == nil, "the SDK gave up: \(report["disconnectReason"] ?? "")")
         #expect(connection.contains { $0.first as? String == "reconnected" }, "\(connection)")
         swift.stop()
-        _ = await web.wait(60)
-        let pageRun = web.output.last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] } ?? [:]
-        #expect(pageRun["ok"] as? Bool == true && (pageRun["rejoins"] as? Int ?? 0) >= 1, "the page: \(web.output.suffix(1)) \(web.errorText.suffix(600))")
+        await expectPageRejoined(web)
         print(String(format: "drain and restart: drained in %.2f s, down %.2f s; back after the new server answered: LiveKit→Swift %.2f s, page→Swift %.2f s, "
                      + "Swift→LiveKit %.2f s (audio %.2f s), page→LiveKit %.2f s; LiveKit SDK %@",
                      Double(exitedAt - termAt) / 1e6, Double(upAt - termAt) / 1e6, lkAtSwift, webAtSwift, swiftAtLK, swiftAudioAtLK, webAtLK,
@@ -131,15 +141,10 @@ struct DrainTests {
         defer { swift.stop() }
         #expect(await eventually(10) { (try? lab.redisCLI(cluster.redisPort, ["GET", "rtc:room:moving"]))?.contains("A") == true })
         let httpB = cluster.urlB.replacingOccurrences(of: "ws://", with: "http://").replacingOccurrences(of: "/rtc", with: "")
-        let livekit = try LK.peer("bot", httpB.replacingOccurrences(of: "http://", with: "ws://"),
-                                  ["--room", "moving", "--identity", "lk", "--publish", "--size", "640x360", "--duration", "30"])
-        defer { livekit.stop() }
         let page = "\(httpB)/?channel=moving&uid=web&mode=publish&token=\(testToken(uid: "web", channel: "moving", secret: ClusterTests.secret))"
-        let web = try ChildProcess(["python3", DataChannelInteropTests.browserTool("browser_peer.py"), page, "--expect-sent", "30",
-                                    "--hold", "22", "--seconds", "70"])
-        defer { web.stop() }
-        #expect(await eventually(40) { Self.frames(frameLog, of: "lk").count >= 30 && Self.frames(frameLog, of: "web").count >= 30 },
-                "before: lk \(Self.frames(frameLog, of: "lk").count), web \(Self.frames(frameLog, of: "web").count) frames at the Swift bot")
+        let (livekit, web) = try await others(liveKitURL: httpB.replacingOccurrences(of: "http://", with: "ws://"), room: "moving", page: page,
+                                              seconds: 30, frameLog: frameLog)
+        defer { livekit.stop(); web.stop() }
 
         let termAt = ClusterTests.monotonicMicroseconds()
         cluster.nodeA.signal(SIGTERM)
@@ -161,9 +166,7 @@ struct DrainTests {
         #expect(try lab.redisCLI(cluster.redisPort, ["GET", "rtc:room:moving"]).contains("B"), "the room's node now")
         #expect(report["disconnectReason"] is NSNull || report["disconnectReason"] == nil, "the SDK gave up: \(report["disconnectReason"] ?? "")")
         swift.stop()
-        _ = await web.wait(60)
-        let pageRun = web.output.last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] } ?? [:]
-        #expect(pageRun["ok"] as? Bool == true && (pageRun["rejoins"] as? Int ?? 0) >= 1, "the page: \(web.output.suffix(1)) \(web.errorText.suffix(600))")
+        await expectPageRejoined(web)
         print(String(format: "cluster drain: node A drained; back through B after the drain began: LiveKit→Swift %.2f s, page→Swift %.2f s, "
                      + "Swift→LiveKit %.2f s, page→LiveKit %.2f s", lkAtSwift, webAtSwift, swiftAtLK, webAtLK))
     }

@@ -1,5 +1,6 @@
 @testable import RTCCore
 @testable import RTCRecording
+import RTCTransport
 import Signaling
 import Testing
 
@@ -175,5 +176,25 @@ struct ParticipantTimelineTests {
         // first report put it, so the times are the honest ones less those 300 ms).
         #expect(Array(recovered.audio.suffix(600)) == Array(honest.audio.suffix(600)).map { $0 - 300 },
                 "\(recovered.audio.suffix(3)) vs \(honest.audio.suffix(3))")
+    }
+
+    @Test("sender reports sent at fractions of a second (audio at .5 s, video at .25 s of another second) still line audio and video up: units captured at one instant get one time (the fraction used to be read as 0, a 250 ms offset here)")
+    func fractionalReportsKeepSync() throws {
+        let ntpSeconds: UInt64 = 3_900_000_000
+        // The same instant, 1000.75 s after the reports' base second, written by each report.
+        let audioReport = SenderClock(wallUs: NTPTime.unixMicroseconds((ntpSeconds << 32) | 0x8000_0000), rtpTimestamp: 4800, clockRate: 48000)
+        let videoReport = SenderClock(wallUs: NTPTime.unixMicroseconds(((ntpSeconds + 1) << 32) | 0x4000_0000), rtpTimestamp: 9000, clockRate: 90000)
+        #expect(videoReport.wallUs - audioReport.wallUs == 750_000, "the reports are 0.75 s apart")
+        let timeline = ParticipantTimeline(nowMonoUs: 0)
+        // Audio 750 ms after its report and video at its report: the same capture instant.
+        let audioUnit = TimelineUnit(kind: .audio, sid: "A", source: .microphone, data: [2], rtpTimestamp: 4800 &+ 750 * 48, keyframe: true,
+                                     size: nil, clock: audioReport, arrivalWallUs: 5_000_000_000, arrivalMonoUs: 1000)
+        let videoUnit = TimelineUnit(kind: .video, sid: "V", source: .camera, data: [1], rtpTimestamp: 9000, keyframe: true,
+                                     size: VideoSize(width: 640, height: 360), clock: videoReport, arrivalWallUs: 5_000_000_000, arrivalMonoUs: 1000)
+        #expect(timeline.add(audioUnit) && timeline.add(videoUnit))
+        timeline.open()
+        var times: [String: Int64] = [:]
+        try timeline.drain(nowMonoUs: 2_000_000, everything: true) { unit, pts in times[unit.sid] = pts }
+        #expect(times["A"] == times["V"] && times["A"] != nil, "audio and video of one instant: \(times)")
     }
 }
