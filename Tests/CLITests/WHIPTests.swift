@@ -91,6 +91,48 @@ struct WHIPTests {
         print("WHIP track size: at the LiveKit SDK \(published?["width"] ?? "?")x\(published?["height"] ?? "?"), in ListParticipants \(track?["width"] ?? "?")x\(track?["height"] ?? "?")")
     }
 
+    /// The presentation times (s) of a file's packets of one stream (`v:0`, `a:0`), in order.
+    static func packetTimes(_ path: String, stream: String) throws -> [Double] {
+        let probe = try runTool(["ffprobe", "-v", "error", "-select_streams", stream, "-show_entries", "packet=pts_time", "-of", "csv=p=0", path])
+        return probe.out.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: ","))) }.sorted()
+    }
+
+    @Test("a WHIP publisher whose sender reports lie (aiortc with its NTP clock at half speed, the RTP clock twice the wall clock): the Swift recorder's WebM spans what its IVF spans (within 1 %), keeps the audio, and its manifest counts the reports discounted")
+    func lyingReportsRecorded() async throws {
+        let (server, base, url) = try await Self.server()
+        defer { server.stop() }
+        let dir = temporaryDirectory("whip-liar")
+        let clip = try Self.pattern(dir, seconds: 12)
+        let recorder = try ChildProcess([cliPath, "join", "--server", url, "--channel", "liar", "--uid", "recorder", "--token",
+                                         testToken(uid: "recorder", channel: "liar"), "--video", "none", "--audio", "none", "--quiet",
+                                         "--record", dir + "/rec", "--record-format", "both", "--duration", "19"])
+        defer { recorder.stop() }
+        try await Task.sleep(for: .seconds(1.5))
+        let publisher = try ChildProcess(["python3", Self.tool("whip_client.py"), "publish", "--url", base + "/whip/liar", "--token",
+                                          testToken(uid: "obs", channel: "liar"), "--clip", clip, "--seconds", "12", "--with-audio", "--lying-reports"])
+        _ = await publisher.wait(40)
+        #expect(try DataChannelInteropTests.report(publisher)["ok"] as? Bool == true, "\(publisher.output.suffix(2)) \(publisher.errorText.suffix(300))")
+        _ = await recorder.wait(30)
+        let files = (FileManager.default.enumerator(atPath: dir + "/rec")?.allObjects as? [String] ?? []).filter { $0.hasPrefix("obs") }
+        let webm = try #require(files.first { $0.hasSuffix(".webm") }.map { dir + "/rec/" + $0 }, "\(files)")
+        let ivf = try #require(files.first { $0.hasSuffix(".ivf") }.map { dir + "/rec/" + $0 }, "\(files)")
+        let webmVideo = try Self.packetTimes(webm, stream: "v:0"), ivfVideo = try Self.packetTimes(ivf, stream: "v:0")
+        let webmAudio = try Self.packetTimes(webm, stream: "a:0")
+        let webmSpan = (webmVideo.last ?? 0) - (webmVideo.first ?? 0), ivfSpan = (ivfVideo.last ?? 0) - (ivfVideo.first ?? 0)
+        #expect(ivfVideo.count >= 100 && abs(webmSpan / max(ivfSpan, 0.001) - 1) < 0.01,
+                "WebM video spans \(webmSpan) s over \(webmVideo.count) frames, the IVF \(ivfSpan) s over \(ivfVideo.count)")
+        // Audio: 50 Opus packets a second for as long as the video ran, none dropped for time going back.
+        let audioSpan = (webmAudio.last ?? 0) - (webmAudio.first ?? 0)
+        #expect(Double(webmAudio.count) >= 0.95 * audioSpan * 50 && audioSpan >= 0.9 * ivfSpan,
+                "WebM audio: \(webmAudio.count) packets over \(audioSpan) s (video \(ivfSpan) s)")
+        let manifest = try String(contentsOfFile: dir + "/rec/manifest.json", encoding: .utf8)
+        let entries = (try JSONSerialization.jsonObject(with: Data(manifest.utf8)) as? [String: Any])?["files"] as? [[String: Any]] ?? []
+        let discounted = entries.first { ($0["path"] as? String ?? "").hasSuffix(".webm") && $0["uid"] as? String == "obs" }?["discountedSenderReports"] as? Int ?? 0
+        #expect(discounted >= 4, "the manifest counts the lying reports: \(manifest.prefix(1200))")
+        print(String(format: "lying sender reports: WebM video %.2f s over %d frames vs IVF %.2f s over %d; WebM audio %d packets over %.2f s; %d reports discounted",
+                     webmSpan, webmVideo.count, ivfSpan, ivfVideo.count, webmAudio.count, audioSpan, discounted))
+    }
+
     @Test("plain JS in headless Chromium publishes over WHIP (fetch + RTCPeerConnection, no SDK) and a Swift bot decodes it; DELETE ends it")
     func chromiumPublishes() async throws {
         let (server, base, url) = try await Self.server()

@@ -38,11 +38,31 @@ class PatternSource:
         self.video = PatternTrack(15, seconds)
 
 
-async def offer_for(clip, seconds=10):
-    """A sendonly video offer for `clip` (candidates gathered: WHIP sends one offer)."""
+def lie_in_sender_reports():
+    """From now on every RTCP sender report this process sends says its wall clock ran half as
+    fast as it did (NTP time advances by half the time passed, one base for every stream): against
+    the packets' own RTP clocks the reports run the RTP clock twice as fast as the wall clock, as a
+    GStreamer WHIP publisher's were seen to."""
+    import aiortc.rtcrtpsender as sender
+    real = sender.RtcpSenderInfo
+    base = []
+
+    def lying(ntp_timestamp, **fields):
+        if not base:
+            base.append(ntp_timestamp)
+        return real(ntp_timestamp=base[0] + (ntp_timestamp - base[0]) // 2, **fields)
+    sender.RtcpSenderInfo = lying
+
+
+async def offer_for(clip, seconds=10, audio=False):
+    """A sendonly video offer for `clip` (candidates gathered: WHIP sends one offer), with
+    aiortc's own audio (silence, Opus) when `audio`."""
     pc = RTCPeerConnection()
     player = PatternSource(seconds) if clip == "pattern" else MediaPlayer(clip, loop=True)
     pc.addTransceiver(player.video, direction="sendonly")
+    if audio:
+        from aiortc.mediastreams import AudioStreamTrack
+        pc.addTransceiver(AudioStreamTrack(), direction="sendonly")
     await pc.setLocalDescription(await pc.createOffer())
     return pc, player
 
@@ -52,7 +72,9 @@ async def publish(args):
     ms = lambda: round((time.monotonic() - started) * 1000, 1)
     # startMono: CLOCK_MONOTONIC (what `rtc-cli join --frame-log` writes) before the offer is made.
     report = {"ok": False, "startMono": started}
-    pc, player = await offer_for(args.clip, args.seconds)
+    if args.lying_reports:
+        lie_in_sender_reports()
+    pc, player = await offer_for(args.clip, args.seconds, audio=args.with_audio)
     connected = asyncio.Event()
 
     @pc.on("connectionstatechange")
@@ -223,6 +245,9 @@ def main():
     parser.add_argument("--token", required=True)
     parser.add_argument("--clip", help="publish and probe: a Y4M file, or pattern")
     parser.add_argument("--seconds", type=float, default=8)
+    parser.add_argument("--with-audio", action="store_true", help="publish: also aiortc's silence as Opus")
+    parser.add_argument("--lying-reports", action="store_true",
+                        help="publish: sender reports whose NTP time runs at half speed (the RTP clock twice the wall clock)")
     parser.add_argument("--receive", default="video,audio", help="watch: the recvonly transceivers to offer, in order")
     args = parser.parse_args()
     if args.command != "watch" and not args.clip:
