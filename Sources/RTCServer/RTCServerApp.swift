@@ -140,10 +140,12 @@ public final class RTCServerApp: Sendable {
         await sfu.shutdown()
         let clock = ContinuousClock()
         let deadline = clock.now + drainTimeout
-        // The participants' connections close as their leave goes out; what stays open then (an
-        // idle HTTP keep-alive, a relay to another node) is closed after a short grace.
+        // Idle HTTP keep-alives (a page's, an API client's) have nothing to wait for: closed now.
+        // The participants' WebSockets close as their leave goes out; any still open after a
+        // short grace (a relay to another node, a peer slow to close) is closed then.
+        connections.closeAll(httpOnly: true)
         let grace = min(deadline, clock.now + .seconds(1))
-        while connections.total > 0, clock.now < grace { try? await Task.sleep(for: .milliseconds(20)) }
+        while connections.webSocketCount > 0, clock.now < grace { try? await Task.sleep(for: .milliseconds(10)) }
         connections.closeAll()
         var left = (connections: connections.total, webhooks: webhooks?.counters.queued ?? 0)
         while left.connections + left.webhooks > 0, clock.now < deadline {

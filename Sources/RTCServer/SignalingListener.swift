@@ -409,6 +409,8 @@ final class ConnectionsPerIP: Sendable {
     private struct State {
         var perIP: [String: Int] = [:]
         var channels: [ObjectIdentifier: Channel] = [:]
+        /// Those upgraded to a WebSocket (a participant's signaling, a relay); the rest are HTTP.
+        var webSockets: Set<ObjectIdentifier> = []
     }
     private let state = NIOLockedValueBox(State())
     let limit: Int
@@ -417,6 +419,14 @@ final class ConnectionsPerIP: Sendable {
 
     /// Connections open now, of every address.
     var total: Int { state.withLockedValue { $0.channels.count } }
+    /// WebSocket connections open now.
+    var webSocketCount: Int { state.withLockedValue { $0.webSockets.count } }
+
+    /// `channel` is a WebSocket from now on (a drain waits for those to close, not for HTTP).
+    func upgraded(_ channel: Channel) {
+        let id = ObjectIdentifier(channel)
+        state.withLockedValue { state in if state.channels[id] != nil { state.webSockets.insert(id) } }
+    }
 
     /// Counts `channel` for its address until it closes; false (counting nothing) when the
     /// address already has `limit` open.
@@ -435,6 +445,7 @@ final class ConnectionsPerIP: Sendable {
             channel.closeFuture.whenComplete { _ in
                 self.state.withLockedValue { state in
                     state.channels[id] = nil
+                    state.webSockets.remove(id)
                     guard let ip else { return }
                     state.perIP[ip, default: 1] -= 1
                     if state.perIP[ip] == 0 { state.perIP[ip] = nil }
@@ -444,9 +455,11 @@ final class ConnectionsPerIP: Sendable {
         return admitted
     }
 
-    /// Closes every connection still open (a drain's last step: idle HTTP keep-alives, relays).
-    func closeAll() {
-        for channel in state.withLockedValue({ Array($0.channels.values) }) { channel.close(promise: nil) }
+    /// Closes every connection still open (a drain's last step: relays, WebSockets slow to close),
+    /// or with `httpOnly` those that are not WebSockets (idle HTTP keep-alives: nothing to wait for).
+    func closeAll(httpOnly: Bool = false) {
+        let open = state.withLockedValue { state in state.channels.filter { !httpOnly || !state.webSockets.contains($0.key) }.map(\.value) }
+        for channel in open { channel.close(promise: nil) }
     }
 }
 
@@ -691,7 +704,8 @@ func bindSignaling(host: String, port: Int, group: EventLoopGroup, sfu: ShardedS
                     return channel.eventLoop.makeSucceededFuture(upgrade ? HTTPHeaders() : nil)
                 },
                 upgradePipelineHandler: { channel, head in
-                    channel.eventLoop.makeCompletedFuture {
+                    perIP.upgraded(channel)
+                    return channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(StrictWebSocketFraming(logger: logger))
                         try channel.pipeline.syncOperations.addHandler(
                             NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 256,
