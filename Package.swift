@@ -97,7 +97,8 @@ let package = Package(
         .target(
             name: "RTCCore",
             dependencies: [
-                "RTCMedia", "RTCTransport", "Signaling", "RTCE2EE", "CVPX", "COpus", "CAPM", "CMemory", .product(name: "NIOCore", package: "swift-nio"),
+                "RTCMedia", "RTCTransport", "Signaling", "RTCE2EE", "RTCConventions", "CVPX", "COpus", "CAPM", "CMemory",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
         // Recording what an engine receives: per-track IVF/WAV, per-participant WebM, the manifest.

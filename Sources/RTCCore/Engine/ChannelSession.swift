@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import RTCConventions
 import RTCTransport
 import Signaling
 
@@ -481,7 +482,18 @@ final class ChannelSession: @unchecked Sendable {
         case .subscriptionPermission(let update):
             emit(.subscriptionPermissionChanged(uid: update.uid, trackSid: update.trackSid, allowed: update.allowed))
         case .connectionQuality(let quality):
-            for entry in quality.participants { emit(.networkQuality(uid: entry.uid, up: entry.up, down: entry.down)) }
+            // Its own: the server sees no round trip on its legs, this client does (its sender
+            // reports answered): a long one makes both of its directions no better than it allows.
+            let ownRTT = [publisher?.videoSender?.state, publisher?.audioSender?.state].compactMap { $0?.counters.withLock { $0.roundTripTimeMs } }.max()
+            for entry in quality.participants {
+                var (up, down) = (entry.up, entry.down)
+                if entry.uid == uid, let ownRTT {
+                    let byRoundTrip = NetworkQuality.level(lossFraction: 0, roundTripMs: ownRTT)
+                    if up != NetworkQuality.unknown { up = max(up, byRoundTrip) }
+                    if down != NetworkQuality.unknown { down = max(down, byRoundTrip) }
+                }
+                emit(.networkQuality(uid: entry.uid, up: up, down: down))
+            }
         case .leave(.serverShutdown):
             // A server going down for a restart: join the next one.
             await closeSignaling()

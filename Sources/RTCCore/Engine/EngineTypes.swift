@@ -274,7 +274,8 @@ public enum RTCEngineEvent: Sendable {
     case subscriptionPermissionChanged(uid: String, trackSid: String, allowed: Bool)
     /// A user's connection as the server measures it, every 2 s (Agora's `onNetworkQuality`): `up`
     /// its path to the server, `down` the server's path to it, each 1 excellent … 5 very bad, 6
-    /// down, 0 unknown (``NetworkQuality``). This client's own comes under its own uid.
+    /// down, 0 unknown (``NetworkQuality``). This client's own comes under its own uid, with the
+    /// round trip it measures taken into account (the server sees none).
     case networkQuality(uid: String, up: Int, down: Int)
     case error(RTCEngineError)
 }
