@@ -18,13 +18,13 @@ extension SFU {
 
     func reportConnectionQuality() {
         for room in directory.allRooms {
-            var entries: [String: ConnectionQuality.Entry] = [:]
-            for participant in room.participants.values {
-                entries[participant.uid] = ConnectionQuality.Entry(uid: participant.uid, up: upQuality(participant), down: downQuality(participant))
-            }
-            for participant in room.participants.values where participant.speaksPermissionsAndQuality && participant.peer != nil {
-                let seen = room.participants.values.filter { $0 === participant || participant.sees($0) }.compactMap { entries[$0.uid] }
-                participant.send(.connectionQuality(ConnectionQuality(participants: seen.sorted { $0.uid < $1.uid })))
+            // Measured once per participant (the marks move on), sorted once; each recipient gets
+            // the entries of those it sees and its own.
+            let members = room.participants.values.sorted { $0.uid < $1.uid }
+            let entries = members.map { ConnectionQuality.Entry(uid: $0.uid, up: upQuality($0), down: downQuality($0)) }
+            for participant in members where participant.speaksPermissionsAndQuality && participant.peer != nil {
+                let seen = zip(members, entries).filter { $0.0 === participant || participant.sees($0.0) }.map(\.1)
+                participant.send(.connectionQuality(ConnectionQuality(participants: seen)))
             }
         }
     }

@@ -247,7 +247,7 @@ final class RoomServiceAPI: Sendable {
         for name in ["Authorization", "Content-Type"] { if let value = headers.first(name: name) { passed.append((name, value)) } }
         let response = try await HTTPPost.send(target, method: method == "GET" ? .GET : .POST, headers: passed, body: body, on: loop, tls: tls,
                                                timeout: .seconds(10)).get()
-        let isJSON = json || response.status != 200 || (headers.first(name: "Content-Type")?.lowercased().hasPrefix("application/json") ?? false)
+        let isJSON = json || response.status != 200 || Self.isJSON(contentType: headers.first(name: "Content-Type")) == true
         return HTTPReply(status: HTTPResponseStatus(statusCode: response.status), contentType: isJSON ? "application/json" : "application/protobuf",
                          bytes: response.body)
     }
