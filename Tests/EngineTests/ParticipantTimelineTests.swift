@@ -197,4 +197,28 @@ struct ParticipantTimelineTests {
         try timeline.drain(nowMonoUs: 2_000_000, everything: true) { unit, pts in times[unit.sid] = pts }
         #expect(times["A"] == times["V"] && times["A"] != nil, "audio and video of one instant: \(times)")
     }
+
+    @Test("a report agrees with the one before when its RTP and wall clocks moved together (random times, RTP origins across the 32-bit wrap, both rates, up to 100 ppm of drift), and not when they moved 2.5 % or more apart over a second or longer (the bound is 1 %, at least 20 ms)")
+    func agreementOnRandomClocks() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2000 {
+            let rate = Bool.random(using: &generator) ? 90000 : 48000
+            let first = SenderClock(wallUs: Int64.random(in: 0...4_000_000_000_000_000, using: &generator),
+                                    rtpTimestamp: UInt32.random(in: 0...UInt32.max, using: &generator), clockRate: rate)
+            // Reports 20 ms to 60 s apart: under 6 hours at 90 kHz, as the signed difference allows.
+            let elapsedUs = Int64.random(in: 20_000...60_000_000, using: &generator)
+            func next(slope: Double) -> SenderClock {
+                let ticks = Int64((Double(elapsedUs) * slope * Double(rate) / 1e6).rounded())
+                return SenderClock(wallUs: first.wallUs + elapsedUs, rtpTimestamp: first.rtpTimestamp &+ UInt32(truncatingIfNeeded: ticks), clockRate: rate)
+            }
+            let drift = Double.random(in: -0.0001...0.0001, using: &generator)
+            #expect(ParticipantTimeline.agrees(next(slope: 1 + drift), with: first), "honest: \(first) after \(elapsedUs) µs")
+            if elapsedUs >= 1_000_000 {
+                let off = Double.random(in: 0.025...1, using: &generator) * (Bool.random(using: &generator) ? 1 : -1)
+                #expect(!ParticipantTimeline.agrees(next(slope: 1 + off), with: first), "slope \(1 + off): \(first) after \(elapsedUs) µs")
+            }
+        }
+        #expect(!ParticipantTimeline.agrees(SenderClock(wallUs: 0, rtpTimestamp: 0, clockRate: 48000), with: SenderClock(wallUs: 0, rtpTimestamp: 0, clockRate: 90000)),
+                "another clock rate is another stream")
+    }
 }
