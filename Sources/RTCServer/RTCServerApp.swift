@@ -35,6 +35,17 @@ public final class RTCServerApp: Sendable {
         // A wrong Redis URL is refused before anything binds.
         let redisURL = try configuration.redisURL.map { text throws(RedisError) in try RedisURL(parsing: text) }
         let sfu = try await ShardedSFU.start(configuration: configuration, group: group, logger: logger)
+        if let path = configuration.stateFilePath {
+            // The rooms a drained server left: they wait here for their participants.
+            do {
+                if let state = try RoomStateFile(path: path).take() {
+                    sfu.restore(state)
+                    logger.info("rooms taken over from the state file", metadata: ["path": "\(path)", "rooms": "\(state.rooms.count)"])
+                }
+            } catch {
+                logger.error("the state file is not taken up: rooms start afresh", metadata: ["error": "\(error)"])
+            }
+        }
         let webhooks: WebhookNotifier?
         do {
             let key = configuration.webhookAPIKey ?? ""
@@ -67,7 +78,8 @@ public final class RTCServerApp: Sendable {
             let url = configuration.nodeSignalingURL ?? "ws://\(host.contains(":") ? "[\(host)]" : host):\(port)/rtc"
             do {
                 cluster = try await ClusterNode.start(nodeID: configuration.nodeID ?? "node-\(port)", signalingURL: url, redisURL: redisURL,
-                                                      group: group, logger: logger, hasRoom: { sfu.serves($0) }) {
+                                                      group: group, logger: logger, hasRoom: { sfu.serves($0) },
+                                                      adopt: { sfu.restore($0) }) {
                     // Rooms made by CreateRoom are kept too: their joins come here, to their settings.
                     (sfu.participantsPerShard.reduce(0, +), sfu.roomNames + sfu.waitingRoomNames)
                 }
@@ -125,7 +137,9 @@ public final class RTCServerApp: Sendable {
     /// Graceful shutdown, a drain as operators expect of a rolling restart (docs/server.md):
     /// 1. the signaling port closes, so no join reaches this server any more (the next server, or
     ///    the cluster's other nodes, take them: the port is free for a new process at once);
-    /// 2. a cluster node leaves the registry, so its rooms are placed on another node;
+    /// 2. the rooms' state (settings, metadata, each participant's) is saved for whoever takes them
+    ///    (``RoomState``: the state file, Redis); a cluster node leaves the registry, so its rooms
+    ///    are placed on another node;
     /// 3. every participant of every dialect is told to join again (our `leave{serverShutdown}`,
     ///    LiveKit's `LeaveRequest` with action `RECONNECT`) and the media ports close;
     /// 4. it waits, at most `drainTimeout`, for those connections to close and for queued
@@ -136,6 +150,13 @@ public final class RTCServerApp: Sendable {
         logger.info("draining", metadata: ["participants": "\(sfu.participantsPerShard.reduce(0, +))",
                                            "connections": "\(connections.total)", "drainTimeoutSeconds": "\(drainTimeout.components.seconds)"])
         await stopAccepting()
+        if cluster != nil || sfu.configuration.stateFilePath != nil {
+            let state = await sfu.roomState()
+            if let path = sfu.configuration.stateFilePath {
+                do { try RoomStateFile(path: path).save(state) } catch { logger.error("room state not saved", metadata: ["error": "\(error)"]) }
+            }
+            await cluster?.handOver(state)
+        }
         await cluster?.stop()
         await sfu.shutdown()
         let clock = ContinuousClock()

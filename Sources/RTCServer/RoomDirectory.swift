@@ -11,6 +11,11 @@ final class Room: @unchecked Sendable {  // confined to the SFU event loop, as a
     var maxParticipants: Int
     /// Whether every track published here must be encrypted end to end (docs/e2ee.md).
     var requireEncryption: Bool
+    /// Seconds the room is kept after its last participant (as `CreateRoom` set it).
+    var emptyTimeout: Int
+    /// What participants had before a drain moved the room here (RoomState): applied to each
+    /// identity when it joins again, then forgotten.
+    var restored: [String: SavedParticipant]
     /// The speakers last told to the room (uids, loudest first), and when (monotonic µs).
     var announcedSpeakers: [String] = []
     var speakersAnnouncedUs: Int64 = 0
@@ -22,12 +27,14 @@ final class Room: @unchecked Sendable {  // confined to the SFU event loop, as a
         metadata = settings?.metadata ?? ""
         maxParticipants = settings?.maxParticipants ?? 0
         requireEncryption = settings?.requireEncryption ?? false
+        emptyTimeout = settings?.emptyTimeout ?? 300
+        restored = settings?.participants ?? [:]
     }
 }
 
 /// A room made through the server's API before anyone joined it: its settings wait for the first
 /// join (``ShardedSFU``'s table), and it is listed until then, or until its empty timeout.
-public struct RoomSettings: Sendable, Hashable {
+public struct RoomSettings: Sendable, Hashable, Codable {
     public var sid: String
     public var createdAt: Int64
     public var metadata: String
@@ -35,10 +42,18 @@ public struct RoomSettings: Sendable, Hashable {
     public var emptyTimeout: Int
     /// Publishers must encrypt every track end to end (docs/e2ee.md).
     public var requireEncryption: Bool
+    /// When (clock s) it began to wait for a first join: it is listed until `emptyTimeout` after.
+    /// `createdAt` for a new room; the restart's time for one a drain handed over (RoomState).
+    public var waitingSince: Int64
+    /// The participants a drain saw in it, by identity: their name, metadata and attributes come
+    /// back when they join again.
+    public var participants: [String: SavedParticipant]
 
     public init(sid: String, createdAt: Int64, metadata: String = "", maxParticipants: Int = 0, emptyTimeout: Int = 300,
-                requireEncryption: Bool = false) {
+                requireEncryption: Bool = false, waitingSince: Int64? = nil, participants: [String: SavedParticipant] = [:]) {
         self.requireEncryption = requireEncryption
+        self.waitingSince = waitingSince ?? createdAt
+        self.participants = participants
         self.sid = sid
         self.createdAt = createdAt
         self.metadata = metadata

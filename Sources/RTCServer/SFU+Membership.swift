@@ -54,6 +54,8 @@ extension SFU {
         participant.name = claims.name.map { String($0.prefix(limits.maxNameBytes)) }
         participant.metadata = claims.metadata.flatMap { $0.utf8.count <= limits.maxMetadataBytes ? $0 : nil }
         if let attributes = claims.attributes, ParticipantAttributes.fit(attributes, limits: limits) { participant.attributes = attributes }
+        // Back after a drain: what the API or the participant itself had set since its token.
+        if let saved = room.restored.removeValue(forKey: request.uid) { saved.apply(to: participant, limits: limits) }
         directory.insert(participant)
         setJobsTimer()  // the participants' jobs, if the shard had none
         context.tally.add(1, shard: context.shardIndex)

@@ -85,6 +85,9 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// this node's id (unique in the cluster), and the signaling URL other nodes relay joins to
     /// (nil: `ws://<first announced address or host>:<signaling port>/rtc`). Nil URL: alone.
     public var redisURL: String?
+    /// Where a drain leaves its rooms' state (``RoomStateFile``) and the next server, started with
+    /// the same path, takes it up. Nil: the state goes only to the cluster's other nodes, if any.
+    public var stateFilePath: String?
     public var nodeID: String?
     public var nodeSignalingURL: String?
     /// HS256 secret that tokens are signed with.

@@ -15,7 +15,7 @@ final class CreatedRooms: Sendable {
     /// Those still waiting at `now` (seconds since 1970); the expired are forgotten.
     func waiting(now: Int64) -> [String: RoomSettings] {
         rooms.withLockedValue { rooms in
-            rooms = rooms.filter { now < $0.value.createdAt + Int64($0.value.emptyTimeout) }
+            rooms = rooms.filter { now < $0.value.waitingSince + Int64($0.value.emptyTimeout) }
             return rooms
         }
     }

@@ -92,6 +92,9 @@ public struct ServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("drain-timeout"),
             help: "On SIGTERM or SIGINT: seconds to wait, at most, after telling every participant to reconnect, for their connections to close and webhooks to go out (a second signal stops at once).")
     var drainTimeout: Double = 10
+    @Option(name: .customLong("state-file"),
+            help: "Where a drain leaves the rooms' state (settings, metadata, participants' metadata and attributes) and where the next server started with it takes it up.")
+    var stateFile: String?
     @Option(name: .customLong("ping-interval"), help: "Seconds between the pings clients send (told in joined).")
     var pingInterval: Int = 5
     @Option(name: .customLong("ping-timeout"),
@@ -194,6 +197,9 @@ public struct ServerCommand: AsyncParsableCommand {
         guard drainTimeout.isFinite, (0...600).contains(drainTimeout) else {
             throw ValidationError("--drain-timeout must be 0...600 seconds, not \(drainTimeout)")
         }
+        if stateFile != nil, let mediaProcesses, mediaProcesses > 1 {
+            throw ValidationError("--state-file is not taken with --media-processes (each process holds its own rooms)")
+        }
         guard maxTokenLifetime >= 60 else { throw ValidationError("--max-token-lifetime must be at least 60 s") }
         guard (1...300).contains(pingInterval), (2...600).contains(pingTimeout), pingTimeout > pingInterval else {
             throw ValidationError("--ping-interval (1 to 300 s) must be less than --ping-timeout (2 to 600 s): \(pingInterval) and \(pingTimeout)")
@@ -242,6 +248,7 @@ public struct ServerCommand: AsyncParsableCommand {
         configuration.mediaThreads = threads
         configuration.signalingHost = signalingHost
         configuration.redisURL = redis
+        configuration.stateFilePath = stateFile
         configuration.nodeID = nodeID
         configuration.nodeSignalingURL = nodeURL
         configuration.resumeWindow = resumeWindow

@@ -80,10 +80,36 @@ struct DrainTests {
         #expect(run["ok"] as? Bool == true && (run["rejoins"] as? Int ?? 0) >= 1, "the page: \(web.output.suffix(1)) \(web.errorText.suffix(600))")
     }
 
-    @Test("SIGTERM, then a new server on the same port: LiveKit's Python SDK, a Swift bot and the web client in Chromium each publish again and receive within 3 s of the new server answering; the old one drains in well under its timeout")
+    /// Sets the room's metadata and LiveKit's participant's metadata and attributes through the API
+    /// (livekit-api, at `url`), as a backend does during a call.
+    static func setState(_ url: String, room: String) async throws {
+        let results = try await RoomServiceTests.calls(url, [
+            #"UpdateRoomMetadata {"room": "\#(room)", "metadata": "agenda-\#(room)"}"#,
+            #"UpdateParticipant {"room": "\#(room)", "identity": "lk", "metadata": "presenter", "attributes": {"hand": "up"}}"#,
+        ])
+        #expect(results.count == 2 && results.allSatisfy { $0["ok"] as? Bool == true }, "\(results)")
+    }
+
+    /// Whether the API at `url` shows, within 10 s, the room's metadata and LiveKit's participant's
+    /// as ``setState(_:room:)`` left them on the server before the drain; the last answers.
+    static func stateKept(_ url: String, room: String) async -> (Bool, [[String: Any]]) {
+        var results: [[String: Any]] = []
+        let kept = await eventually(10) {
+            results = (try? await RoomServiceTests.calls(url, [#"ListRooms {"names": ["\#(room)"]}"#,
+                                                               #"GetParticipant {"room": "\#(room)", "identity": "lk"}"#])) ?? []
+            guard results.count == 2, let rooms = (results[0]["result"] as? [String: Any])?["rooms"] as? [[String: Any]],
+                  let participant = results[1]["result"] as? [String: Any] else { return false }
+            return rooms.first?["metadata"] as? String == "agenda-\(room)" && participant["metadata"] as? String == "presenter"
+                && (participant["attributes"] as? [String: String]) == ["hand": "up"]
+        }
+        return (kept, results)
+    }
+
+    @Test("SIGTERM, then a new server on the same port: LiveKit's Python SDK, a Swift bot and the web client in Chromium each publish again and receive within 3 s of the new server answering; the room's and the participants' metadata come back (--state-file); the old one drains in well under its timeout")
     func restart() async throws {
         let port = Self.freeTCPPort()
-        var (server, _) = try await Self.server(port: port, ["--drain-timeout", "8"])
+        let stateFile = dir + "/state.json"
+        var (server, _) = try await Self.server(port: port, ["--drain-timeout", "8", "--state-file", stateFile])
         defer { server.stop() }
         let url = "ws://127.0.0.1:\(port)"
         let frameLog = dir + "/swift-frames.txt"
@@ -93,6 +119,7 @@ struct DrainTests {
         let page = "http://127.0.0.1:\(port)/?channel=drain&uid=web&mode=publish&token=\(testToken(uid: "web", channel: "drain"))"
         let (livekit, web) = try await others(liveKitURL: url, room: "drain", page: page, seconds: 38, frameLog: frameLog)
         defer { livekit.stop(); web.stop() }
+        try await Self.setState(url, room: "drain")
 
         let termAt = ClusterTests.monotonicMicroseconds()
         server.signal(SIGTERM)
@@ -100,8 +127,12 @@ struct DrainTests {
         let exitedAt = ClusterTests.monotonicMicroseconds()
         #expect(status == 0, "the drained server's exit: \(status.map(String.init) ?? "still running") \(server.output.suffix(3))")
         #expect(server.output.contains("drained"), "\(server.output.suffix(5)) \(server.errorText.suffix(400))")
-        let (next, upAt) = try await Self.server(port: port)
+        let (next, upAt) = try await Self.server(port: port, ["--state-file", stateFile])
         server = next
+        // The room's and the participants' state came with it (the file, taken up and removed).
+        let (kept, answers) = await Self.stateKept(url, room: "drain")
+        #expect(kept, "after the restart: \(answers)")
+        #expect(!FileManager.default.fileExists(atPath: stateFile))
         // Back with media: each one's video decoded by another, and each one receiving, after upAt.
         let upMs = upAt / 1000
         let report = try await LK.report(livekit, 60)
@@ -128,7 +159,7 @@ struct DrainTests {
                      "\(connection.map { $0.first as? String ?? "?" })"))
     }
 
-    @Test("a 2-node cluster, one node drained with SIGTERM: the room moves to the other node and everyone follows with media (LiveKit's SDK and the page through the other node, a Swift bot by its fallback URL) within 3 s")
+    @Test("a 2-node cluster, one node drained with SIGTERM: the room moves to the other node and everyone follows with media (LiveKit's SDK and the page through the other node, a Swift bot by its fallback URL) within 3 s, with the room's and the participants' metadata (Redis)")
     func clusterDrain() async throws {
         guard ClusterTests.redisAvailable else { Issue.record("redis-server is not installed (make test installs it)"); return }
         let lab = ClusterTests()
@@ -145,11 +176,15 @@ struct DrainTests {
         let (livekit, web) = try await others(liveKitURL: httpB.replacingOccurrences(of: "http://", with: "ws://"), room: "moving", page: page,
                                               seconds: 30, frameLog: frameLog)
         defer { livekit.stop(); web.stop() }
+        try await Self.setState(httpB, room: "moving")
 
         let termAt = ClusterTests.monotonicMicroseconds()
         cluster.nodeA.signal(SIGTERM)
         let status = await cluster.nodeA.wait(15)
         #expect(status == 0 && cluster.nodeA.output.contains("drained"), "A: \(cluster.nodeA.output.suffix(3)) \(cluster.nodeA.errorText.suffix(300))")
+        // B took the room with its state (Redis): the same API answers there now.
+        let (kept, answers) = await Self.stateKept(httpB, room: "moving")
+        #expect(kept, "after A's drain, at B: \(answers)")
         let report = try await LK.report(livekit, 60)
         _ = await eventually(10) { Self.frames(frameLog, of: "web").contains { $0 > termAt } && Self.frames(frameLog, of: "lk").contains { $0 > termAt } }
         let termMs = termAt / 1000

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -39,7 +40,9 @@ extension ClusterNode: RoomPlacer {
 /// - `rtc:room:<name>` = `<node id>`, TTL ``roomTTL``, renewed by its node while the room has
 ///   participants there; set only through ``claimScript``, which keeps another live owner,
 ///   renews the claimant's own claim, and replaces a missing or dead owner, in one step, so two
-///   nodes never both own a room.
+///   nodes never both own a room;
+/// - `rtc:roomstate:<name>` = a ``RoomState`` (JSON) of that one room, TTL ``roomStateTTL``, left
+///   by a node that drains; the node that takes the room next takes it (GETDEL) with its join.
 ///
 /// Without Redis (lost mid-run) a node keeps serving the rooms it has and places new ones on
 /// itself; it logs the loss, reconnects every heartbeat and then registers again with its rooms.
@@ -50,6 +53,8 @@ public final class ClusterNode: Sendable {
     public static let heartbeat: TimeAmount = .milliseconds(500)
     public static let nodeTTL = 2
     public static let roomTTL = 5
+    /// How long a drained room's state waits in Redis for a node to take the room.
+    public static let roomStateTTL = 120
     private let group: EventLoopGroup
     private let logger: Logger
     private let state = NIOLockedValueBox<State>(State())
@@ -57,6 +62,8 @@ public final class ClusterNode: Sendable {
     private let load: @Sendable () -> (participants: Int, rooms: [String])
     /// Whether a room is on this node now.
     private let hasRoom: @Sendable (String) -> Bool
+    /// Takes up a room's state that a drained node left (before the join that brought it here).
+    private let adopt: @Sendable (RoomState) -> Void
 
     private struct State {
         var connection: RedisConnection?
@@ -79,11 +86,11 @@ public final class ClusterNode: Sendable {
 
     /// Connects to Redis (a clear error when it cannot) and registers the node.
     public static func start(nodeID: String, signalingURL: String, redisURL: RedisURL, group: EventLoopGroup, logger: Logger,
-                             hasRoom: @escaping @Sendable (String) -> Bool,
+                             hasRoom: @escaping @Sendable (String) -> Bool, adopt: @escaping @Sendable (RoomState) -> Void = { _ in },
                              load: @escaping @Sendable () -> (participants: Int, rooms: [String])) async throws(RedisError) -> ClusterNode {
         let connection = try await RedisConnection.connect(redisURL, group: group)
         let node = ClusterNode(nodeID: nodeID, signalingURL: signalingURL, redisURL: redisURL, group: group, logger: logger,
-                               hasRoom: hasRoom, load: load)
+                               hasRoom: hasRoom, adopt: adopt, load: load)
         node.state.withLockedValue { $0.connection = connection }
         try await node.beat(on: connection)
         let loop = group.next()
@@ -96,8 +103,10 @@ public final class ClusterNode: Sendable {
     }
 
     private init(nodeID: String, signalingURL: String, redisURL: RedisURL, group: EventLoopGroup, logger: Logger,
-                 hasRoom: @escaping @Sendable (String) -> Bool, load: @escaping @Sendable () -> (participants: Int, rooms: [String])) {
+                 hasRoom: @escaping @Sendable (String) -> Bool, adopt: @escaping @Sendable (RoomState) -> Void,
+                 load: @escaping @Sendable () -> (participants: Int, rooms: [String])) {
         self.hasRoom = hasRoom
+        self.adopt = adopt
         self.nodeID = nodeID
         self.signalingURL = signalingURL
         self.redisURL = redisURL
@@ -162,10 +171,36 @@ public final class ClusterNode: Sendable {
         }
     }
 
+    /// Where `channel` is served (``placement(_:)``); a room new here takes up the state a drained
+    /// node left for it, before its join goes on.
+    public func place(_ channel: String) async -> RoomPlacement {
+        let placement = await placement(channel)
+        guard placement == .local, !hasRoom(channel), let connection = state.withLockedValue({ $0.connection }), connection.isActive,
+              let text = try? await connection.command(["GETDEL", "rtc:roomstate:\(channel)"]).string else { return placement }
+        do {
+            let saved = try RoomState.decode(Data(text.utf8))
+            adopt(saved)
+            logger.info("room taken over with its state", metadata: ["channel": "\(channel)", "participants": "\(saved.rooms[channel]?.participants.count ?? 0)"])
+        } catch {
+            logger.error("a drained room's state is unreadable: the room starts afresh", metadata: ["channel": "\(channel)", "error": "\(error)"])
+        }
+        return placement
+    }
+
+    /// Leaves each room's state for the node that takes it next (a drain, before ``stop()``).
+    public func handOver(_ state: RoomState) async {
+        guard let connection = state.rooms.isEmpty ? nil : self.state.withLockedValue({ $0.connection }), connection.isActive else { return }
+        for (name, room) in state.rooms {
+            let one = RoomState(savedAt: state.savedAt, rooms: [name: room])
+            _ = try? await connection.command(["SET", "rtc:roomstate:\(name)", String(decoding: one.encoded(), as: UTF8.self),
+                                               "EX", String(Self.roomStateTTL)])
+        }
+    }
+
     /// Where `channel` is served: here if the room is already here, else its live owner, else
     /// the least-loaded live node, which claims it atomically (another node's claim may win: then
     /// that node). Here when Redis is away.
-    public func place(_ channel: String) async -> RoomPlacement {
+    private func placement(_ channel: String) async -> RoomPlacement {
         guard let connection = state.withLockedValue({ $0.connection }), connection.isActive else { return .local }
         do {
             // A room this node has stays here, whatever Redis says now (its key may have expired
