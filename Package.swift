@@ -97,7 +97,7 @@ let package = Package(
         .target(
             name: "RTCCore",
             dependencies: [
-                "RTCMedia", "RTCTransport", "Signaling", "RTCE2EE", "RTCConventions", "CVPX", "COpus", "CAPM", "CMemory",
+                "RTCMedia", "RTCTransport", "Signaling", "LiveKitProtocol", "RTCE2EE", "RTCConventions", "CVPX", "COpus", "CAPM", "CMemory",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]),
@@ -120,7 +120,8 @@ let package = Package(
         // (`make protos`) and committed, and its access tokens mapped onto ours.
         .target(
             name: "LiveKitProtocol",
-            dependencies: ["Signaling", "RTCConventions", .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
+            dependencies: ["Signaling", "RTCConventions", "TLSStream", .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
         // RESP (the Redis protocol) values and parser: no dependencies, fuzzed.
         .target(name: "RedisWire"),
         .target(

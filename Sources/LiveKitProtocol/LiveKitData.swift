@@ -59,4 +59,25 @@ public enum LiveKitData {
         guard case .user(let user) = packet.value else { return nil }
         return (Array(user.payload), user.topic)
     }
+
+    /// A client's user packet as it goes out on `_reliable` or `_lossy` (the server stamps the
+    /// sender): what our SDK's data messages are in LiveKit's dialect.
+    public static func outgoing(payload: [UInt8], topic: String, destinations: [String], reliable: Bool) -> [UInt8] {
+        var packet = user(payload: payload, topic: topic, sender: "", senderSid: "", reliable: reliable)
+        packet.destinationIdentities = destinations
+        if case .user(var user) = packet.value {
+            user.destinationIdentities = destinations
+            packet.value = .user(user)
+        }
+        return serialized(packet)
+    }
+
+    /// A user packet a client received: who sent it (the identity the server stamped), its
+    /// payload and topic. Nil for every other kind (RPC, streams, transcriptions) and for bytes
+    /// that are not a packet.
+    public static func incoming(_ bytes: [UInt8]) -> (sender: String, payload: [UInt8], topic: String)? {
+        guard let packet = packet(bytes), case .user(let user) = packet.value else { return nil }
+        let sender = packet.participantIdentity.isEmpty ? user.participantIdentity : packet.participantIdentity
+        return (sender, Array(user.payload), user.topic)
+    }
 }

@@ -69,6 +69,18 @@ public enum LiveKitMapping {
         }
     }
 
+    /// Ours for LiveKit's (a client reading why someone left); what we do not name is a client's own leave.
+    public static func leaveReason(_ reason: LKDisconnectReason) -> LeaveReason {
+        switch reason {
+        case .serverShutdown: .serverShutdown
+        case .duplicateIdentity: .duplicateIdentity
+        case .participantRemoved: .kicked
+        case .roomDeleted: .roomDeleted
+        case .connectionTimeout: .timeout
+        default: .clientRequest
+        }
+    }
+
     /// What a client told to leave should do next. A server going down (a drain, a restart) asks
     /// for a full reconnect: LiveKit's SDKs treat `DISCONNECT` as final and never come back, while
     /// `RECONNECT` makes them join again with the same token (to this address, where the next
@@ -94,6 +106,18 @@ public enum LiveKitMapping {
         case 2, 3: return (.good, 3.8)
         case 4, 5: return (.poor, 2.5)
         default: return (.lost, 1)
+        }
+    }
+
+    /// LiveKit's level in our six (the middle of what ``connectionQuality(up:down:)`` maps to it):
+    /// EXCELLENT 1, GOOD 2, POOR 4, LOST 6; anything else unknown (0).
+    public static func level(_ quality: LKConnectionQuality) -> Int {
+        switch quality {
+        case .excellent: 1
+        case .good: 2
+        case .poor: 4
+        case .lost: 6
+        default: 0
         }
     }
 

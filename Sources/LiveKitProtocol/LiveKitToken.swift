@@ -87,6 +87,16 @@ public struct LiveKitClaims: Codable, Sendable, Hashable {
         return claims
     }
 
+    /// The claims as a client reads them (identity, room, expiry), without the signature, which
+    /// only the server that holds the secret can check.
+    public static func unverified(_ token: String) throws(TokenError) -> LiveKitClaims {
+        let jwt = try JWT(token)
+        guard let claims = try? JSONDecoder().decode(LiveKitClaims.self, from: Data(jwt.claims)) else {
+            throw TokenError(.malformed, "the JWT claims are not a LiveKit access token (iss and sub are required)")
+        }
+        return claims
+    }
+
     /// The room the token is for, when it names one.
     public var room: String? { video?.room }
 

@@ -65,6 +65,9 @@ public struct ScreenShareConfiguration: Sendable, Hashable, Codable {
     public var turnCredential: String?
     public var relayOnly: Bool?
     public var turnTrustedCertificates: String?
+    /// Whether the server speaks LiveKit's signaling protocol (the token is then a LiveKit JWT);
+    /// nil or false: ours.
+    public var liveKit: Bool?
 
     public init(serverURL: String, channel: String, hostUID: String, token: String, uidSuffix: String = ScreenShareUID.suffix,
                 policy: ScreenSharePolicy = ScreenSharePolicy(), shareAudio: Bool = false, ownerWaitSeconds: Double? = nil) {

@@ -41,7 +41,8 @@ public final class ScreenShareSession: @unchecked Sendable {
 
     public init(configuration: ScreenShareConfiguration, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.configuration = configuration
-        var engineConfiguration = RTCEngineConfiguration(serverURL: configuration.serverURL, clientRole: .broadcaster)
+        var engineConfiguration = RTCEngineConfiguration(serverURL: configuration.serverURL, clientRole: .broadcaster,
+                                                         protocol: configuration.liveKit == true ? .livekit : .native)
         if let urls = configuration.turnURLs, !urls.isEmpty {
             engineConfiguration.iceServers = [ICEServer(urls: urls, username: configuration.turnUsername, credential: configuration.turnCredential)]
         }

@@ -32,7 +32,7 @@ public actor SignalingClient {
     public let path: String
     private let group: EventLoopGroup
     /// TLS for `wss://`, nil for `ws://`.
-    private let tls: TLSContext?
+    fileprivate let tls: TLSContext?
     /// A second connection attempt beside a slow first one (nil: one attempt).
     private let backup: BackupConnect?
     private var channel: Channel?
@@ -417,7 +417,8 @@ private final class ClientFrameHandler: ChannelInboundHandler, @unchecked Sendab
 }
 
 /// A WebSocket to a signaling URL that carries messages as bytes, neither parsed nor answered:
-/// what a server node uses to relay a client's connection to the node its room lives on.
+/// what a server node uses to relay a client's connection to the node its room lives on, and
+/// what a client whose protocol frames its own messages (LiveKit's protobuf) talks over.
 public final class RawSignalingLink: Sendable {
     /// Every text or binary message from the far end, in order; finishes when the link closes.
     public let messages: AsyncStream<[UInt8]>
@@ -428,20 +429,24 @@ public final class RawSignalingLink: Sendable {
         self.messages = messages
     }
 
-    /// Opens `url` (`ws://host:port/path`).
-    public static func open(url: String, group: EventLoopGroup) async throws -> RawSignalingLink {
-        let client = try SignalingClient(url: url, group: group)
-        let opened = try await SignalingClient.openRaw(host: client.host, port: client.port, path: client.path, group: group)
+    /// Opens `url` (`ws://host:port/path?query`, or `wss://` verified as `tls` says).
+    public static func open(url: String, group: EventLoopGroup, tls: TLSClientOptions = TLSClientOptions()) async throws -> RawSignalingLink {
+        let client = try SignalingClient(url: url, group: group, tls: tls, backup: nil)
+        let opened = try await SignalingClient.open(host: client.host, port: client.port, path: client.path, group: group, tls: client.tls)
         return RawSignalingLink(channel: opened.channel, messages: opened.messages)
     }
 
-    public func send(_ bytes: [UInt8]) {
+    /// Sends one message: a text frame, or a binary one (`binary`).
+    public func send(_ bytes: [UInt8], binary: Bool = false) {
         let channel = channel
         channel.eventLoop.execute {
-            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: channel.allocator.buffer(bytes: bytes)),
+            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: binary ? .binary : .text, maskKey: .random(),
+                                                 data: channel.allocator.buffer(bytes: bytes)),
                                   promise: nil)
         }
     }
+
+    public var isActive: Bool { channel.isActive }
 
     public func close() { channel.close(promise: nil) }
 }

@@ -28,6 +28,24 @@ public enum URLQuery {
         return values
     }
 
+    /// Percent-encoding for a query value: everything but RFC 3986's unreserved characters.
+    public static func escape(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".unicodeScalars)
+                out.unicodeScalars.append("%")
+                out.unicodeScalars.append(hex[Int(byte >> 4)])
+                out.unicodeScalars.append(hex[Int(byte & 0x0F)])
+            }
+        }
+        return out
+    }
+
     /// Percent-decoding; a broken escape ends the text there (never a trap), bytes that are not
     /// UTF-8 become U+FFFD.
     public static func decode(_ text: Substring, plusIsSpace: Bool = true) -> String {

@@ -4,6 +4,7 @@ import NIOCore
 import RTCCore
 import RTCRecording
 import ScreenShareUser
+import LiveKitProtocol
 import Signaling
 import ServerCommandLine
 
@@ -24,10 +25,18 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(name: .customLong("fallback-server"),
             help: "Another node of the same cluster, tried in turn when a rejoin after losing --server fails (repeatable).")
     var fallbackServer: [String] = []
-    @Option(help: "Channel name.") var channel: String
-    @Option(help: "User id.") var uid: String
-    @Option(help: "Access token (or give --secret to mint one).") var token: String?
+    @Option(name: .customLong("protocol"),
+            help: "The server's signaling protocol: native (ours) or livekit (a LiveKit server, or ours through its LiveKit front end; the token is a LiveKit JWT).")
+    var signalingProtocol: String = "native"
+    @Option(help: "Channel name (with --protocol livekit: the token's room when left out).") var channel: String = ""
+    @Option(help: "User id (with --protocol livekit: the token's identity when left out).") var uid: String = ""
+    @Option(help: "Access token (or give --secret to mint one; with --protocol livekit a LiveKit JWT, or --api-key and --api-secret).")
+    var token: String?
     @Option(help: "Server secret to mint a token with (development only).") var secret: String?
+    @Option(name: .customLong("api-key"), help: "With --protocol livekit: the LiveKit API key to mint a token with (default $LIVEKIT_API_KEY).")
+    var apiKey: String?
+    @Option(name: .customLong("api-secret"), help: "With --protocol livekit: its secret (default $LIVEKIT_API_SECRET).")
+    var apiSecret: String?
     @Option(help: "broadcaster or audience.") var role: String = "broadcaster"
     @Option(help: "pattern, screen, FILE.y4m or none.") var video: String = "pattern"
     @Option(help: "tone, silence, speech (1 s of silence, then 2 s of tone, over and over; prints `speech on <monotonic µs> <wall ms>` at each start), FILE.wav or none.")
@@ -96,6 +105,8 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(name: .customLong("set-metadata"),
             help: "After joining, set this client's own metadata (its token must grant updateMetadata); prints `metadata set` or `metadata refused: <reason>`.")
     var setMetadata: String?
+    @Option(name: .customLong("set-attribute"), help: "With --set-metadata: also set this attribute, KEY=VALUE (repeatable).")
+    var setAttribute: [String] = []
     @Flag(name: .customLong("print-speakers"),
           help: "Print a line when the loudest speaker changes (the server's active speakers): speaker <monotonic µs> <uid or ->.")
     var printSpeakers = false
@@ -154,11 +165,39 @@ struct JoinCommand: AsyncParsableCommand {
         }
         if !e2eeRotate.isEmpty && e2eeKey == nil { throw ValidationError("--e2ee-rotate goes with --e2ee-key") }
         if e2eeKey != nil && ScreenShareUID.isScreenShare(uid) { throw ValidationError("--e2ee-key is not available for a _sub share yet") }
+        if !setAttribute.isEmpty {
+            guard setMetadata != nil else { throw ValidationError("--set-attribute goes with --set-metadata") }
+            for pair in setAttribute where !pair.contains("=") || pair.hasPrefix("=") {
+                throw ValidationError("--set-attribute takes KEY=VALUE, not \(pair)")
+            }
+        }
         if let volumeInterval {
             guard (50...10_000).contains(volumeInterval) else { throw ValidationError("--volume-interval must be 50 to 10000 ms") }
             guard printSpeakers else { throw ValidationError("--volume-interval prints with --print-speakers") }
         }
-        guard token != nil || secret != nil else { throw ValidationError("give --token, or --secret to mint one") }
+        guard let engineProtocol = RTCEngineConfiguration.SignalingProtocol(rawValue: signalingProtocol) else {
+            throw ValidationError("--protocol is native or livekit, not \(signalingProtocol)")
+        }
+        switch engineProtocol {
+        case .native:
+            guard !channel.isEmpty, !uid.isEmpty else { throw ValidationError("give --channel and --uid") }
+            guard token != nil || secret != nil else { throw ValidationError("give --token, or --secret to mint one") }
+        case .livekit:
+            if token == nil {
+                guard (apiKey ?? LiveKitEnvironment.apiKey) != nil, (apiSecret ?? LiveKitEnvironment.apiSecret) != nil, !channel.isEmpty, !uid.isEmpty else {
+                    throw ValidationError("--protocol livekit needs --token (a LiveKit JWT), or --api-key, --api-secret, --channel and --uid to mint one")
+                }
+            }
+            if let token {
+                let claims: LiveKitClaims
+                do { claims = try LiveKitClaims.unverified(token) } catch { throw ValidationError("--token is not a LiveKit access token: \(error)") }
+                if !uid.isEmpty, uid != claims.identity { throw ValidationError("--uid \(uid) is not the token's identity \(claims.identity)") }
+                if !channel.isEmpty, let room = claims.room, room != channel { throw ValidationError("--channel \(channel) is not the token's room \(room)") }
+                if channel.isEmpty && claims.room == nil { throw ValidationError("the token names no room: give --channel") }
+            }
+            if shareScreen { throw ValidationError("--share-screen is not available with --protocol livekit yet: join the _sub uid as its own bot") }
+            if e2eeKey != nil { throw ValidationError("--e2ee-key is not available with --protocol livekit yet") }
+        }
         for url in fallbackServer where !url.hasPrefix("ws://") && !url.hasPrefix("wss://") {
             throw ValidationError("--fallback-server \(url) is not a ws:// or wss:// URL")
         }
@@ -230,6 +269,7 @@ struct JoinCommand: AsyncParsableCommand {
         guard let host = ScreenShareUID.host(of: uid) else { throw CLIError("\(uid) is not a screen-share uid") }
         var configuration = ScreenShareConfiguration(serverURL: server, channel: channel, hostUID: host, token: token,
                                                      policy: policy(), ownerWaitSeconds: ownerWait)
+        configuration.liveKit = engineProtocol == .livekit ? true : nil
         configuration.turnURLs = iceServer.isEmpty ? nil : iceServer
         configuration.turnUsername = iceUsername
         configuration.turnCredential = iceCredential
@@ -327,7 +367,25 @@ struct JoinCommand: AsyncParsableCommand {
         }
     }
 
-    func run() async throws {
+    /// With LiveKit's protocol: the token (given, or minted with the API key) and the channel and
+    /// uid it names.
+    private mutating func resolveLiveKit() {
+        guard signalingProtocol == RTCEngineConfiguration.SignalingProtocol.livekit.rawValue else { return }
+        if token == nil, let apiKey = apiKey ?? LiveKitEnvironment.apiKey, let apiSecret = apiSecret ?? LiveKitEnvironment.apiSecret {
+            var grant = LiveKitVideoGrant(roomJoin: true, room: channel, canPublishData: true)
+            grant.canUpdateOwnMetadata = true
+            token = LiveKitClaims(apiKey: apiKey, identity: uid, video: grant, now: Int64(time(nil)), ttl: 86400).signed(secret: apiSecret)
+        }
+        if let token, let claims = try? LiveKitClaims.unverified(token) {
+            if uid.isEmpty { uid = claims.identity }
+            if channel.isEmpty { channel = claims.room ?? "" }
+        }
+    }
+
+    var engineProtocol: RTCEngineConfiguration.SignalingProtocol { RTCEngineConfiguration.SignalingProtocol(rawValue: signalingProtocol) ?? .native }
+
+    mutating func run() async throws {
+        resolveLiveKit()
         if printTiming {
             print("timing start \(MediaClock.monotonicUs())")
             fflush(nil)
@@ -347,7 +405,7 @@ struct JoinCommand: AsyncParsableCommand {
                                                                              uids: recordUID.isEmpty ? nil : Set(recordUID)),
                                       fallbackServers: fallbackServer, data: (printData || sendData != nil, printData),
                                       printSpeakers: printSpeakers, e2ee: e2eeKey.map { ($0, e2eeKeyIndex) }, printQuality: printQuality,
-                                      printTiming: printTiming)
+                                      printTiming: printTiming, signalingProtocol: engineProtocol)
         if printTiming {
             print("timing published \(MediaClock.monotonicUs())")
             fflush(nil)
@@ -393,7 +451,12 @@ struct JoinCommand: AsyncParsableCommand {
         if let volumeInterval { bot.engine.enableAudioVolumeIndication(interval: volumeInterval, smooth: 0, reportVad: true) }
         if let setMetadata {
             do {
-                try await bot.engine.updateLocalMetadata(metadata: setMetadata)
+                let pairs = setAttribute.compactMap { pair -> (String, String)? in
+                    guard let equals = pair.firstIndex(of: "=") else { return nil }
+                    return (String(pair[..<equals]), String(pair[pair.index(after: equals)...]))
+                }
+                try await bot.engine.updateLocalMetadata(metadata: setMetadata,
+                                                         attributes: pairs.isEmpty ? nil : Dictionary(pairs, uniquingKeysWith: { _, last in last }))
                 print("metadata set")
             } catch {
                 print("metadata refused: \(error)")
@@ -472,8 +535,9 @@ final class Bot: Sendable {
                       recordOptions: ChannelRecorder.Options = ChannelRecorder.Options(),
                       source: (video: TrackSource, audio: TrackSource) = (.camera, .microphone),
                       fallbackServers: [String] = [], data: (open: Bool, print: Bool) = (false, false),
-                      printSpeakers: Bool = false, e2ee: (key: String, index: Int)? = nil, printQuality: Bool = false, printTiming: Bool = false) async throws -> Bot {
-        var configuration = RTCEngineConfiguration(serverURL: server, clientRole: role)
+                      printSpeakers: Bool = false, e2ee: (key: String, index: Int)? = nil, printQuality: Bool = false, printTiming: Bool = false,
+                      signalingProtocol: RTCEngineConfiguration.SignalingProtocol = .native) async throws -> Bot {
+        var configuration = RTCEngineConfiguration(serverURL: server, clientRole: role, protocol: signalingProtocol)
         if let e2ee {
             let keys = E2EEKeyProvider()
             do { try keys.setSharedKey(Array(e2ee.key.utf8), index: e2ee.index) } catch { throw CLIError("--e2ee-key: \(error)") }
@@ -559,6 +623,11 @@ final class Bot: Sendable {
                     fflush(nil)
                 case .roomMetadataChanged(let metadata):
                     print("server roomMetadata \(metadata.replacingOccurrences(of: "\n", with: " "))")
+                    fflush(nil)
+                case .remoteUserInfoChanged(let other, _, let metadata, let attributes):
+                    // Whatever --quiet says: bots and tests read these.
+                    let pairs = attributes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+                    print("participant \(other) metadata \((metadata ?? "-").replacingOccurrences(of: "\n", with: " ")) attributes \(pairs.isEmpty ? "-" : pairs)")
                     fflush(nil)
                 case .error(let error) where error.code == .transportFailed && error.reason.contains("could not connect"):
                     // No media path at all: one line naming the cause, and the bot ends with a failure.

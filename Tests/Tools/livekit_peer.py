@@ -361,7 +361,24 @@ async def run_bot(args):
             allow_all_participants=False,
             participant_permissions=[rtc.ParticipantTrackPermission(participant_identity=i, allow_all=True) for i in identities])
         report["permissionSetMono"] = round(time.monotonic() * 1000)
+    async def low_quality(seconds, identity):
+        # Asks for the low layer of IDENTITY's video; the size seen 5 s later says whether it came.
+        await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))
+        def video():
+            return next((t for t in watcher.tracks.values() if t["identity"] == identity and t["kind"] == "video"), {})
+        before = video().get("lastSize")
+        participant = room.remote_participants.get(identity)
+        publication = next((p for p in participant.track_publications.values() if p.kind == rtc.TrackKind.KIND_VIDEO), None) if participant else None
+        if publication is None:
+            report["lowQuality"] = {"error": f"no video of {identity}"}
+            return
+        publication.set_video_quality(rtc.VideoQuality.VIDEO_QUALITY_LOW)
+        await asyncio.sleep(5)
+        report["lowQuality"] = {"identity": identity, "before": before, "after": video().get("lastSize"), "simulcasted": publication.simulcasted}
     rotations = []
+    if args.low_quality_at:
+        seconds, _, identity = args.low_quality_at.partition(":")
+        rotations.append(asyncio.ensure_future(low_quality(float(seconds), identity)))
     if args.permit_at:
         seconds, _, identities = args.permit_at.partition(":")
         rotations.append(asyncio.ensure_future(permit(float(seconds), [i for i in identities.split(",") if i])))
@@ -558,6 +575,7 @@ def main():
             p.add_argument("--e2ee-key-index", type=int, default=0)
             p.add_argument("--e2ee-rotate", action="append", default=[],
                            help="SECONDS:KEY:INDEX: at that many seconds from the start, add KEY at INDEX; 2 s later, send with it")
+            p.add_argument("--low-quality-at", help="SECONDS:IDENTITY: then ask for the low layer of its video (report: lowQuality)")
             p.add_argument("--permit-at", help="SECONDS:IDENTITY[,IDENTITY]: then let only these subscribe to this participant's tracks")
             p.add_argument("--psnr-all", action="store_true", help="judge every video frame against the pattern (goodFrames, badFrames)")
     args = parser.parse_args()

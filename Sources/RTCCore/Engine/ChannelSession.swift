@@ -52,7 +52,7 @@ final class ChannelSession: @unchecked Sendable {
     let channel: String
     let uid: String
     let options: JoinOptions
-    let signaling: SignalingClient
+    let signaling: any SignalingChannel
     let joinStartUs: Int64
     private let context: EngineContext
     private let onEnd: @Sendable (ChannelSession, SessionEnd) -> Void
@@ -87,7 +87,7 @@ final class ChannelSession: @unchecked Sendable {
     private var rtcpTask: RepeatedTask?
     private var playout: MediaThread?
 
-    init(context: EngineContext, channel: String, uid: String, token: String, options: JoinOptions, signaling: SignalingClient,
+    init(context: EngineContext, channel: String, uid: String, token: String, options: JoinOptions, signaling: any SignalingChannel,
          onEnd: @escaping @Sendable (ChannelSession, SessionEnd) -> Void) {
         self.context = context
         self.channel = channel
@@ -227,9 +227,15 @@ final class ChannelSession: @unchecked Sendable {
                                                    simulcastLayers: settings.simulcastLayers, encryption: e2ee)
             sender.onError = report
             // A layered track's streams are bound by their stream ids, not an SSRC announced here.
-            announcements.append((.video(sender), PublishTrackRequest(
-                kind: .video, source: options.videoSource, mid: sender.mid, ssrc: sender.simulcastRids.isEmpty ? sender.state.ssrc : nil,
-                encryption: encryption)))
+            var request = PublishTrackRequest(kind: .video, source: options.videoSource, mid: sender.mid,
+                                              ssrc: sender.simulcastRids.isEmpty ? sender.state.ssrc : nil, encryption: encryption)
+            if context.configuration.signalingProtocol == .livekit {
+                // LiveKit's AddTrack announces the size and the layers before the offer.
+                request.width = settings.video.dimensions.width
+                request.height = settings.video.dimensions.height
+                request.simulcastLayers = sender.simulcastRids.isEmpty ? nil : sender.simulcastRids
+            }
+            announcements.append((.video(sender), request))
         }
         if wantAudio {
             let source = options.audioSource

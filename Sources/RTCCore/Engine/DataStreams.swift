@@ -1,6 +1,8 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import LiveKitProtocol
 import RTCTransport
+import Signaling
 
 /// The app's data streams (Agora's `createDataStream` / `sendStreamMessage`, LiveKit's
 /// `publishData`) over the data channels of the publisher transport: every message is a
@@ -46,8 +48,14 @@ final class DataStreams: @unchecked Sendable {
     /// Whether the app asked for data (the engine enables the channels on every join then).
     private(set) var wanted = false
     private let emit: @Sendable (RTCEngineEvent) -> Void
+    /// How messages are framed on the channels: our envelope, or LiveKit's `DataPacket` (a
+    /// session on LiveKit's protocol; its packets carry no stream id: they arrive as stream 0).
+    let framing: DataFraming
 
-    init(emit: @escaping @Sendable (RTCEngineEvent) -> Void) { self.emit = emit }
+    init(framing: DataFraming = .envelope, emit: @escaping @Sendable (RTCEngineEvent) -> Void) {
+        self.framing = framing
+        self.emit = emit
+    }
 
     /// Messages taken and not yet handed to SCTP: queued for the channels, waiting for buffer, or
     /// on their way to the loop (tests).
@@ -79,16 +87,19 @@ final class DataStreams: @unchecked Sendable {
             throw RTCEngineError(.invalidArgument, "a topic of at most \(DataEnvelope.maxTopicBytes) bytes and at most "
                                  + "\(DataEnvelope.maxDestinations) destination uids of 1 to 255 bytes")
         }
-        let envelope = DataEnvelope(topic: topic, destinations: destinations, streamID: UInt8(clamping: streamID), payload: data)
-        let (isReliable, target) = try reserve(streamID: streamID, reliable: reliable, envelope: envelope)
+        let (isReliable, target, bytes) = try reserve(streamID: streamID, reliable: reliable) { isReliable in
+            switch framing {
+            case .envelope: DataEnvelope(topic: topic, destinations: destinations, streamID: UInt8(clamping: streamID), payload: data).serialized
+            case .liveKit: LiveKitData.outgoing(payload: data, topic: topic, destinations: destinations, reliable: isReliable)
+            }
+        }
         guard let (endpoint, loop) = target else { return }
-        let bytes = envelope.serialized
         loop.execute { self.sendOnLoop(bytes, reliable: isReliable, endpoint: endpoint, reserved: true) }
     }
 
     /// Under the lock: the stream's rate, and where the message goes now (nil: queued).
-    private func reserve(streamID: Int, reliable: Bool, envelope: DataEnvelope) throws(RTCEngineError)
-        -> (Bool, (DataChannelEndpoint, EventLoop)?) {
+    private func reserve(streamID: Int, reliable: Bool, frame: (Bool) -> [UInt8]) throws(RTCEngineError)
+        -> (Bool, (DataChannelEndpoint, EventLoop)?, [UInt8]) {
         lock.lock()
         defer { lock.unlock() }
         var isReliable = reliable
@@ -109,12 +120,13 @@ final class DataStreams: @unchecked Sendable {
         guard backlog.count + queued.count + onTheirWay < Self.queueLimit else {
             throw RTCEngineError(.messageRateExceeded, "\(Self.queueLimit) messages wait for the data channels or their send buffer already")
         }
+        let bytes = frame(isReliable)
         guard let endpoint, let loop else {
-            queued.append((isReliable, envelope.serialized))
-            return (isReliable, nil)
+            queued.append((isReliable, bytes))
+            return (isReliable, nil, bytes)
         }
         onTheirWay += 1
-        return (isReliable, (endpoint, loop))
+        return (isReliable, (endpoint, loop), bytes)
     }
 
     /// A session's data channels: their events come here; the envelope channels open once SCTP is up.
@@ -153,8 +165,15 @@ final class DataStreams: @unchecked Sendable {
             }
             flush(endpoint)
         case .message(let channel, let data, _):
-            guard DataEnvelope.isEnvelopeLabel(channel.parameters.label), let envelope = try? DataEnvelope(parsing: data) else { return }
-            emit(.streamMessage(uid: envelope.sender, streamId: Int(envelope.streamID), data: envelope.payload, topic: envelope.topic))
+            guard DataEnvelope.isEnvelopeLabel(channel.parameters.label) else { return }
+            switch framing {
+            case .envelope:
+                guard let envelope = try? DataEnvelope(parsing: data) else { return }
+                emit(.streamMessage(uid: envelope.sender, streamId: Int(envelope.streamID), data: envelope.payload, topic: envelope.topic))
+            case .liveKit:
+                guard let packet = LiveKitData.incoming(data) else { return }
+                emit(.streamMessage(uid: packet.sender, streamId: 0, data: packet.payload, topic: packet.topic))
+            }
         case .closed, .disconnected:
             break
         }

@@ -139,6 +139,18 @@ public struct RTCEngineConfiguration: Sendable {
     /// declared encrypted are decrypted with them. Nil: no E2EE (encrypted remote tracks are then
     /// undecryptable: dropped, counted and reported, never decoded).
     public var encryption: E2EEKeyProvider?
+    /// The signaling protocol the server speaks: ours, or LiveKit's (a LiveKit server, or ours
+    /// through its LiveKit front end; docs/livekit.md, "Our SDK in a LiveKit room"). With LiveKit's
+    /// the token is a LiveKit JWT whose room and identity are the channel and uid.
+    public var signalingProtocol: SignalingProtocol = .native
+
+    /// Which signaling protocol a connection speaks.
+    public enum SignalingProtocol: String, Sendable, Hashable, CaseIterable {
+        /// Ours: JSON envelopes over `/rtc` (docs/protocol.md).
+        case native
+        /// LiveKit's: protobuf over `/rtc?access_token=…`, data as LiveKit's `DataPacket`s.
+        case livekit
+    }
 
     public enum LogLevel: Int, Sendable, Hashable, Comparable, CaseIterable {
         case none = 0, error, warning, info, debug
@@ -146,7 +158,8 @@ public struct RTCEngineConfiguration: Sendable {
     }
 
     public init(serverURL: String, appID: String = "", logLevel: LogLevel = .warning, channelProfile: ChannelProfile = .communication,
-                clientRole: ClientRole = .broadcaster, ignoreScreenShareUsers: Bool? = nil) {
+                clientRole: ClientRole = .broadcaster, ignoreScreenShareUsers: Bool? = nil, protocol signalingProtocol: SignalingProtocol = .native) {
+        self.signalingProtocol = signalingProtocol
         self.serverURL = serverURL
         self.appID = appID
         self.logLevel = logLevel
@@ -243,6 +256,9 @@ public enum RTCEngineEvent: Sendable {
     case localTrackMutedByServer(trackSid: String, muted: Bool)
     /// The room's metadata, at the join (when it has some) and whenever the server's API changes it.
     case roomMetadataChanged(String)
+    /// A remote user's name, metadata or attributes, when first seen with any and at each change
+    /// (its token's, its own updates, the server's API).
+    case remoteUserInfoChanged(uid: String, name: String?, metadata: String?, attributes: [String: String])
     /// Who speaks now in the channel, loudest first, as the server hears it (its audio levels).
     case activeSpeakersChanged([ActiveSpeakers.Speaker])
     /// The loudest speaker changed (Agora's `onActiveSpeaker`); nil when nobody speaks.

@@ -146,7 +146,7 @@ final class PublisherTransport: Sendable {
 
     /// Offers the transport's sections with local credentials `ice` (nil: the current ones) and
     /// returns the server's answer.
-    func negotiate(signaling: SignalingClient, streamID: String, sessionID: UInt64, ice: ICECredentials? = nil) async throws
+    func negotiate(signaling: any SignalingChannel, streamID: String, sessionID: UInt64, ice: ICECredentials? = nil) async throws
         -> SessionDescriptionMessage {
         let offer = makeOffer(streamID: streamID, sessionID: sessionID, ice: ice)
         return try accept(reply: try await signaling.request(.offer(offer)))
@@ -236,7 +236,7 @@ final class PublisherTransport: Sendable {
 
     /// Offers again with new ICE credentials and restarts the checks towards the candidates of the
     /// server's answer (RFC 8445 §9).
-    func restartICE(signaling: SignalingClient, streamID: String, sessionID: UInt64) async throws {
+    func restartICE(signaling: any SignalingChannel, streamID: String, sessionID: UInt64) async throws {
         let ice = ICECredentials.random()
         let answer = try await negotiate(signaling: signaling, streamID: streamID, sessionID: sessionID, ice: ice)
         let remote = try SessionDescription(parsing: answer.sdp).transportParameters(offererRole: .client)

@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import RTCConventions
 import RTCTransport
+import LiveKitProtocol
 import Signaling
 
 /// The client SDK: joins a channel, publishes external video and audio, receives remote users'
@@ -38,7 +39,8 @@ public final class RTCEngine: @unchecked Sendable {
         self.configuration = configuration
         self.group = group
         settings = LocalSettings(role: configuration.clientRole)
-        dataStreams = DataStreams(emit: { [hub] event in hub.emit(event) })
+        dataStreams = DataStreams(framing: configuration.signalingProtocol == .livekit ? .liveKit : .envelope,
+                                  emit: { [hub] event in hub.emit(event) })
         if configuration.dataChannels { dataStreams.want() }
         hub.attach(self)
     }
@@ -226,9 +228,13 @@ public final class RTCEngine: @unchecked Sendable {
     }
 
     private func join(token: String, channel: String, uid: String, options: JoinOptions, rejoining: Bool, attempt: Int = 0) async throws {
-        let signaling: SignalingClient
+        let signaling: any SignalingChannel
         do {
-            signaling = try SignalingClient(url: serverURL(attempt: rejoining ? attempt : 0), group: group)
+            let url = serverURL(attempt: rejoining ? attempt : 0)
+            signaling = switch configuration.signalingProtocol {
+            case .native: try SignalingClient(url: url, group: group)
+            case .livekit: try LiveKitSignalingClient(url: url, group: group)
+            }
         } catch {
             throw RTCEngineError(.invalidArgument, error.reason)
         }

@@ -42,6 +42,11 @@ struct RemoteUserDirectory {
             let wasVisible = previous.map(isVisible) ?? false
             let visible = isVisible(info)
             if visible && !wasVisible { events.append(.userJoined(uid: info.uid)) }
+            // Its name, metadata or attributes: when first seen with any, and at each change.
+            let described = info.name != nil || info.metadata != nil || !(info.attributes ?? [:]).isEmpty
+            if previous.map({ $0.name != info.name || $0.metadata != info.metadata || $0.attributes != info.attributes }) ?? described {
+                events.append(.remoteUserInfoChanged(uid: info.uid, name: info.name, metadata: info.metadata, attributes: info.attributes ?? [:]))
+            }
             let before = Dictionary((previous?.tracks ?? []).map { ($0.sid, $0) }, uniquingKeysWith: { a, _ in a })
             let after = Set(info.tracks.map(\.sid))
             func remote(_ track: TrackInfo) -> RemoteTrackInfo {

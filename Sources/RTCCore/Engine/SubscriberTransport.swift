@@ -74,7 +74,7 @@ final class SubscriberTransport: @unchecked Sendable {
     /// Takes in the server's offer: receivers for new streams, ends those no longer offered, the
     /// repair streams and the feedback extension; answers it (over `signaling`), restarting ICE
     /// when the server's credentials changed. `track` names the remote track of a section.
-    func answer(_ offer: SessionDescription, signaling: SignalingClient, sessionID: UInt64, fresh: Bool,
+    func answer(_ offer: SessionDescription, signaling: any SignalingChannel, sessionID: UInt64, fresh: Bool,
                 track: @escaping @Sendable (MediaSectionDescription, TrackKind) -> RemoteTrackInfo) async throws {
         let outputs = self.outputs
         let ended = try await loop.submit { () -> [RemoteVideoReceiver] in

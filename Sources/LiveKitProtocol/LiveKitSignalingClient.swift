@@ -1,0 +1,218 @@
+import NIOCore
+import Signaling
+import SwiftProtobuf
+import TLSStream
+
+/// Our engine's signaling over LiveKit's signal protocol (docs/livekit.md, "Our SDK in a LiveKit
+/// room"): the `/rtc` WebSocket with the token and options in its query, protobuf
+/// `SignalRequest`s and `SignalResponse`s in binary frames, our messages in and out through a
+/// ``LiveKitClientTranslator``. Joining is opening the socket: the first response is the
+/// `JoinResponse` (or a `LeaveRequest` saying why not).
+///
+/// A lost connection ends the session (its streams finish) and the engine joins again in full,
+/// as LiveKit's SDKs do when a resume is not possible; `resume` (reconnect=1) is not made here.
+public actor LiveKitSignalingClient: SignalingChannel {
+    nonisolated public let host: String
+    /// `ws://host:port/rtc` (or `wss://`), without the query.
+    public let baseURL: String
+    private let group: EventLoopGroup
+    private let tls: TLSClientOptions
+    private let sdkVersion: String
+    private var link: RawSignalingLink?
+    private var translator: LiveKitClientTranslator?
+    private var waiting: [LiveKitClientTranslator.Reply: [CheckedContinuation<ServerMessage, any Error>]] = [:]
+    private var pingTask: Task<Void, Never>?
+    private var closing = false
+    /// The newest token the server gave (`refresh_token`): a rejoin's.
+    public private(set) var refreshedToken: String?
+    private let eventsContinuation: AsyncStream<ServerMessage>.Continuation
+    public nonisolated let events: AsyncStream<ServerMessage>
+    private let connectionContinuation: AsyncStream<SignalingConnectionEvent>.Continuation
+    public nonisolated let connectionEvents: AsyncStream<SignalingConnectionEvent>
+
+    /// `url` is a LiveKit server's: `ws://host:port` (or `wss://`, or with `/rtc`).
+    public init(url: String, group: EventLoopGroup, tls: TLSClientOptions = TLSClientOptions(), sdkVersion: String = "0.1")
+        throws(SignalingClientError) {
+        var base = url
+        while base.hasSuffix("/") { base.removeLast() }
+        if !base.hasSuffix("/rtc") { base += "/rtc" }
+        // The URL's form (scheme, host, port) is checked as our own client checks it.
+        let parsed = try SignalingClient(url: base, group: group, tls: tls, backup: nil)
+        host = parsed.host
+        baseURL = base
+        self.group = group
+        self.tls = tls
+        self.sdkVersion = sdkVersion
+        (events, eventsContinuation) = AsyncStream.makeStream(of: ServerMessage.self)
+        (connectionEvents, connectionContinuation) = AsyncStream.makeStream(of: SignalingConnectionEvent.self)
+    }
+
+    /// Nothing to open yet: LiveKit's socket carries the join in its URL (``request(_:)`` with `join`).
+    public func connect() async throws {}
+
+    public func request(_ message: ClientMessage) async throws -> ServerMessage {
+        if case .join(let join) = message { return try await self.join(join) }
+        guard let reply = try await sendTranslated(message) else {
+            throw SignalingClientError("LiveKit's protocol has no reply to \(message)")
+        }
+        return try await wait(for: reply)
+    }
+
+    public func requests(_ messages: [ClientMessage]) async throws -> [Result<ServerMessage, any Error>] {
+        guard link != nil else { throw SignalingClientError("not connected") }
+        // All sent first (the server reads them in order), then each reply awaited.
+        var replies: [Result<LiveKitClientTranslator.Reply?, any Error>] = []
+        for message in messages {
+            do { replies.append(.success(try await sendTranslated(message))) } catch { replies.append(.failure(error)) }
+        }
+        var results: [Result<ServerMessage, any Error>] = []
+        for reply in replies {
+            switch reply {
+            case .failure(let error): results.append(.failure(error))
+            case .success(nil): results.append(.failure(SignalingClientError("LiveKit's protocol has no reply to this request")))
+            case .success(let key?):
+                do { results.append(.success(try await wait(for: key))) } catch { results.append(.failure(error)) }
+            }
+        }
+        return results
+    }
+
+    public func send(_ message: ClientMessage) async throws {
+        if case .leave = message { closing = true }
+        _ = try await sendTranslated(message)
+    }
+
+    public func dropConnection() async {
+        link?.close()
+    }
+
+    public func close() async {
+        guard !closing || link != nil else { return }
+        if link != nil, !closing { try? await send(.leave(reason: .clientRequest)) }
+        closing = true
+        pingTask?.cancel()
+        link?.close()
+        link = nil
+        finish(SignalingClientError("closed"))
+    }
+
+    // MARK: Inside
+
+    private func join(_ request: JoinRequest) async throws -> ServerMessage {
+        let claims: LiveKitClaims
+        do { claims = try LiveKitClaims.unverified(request.token) } catch {
+            throw SignalingError(.tokenInvalid, "not a LiveKit access token: \(error)")
+        }
+        translator = LiveKitClientTranslator(identity: claims.identity)
+        let connect = LiveKitConnectRequest(token: request.token, autoSubscribe: request.autoSubscribe, sdk: "swift",
+                                            sdkVersion: sdkVersion, adaptiveStream: false)
+        let opened: RawSignalingLink
+        do {
+            opened = try await RawSignalingLink.open(url: baseURL + "?" + connect.query, group: group, tls: tls)
+        } catch let error as SignalingClientError where error.reason.contains("HTTP 401") || error.reason.contains("HTTP 403") {
+            throw SignalingError(.tokenInvalid, "the LiveKit server refused the token (\(error.reason))")
+        }
+        link = opened
+        Task { await self.consume(opened) }
+        let reply = try await wait(for: .join)
+        if case .joined(let joined) = reply { startPinging(every: joined.pingInterval) }
+        return reply
+    }
+
+    /// Sends what `message` becomes; returns the reply it waits for (an immediate one is queued).
+    private func sendTranslated(_ message: ClientMessage) async throws -> LiveKitClientTranslator.Reply? {
+        guard let link, var translator else { throw SignalingClientError("not connected") }
+        let (requests, reply) = try translator.translate(message)
+        self.translator = translator
+        for request in requests {
+            let bytes: [UInt8]
+            do { bytes = try request.serializedBytes() } catch { throw SignalingClientError("cannot encode \(message): \(error)") }
+            link.send(bytes, binary: true)
+        }
+        return reply
+    }
+
+    private var early: [LiveKitClientTranslator.Reply: [Result<ServerMessage, SignalingError>]] = [:]
+
+    private func wait(for reply: LiveKitClientTranslator.Reply) async throws -> ServerMessage {
+        if case .immediate(let message) = reply { return message }
+        if var arrived = early[reply], !arrived.isEmpty {
+            let first = arrived.removeFirst()
+            early[reply] = arrived.isEmpty ? nil : arrived
+            return try first.get()
+        }
+        guard link != nil else { throw SignalingClientError("connection lost") }
+        return try await withCheckedThrowingContinuation { waiting[reply, default: []].append($0) }
+    }
+
+    private func consume(_ opened: RawSignalingLink) async {
+        for await bytes in opened.messages {
+            guard var translator else { break }
+            // A message that is not a SignalResponse is skipped (counted by nobody: LiveKit sends none).
+            guard let response = try? LKSignalResponse(serializedBytes: bytes) else { continue }
+            let inbound = translator.translate(response)
+            self.translator = translator
+            for item in inbound { deliver(item) }
+        }
+        guard link === opened else { return }
+        link = nil
+        pingTask?.cancel()
+        finish(SignalingClientError(closing ? "closed" : "connection lost"))
+    }
+
+    private func deliver(_ item: LiveKitClientTranslator.Inbound) {
+        switch item {
+        case .reply(let key, let result):
+            if var waiters = waiting[key], !waiters.isEmpty {
+                let waiter = waiters.removeFirst()
+                waiting[key] = waiters.isEmpty ? nil : waiters
+                waiter.resume(with: result.mapError { $0 as any Error })
+            } else if key == .join, case .failure = result {
+                early[key, default: []].append(result)
+            } else {
+                early[key, default: []].append(result)
+            }
+        case .event(let message):
+            // A leave before the join answered is the join's failure.
+            if case .leave(let reason) = message, let waiters = waiting.removeValue(forKey: .join) {
+                let error = reason == .serverShutdown ? SignalingError(.shuttingDown, "the LiveKit server is shutting down: join again")
+                    : SignalingError(.permissionDenied, "the LiveKit server refused the join (\(reason.rawValue))")
+                for waiter in waiters { waiter.resume(throwing: error) }
+                return
+            }
+            if case .leave = message { closing = true }
+            eventsContinuation.yield(message)
+        case .token(let token):
+            refreshedToken = token
+        }
+    }
+
+    private func finish(_ error: any Error) {
+        for (_, waiters) in waiting { for waiter in waiters { waiter.resume(throwing: error) } }
+        waiting.removeAll()
+        eventsContinuation.finish()
+        connectionContinuation.finish()
+    }
+
+    private func startPinging(every seconds: Int) {
+        pingTask?.cancel()
+        pingTask = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(max(1, seconds)))
+                guard let self else { return }
+                let nowMs = Int64(ContinuousClock.now.duration(to: .now).components.seconds)
+                try? await self.send(.ping(timestamp: nowMs))
+            }
+        }
+    }
+}
+
+extension LiveKitConnectRequest {
+    /// The query a client opens `/rtc` with (the inverse of ``init(uri:authorization:)``).
+    public var query: String {
+        var pairs = [("access_token", token), ("auto_subscribe", autoSubscribe ? "1" : "0"), ("sdk", sdk), ("version", sdkVersion),
+                     ("protocol", String(protocolVersion)), ("adaptive_stream", adaptiveStream ? "1" : "0")]
+        if reconnect, let participantSid { pairs += [("reconnect", "1"), ("sid", participantSid)] }
+        return pairs.map { "\($0.0)=\(URLQuery.escape($0.1))" }.joined(separator: "&")
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+import RTCTestSupport
+import Testing
+
+/// Our SDK as a LiveKit client (`rtc-cli join --protocol livekit`, docs/livekit.md "Our SDK in a
+/// LiveKit room"): Swift bots speaking LiveKit's signal protocol to `rtc-server`'s LiveKit front
+/// end, in rooms with LiveKit's own Python SDK and with a Swift bot on our protocol. There is no
+/// LiveKit server binary here; the front end the official SDK already exercises is the counterpart.
+@Suite("Swift bots speaking LiveKit's protocol", .serialized)
+struct LiveKitClientTests {
+    typealias LK = LiveKitInteropTests
+    let dir = temporaryDirectory("livekit-client")
+
+    /// `rtc-cli join --protocol livekit` with a token minted from the test's LiveKit key.
+    static func liveKitBot(_ url: String, room: String, uid: String, _ extra: [String]) throws -> ChildProcess {
+        try ChildProcess([cliPath, "join", "--protocol", "livekit", "--server", url, "--api-key", LK.apiKey, "--api-secret", LK.apiSecret,
+                          "--channel", room, "--uid", uid, "--quiet"] + extra)
+    }
+
+    /// The uids a `--frame-log` shows frames of, with their counts.
+    static func frameCounts(_ path: String) -> [String: Int] {
+        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").reduce(into: [:]) { counts, line in
+            let fields = line.split(separator: " ")
+            if fields.count >= 2 { counts[String(fields[1]), default: 0] += 1 }
+        }
+    }
+
+    @Test("one room: a Swift bot on LiveKit's protocol (camera and tone) with its 1001_sub share, LiveKit's Python SDK publishing, a Swift bot on our protocol: everyone receives everyone else (the share at 1280x720 against its source, never at its own host), data both ways with a topic and a destination, speakers named, metadata and attributes seen both ways")
+    func mixedRoom() async throws {
+        let (server, url, _) = try await LK.server()
+        defer { server.stop() }
+        let p720 = dir + "/p720.y4m", p360 = dir + "/p360.y4m"
+        for (path, size) in [(p720, "1280x720"), (p360, "640x360")] {
+            let made = try runTool(["python3", WHIPTests.tool("pattern.py"), "y4m", path, "--size", size, "--fps", "15", "--seconds", "2"])
+            #expect(made.status == 0, "\(made.err)")
+        }
+        let hostFrames = dir + "/host-frames.txt", nativeFrames = dir + "/native-frames.txt"
+        let host = try Self.liveKitBot(url, room: "mix", uid: "1001", [
+            "--video", p360, "--size", "640x360", "--audio", "tone", "--print-data", "--send-data", "from swift@1", "--data-topic", "chat",
+            "--set-metadata", "swift-meta", "--set-attribute", "role=bot", "--print-speakers", "--frame-log", hostFrames, "--duration", "26"])
+        defer { host.stop() }
+        try await Task.sleep(for: .seconds(1.5))
+        let share = try Self.liveKitBot(url, room: "mix", uid: "1001_sub", ["--source", p720, "--size", "1280x720", "--duration", "24"])
+        defer { share.stop() }
+        let native = try ChildProcess([cliPath, "join", "--server", url + "/rtc", "--channel", "mix", "--uid", "2001", "--token",
+                                       testToken(uid: "2001", channel: "mix"), "--video", "pattern", "--audio", "none", "--print-data",
+                                       "--frame-log", nativeFrames, "--quiet", "--duration", "24"])
+        defer { native.stop() }
+        try await Task.sleep(for: .seconds(1))
+        // The Python participant sends to 1001 only: 2001 must not get it.
+        let python = try LK.peer("bot", url, ["--room", "mix", "--identity", "py", "--publish", "--size", "640x360", "--send-data", "from py@chat",
+                                              "--data-to", "1001", "--wait-remote", "3", "--set-metadata", "py-meta", "--metadata-grant",
+                                              "--print-data", "--duration", "16"])
+        let report = try await LK.report(python)
+        #expect(report["connectError"] == nil, "\(report)")
+
+        // At the Python SDK: the LiveKit-speaking bot's camera (against its source) and tone, its
+        // share at 1280x720 as SCREEN_SHARE with its owner, the native bot's camera.
+        for (uid, size) in [("1001", "640x360"), ("1001_sub", "1280x720")] {
+            let video = LK.track(report, identity: uid, kind: "video")
+            let psnr = LK.psnr(video, size: size)
+            #expect((video?["frames"] as? Int ?? 0) >= 60 && psnr.count >= 3 && psnr.suffix(3).allSatisfy { $0 >= 30 }, "\(uid): \(video ?? [:])")
+            print("LiveKit's SDK receives \(uid) (LiveKit protocol): \(video?["frames"] ?? 0) frames \(video?["sizes"] ?? "") PSNR \(psnr.suffix(3))")
+        }
+        #expect((LK.track(report, identity: "2001", kind: "video")?["frames"] as? Int ?? 0) >= 60, "2001 at LiveKit's SDK")
+        let rms = LK.track(report, identity: "1001", kind: "audio")?["rms"] as? [Double] ?? []
+        #expect(!rms.isEmpty && rms.suffix(3).allSatisfy { $0 > 500 }, "1001's tone at LiveKit's SDK: \(rms.suffix(5))")
+        let sources = report["sources"] as? [String: [Int]] ?? [:]
+        #expect(sources["1001"] == [1, 2] && sources["1001_sub"] == [3], "CAMERA+MICROPHONE and SCREEN_SHARE: \(sources)")
+        let attributes = report["attributes"] as? [String: [String: String]] ?? [:]
+        #expect(attributes["1001_sub"]?["screenShareOwner"] == "1001" && attributes["1001"]?["role"] == "bot", "\(attributes)")
+        let atPython = report["data"] as? [[String: Any]] ?? []
+        #expect(atPython.contains { $0["from"] as? String == "1001" && $0["topic"] as? String == "chat" && $0["text"] as? String == "from swift" },
+                "\(atPython.prefix(5))")
+        let speakers = (report["speakers"] as? [[Any]] ?? []).flatMap { $0.count > 1 ? ($0[1] as? [String] ?? []) : [] }
+        #expect(speakers.contains("1001"), "LiveKit's SDK names the Swift bot speaking: \(report["speakers"] ?? [])")
+
+        _ = await host.wait(30)
+        _ = await native.wait(30)
+        // At the LiveKit-speaking bot: the Python SDK's and the native bot's video, never its own share.
+        let atHost = Self.frameCounts(hostFrames), atNative = Self.frameCounts(nativeFrames)
+        #expect((atHost["py"] ?? 0) >= 60 && (atHost["2001"] ?? 0) >= 60 && atHost["1001_sub"] == nil, "frames at 1001: \(atHost)")
+        #expect((atNative["py"] ?? 0) >= 60 && (atNative["1001"] ?? 0) >= 60 && (atNative["1001_sub"] ?? 0) >= 60, "frames at 2001: \(atNative)")
+        // Data with its destination: py's message reached 1001 and not 2001; 1001's reached 2001.
+        let hostGot = DataChannelInteropTests.received(host), nativeGot = DataChannelInteropTests.received(native)
+        #expect(hostGot.contains { $0.uid == "py" && $0.topic == "chat" && $0.text == "from py" }, "\(hostGot.prefix(5))")
+        #expect(!nativeGot.contains { $0.uid == "py" }, "sent to 1001 only, yet 2001 got: \(nativeGot.filter { $0.uid == "py" })")
+        #expect(nativeGot.contains { $0.uid == "1001" && $0.topic == "chat" && $0.text == "from swift" }, "\(nativeGot.prefix(5))")
+        // Metadata and attributes: the bot's own update (seen by the Python SDK above and by 2001),
+        // and the Python SDK's seen by the bot.
+        #expect(host.output.contains("metadata set"), "\(host.output.suffix(5))")
+        #expect(host.output.contains("participant py metadata py-meta attributes state=ready"), "\(host.output.filter { $0.hasPrefix("participant") })")
+        #expect(native.output.contains("participant 1001 metadata swift-meta attributes role=bot"),
+                "\(native.output.filter { $0.hasPrefix("participant") })")
+        #expect(host.output.contains { $0.hasPrefix("speaker ") && !$0.hasSuffix(" -") }, "speakers at the bot: \(host.output.filter { $0.hasPrefix("speaker") })")
+        print("Swift bot on LiveKit's protocol receives: \(atHost); the native bot: \(atNative)")
+    }
+
+    @Test("simulcast from a Swift bot on LiveKit's protocol: its three layers announced as LiveKit's VideoLayers; the Python SDK asks for the low one and gets 320x180")
+    func simulcast() async throws {
+        let (server, url, _) = try await LK.server()
+        defer { server.stop() }
+        let p720 = dir + "/sim720.y4m"
+        let made = try runTool(["python3", WHIPTests.tool("pattern.py"), "y4m", p720, "--size", "1280x720", "--fps", "15", "--seconds", "2"])
+        #expect(made.status == 0, "\(made.err)")
+        let bot = try Self.liveKitBot(url, room: "sim", uid: "1001", ["--video", p720, "--size", "1280x720", "--bitrate", "2500", "--simulcast", "3",
+                                                                     "--audio", "none", "--duration", "22"])
+        defer { bot.stop() }
+        try await Task.sleep(for: .seconds(1))
+        let report = try await LK.report(try LK.peer("bot", url, ["--room", "sim", "--identity", "py", "--low-quality-at", "7:1001", "--duration", "16"]))
+        let low = report["lowQuality"] as? [String: Any] ?? [:]
+        #expect(low["before"] as? String == "1280x720" && low["after"] as? String == "320x180" && low["simulcasted"] as? Bool == true, "\(low)")
+        print("simulcast from the Swift bot on LiveKit's protocol: \(low)")
+    }
+
+    @Test("bad input on the client side: a token that is not a LiveKit JWT, a wrong secret (the server refuses the WebSocket), a flag out of place: each a clear error, no crash")
+    func badInput() async throws {
+        let (server, url, _) = try await LK.server()
+        defer { server.stop() }
+        let garbage = try runTool([cliPath, "join", "--protocol", "livekit", "--server", url, "--token", "not-a-jwt", "--duration", "2"])
+        #expect(garbage.status != 0 && garbage.err.contains("not a LiveKit access token"), "\(garbage.err.suffix(300))")
+        let wrong = try runTool([cliPath, "join", "--protocol", "livekit", "--server", url, "--api-key", LK.apiKey, "--api-secret", "not-the-secret",
+                                 "--channel", "bad", "--uid", "x", "--duration", "2", "--quiet"])
+        #expect(wrong.status != 0 && (wrong.err + wrong.out).contains("refused"), "\(wrong.err.suffix(300)) \(wrong.out.suffix(300))")
+        let unknown = try runTool([cliPath, "join", "--protocol", "sip", "--channel", "c", "--uid", "u", "--secret", "s"])
+        #expect(unknown.status != 0 && unknown.err.contains("--protocol is native or livekit"), "\(unknown.err.suffix(300))")
+        #expect(server.isRunning, "the server survived")
+    }
+}
