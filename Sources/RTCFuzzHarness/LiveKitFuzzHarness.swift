@@ -18,7 +18,16 @@ extension FuzzHarness {
             for envelope in out.toCore { precondition(try! ClientEnvelope.decode(envelope.encoded()) == envelope, "translated message round trip") }
             for response in out.toClient { _ = try! response.serializedBytes() as [UInt8] }
         }
-        _ = try? LKSignalResponse(serializedBytes: bytes)
+        if let response = try? LKSignalResponse(serializedBytes: bytes) {
+            // The client direction: our SDK's translator reads what a LiveKit server sends.
+            var client = LiveKitClientTranslator(identity: "fuzz")
+            _ = client.translate(.with { $0.join = .with { $0.participant = .with { $0.sid = "PA_1"; $0.identity = "fuzz" } } })
+            for inbound in client.translate(response) {
+                if case .event(let message) = inbound {
+                    precondition(try! ServerEnvelope.decode(ServerEnvelope(message).encoded()).message == message, "client message round trip")
+                }
+            }
+        }
         if var packet = LiveKitData.packet(bytes) {
             packet = LiveKitData.stamped(packet, sender: "fuzz", senderSid: "PA_1")
             precondition(LiveKitData.packet(LiveKitData.serialized(packet)) != nil, "data packet round trip")
@@ -34,5 +43,8 @@ extension FuzzHarness {
         _ = try? LiveKitClaims.verifySignature(text, keys: ["key": "secret"])
         _ = try? LiveKitConnectRequest(uri: "/rtc?" + text, authorization: text)
         _ = LiveKitSDP.subscriberOffer(text)
+        _ = LiveKitSDP.ourStreamIDs(text)
+        _ = LiveKitSDP.withTrackIDs(text, ["0": "cid"])
+        _ = LiveKitData.incoming(bytes)
     }
 }
