@@ -116,6 +116,11 @@ struct DrainTests {
         let swift = try LK.swiftBot(url, room: "drain", uid: "swift", ["--size", "640x360", "--audio", "tone", "--frame-log", frameLog,
                                                                        "--duration", "45"])
         defer { swift.stop() }
+        // A Swift bot speaking LiveKit's protocol too (docs/livekit.md, "Our SDK in a LiveKit room").
+        let liveKitFrames = dir + "/swiftlk-frames.txt"
+        let swiftLK = try LiveKitClientTests.liveKitBot(url, room: "drain", uid: "swiftlk", ["--size", "320x180", "--audio", "none",
+                                                                                            "--frame-log", liveKitFrames, "--duration", "45"])
+        defer { swiftLK.stop() }
         let page = "http://127.0.0.1:\(port)/?channel=drain&uid=web&mode=publish&token=\(testToken(uid: "web", channel: "drain"))"
         let (livekit, web) = try await others(liveKitURL: url, room: "drain", page: page, seconds: 38, frameLog: frameLog)
         defer { livekit.stop(); web.stop() }
@@ -143,9 +148,12 @@ struct DrainTests {
         let swiftAtLK = seconds(Self.firstFrameMs(report, of: "swift", kind: "video", after: upMs))
         let webAtLK = seconds(Self.firstFrameMs(report, of: "web", kind: "video", after: upMs))
         let swiftAudioAtLK = seconds(Self.firstFrameMs(report, of: "swift", kind: "audio", after: upMs))
+        let lkAtSwiftLK = seconds(Self.frames(liveKitFrames, of: "lk").first { $0 > upAt }.map { $0 / 1000 })
+        let swiftLKAtLK = seconds(Self.firstFrameMs(report, of: "swiftlk", kind: "video", after: upMs))
         for (what, value) in [("LiveKit's video at the Swift bot", lkAtSwift), ("the page's video at the Swift bot", webAtSwift),
                               ("the Swift bot's video at LiveKit", swiftAtLK), ("the page's video at LiveKit", webAtLK),
-                              ("the Swift bot's audio at LiveKit", swiftAudioAtLK)] {
+                              ("the Swift bot's audio at LiveKit", swiftAudioAtLK), ("LiveKit's video at the LiveKit-protocol Swift bot", lkAtSwiftLK),
+                              ("the LiveKit-protocol Swift bot's video at LiveKit", swiftLKAtLK)] {
             #expect(value <= 3, "\(what): \(value) s after the new server answered")
         }
         let connection = report["connection"] as? [[Any]] ?? []
@@ -154,8 +162,9 @@ struct DrainTests {
         swift.stop()
         await expectPageRejoined(web)
         print(String(format: "drain and restart: drained in %.2f s, down %.2f s; back after the new server answered: LiveKit→Swift %.2f s, page→Swift %.2f s, "
-                     + "Swift→LiveKit %.2f s (audio %.2f s), page→LiveKit %.2f s; LiveKit SDK %@",
+                     + "Swift→LiveKit %.2f s (audio %.2f s), page→LiveKit %.2f s, LiveKit→Swift on LiveKit's protocol %.2f s, and back %.2f s; LiveKit SDK %@",
                      Double(exitedAt - termAt) / 1e6, Double(upAt - termAt) / 1e6, lkAtSwift, webAtSwift, swiftAtLK, swiftAudioAtLK, webAtLK,
+                     lkAtSwiftLK, swiftLKAtLK,
                      "\(connection.map { $0.first as? String ?? "?" })"))
     }
 

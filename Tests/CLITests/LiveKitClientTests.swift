@@ -2,6 +2,10 @@ import Foundation
 import RTCTestSupport
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Our SDK as a LiveKit client (`rtc-cli join --protocol livekit`, docs/livekit.md "Our SDK in a
 /// LiveKit room"): Swift bots speaking LiveKit's signal protocol to `rtc-server`'s LiveKit front
 /// end, in rooms with LiveKit's own Python SDK and with a Swift bot on our protocol. There is no
@@ -111,6 +115,32 @@ struct LiveKitClientTests {
         let low = report["lowQuality"] as? [String: Any] ?? [:]
         #expect(low["before"] as? String == "1280x720" && low["after"] as? String == "320x180" && low["simulcasted"] as? Bool == true, "\(low)")
         print("simulcast from the Swift bot on LiveKit's protocol: \(low)")
+    }
+
+    @Test("the server killed (SIGKILL) and started again on its port: the Swift bot on LiveKit's protocol joins again by itself; its video at LiveKit's SDK and the SDK's at it within 3 s of the new server answering")
+    func killed() async throws {
+        let port = DrainTests.freeTCPPort()
+        var (server, _) = try await DrainTests.server(port: port)
+        defer { server.stop() }
+        let url = "ws://127.0.0.1:\(port)"
+        let frames = dir + "/killed-frames.txt"
+        let bot = try Self.liveKitBot(url, room: "killed", uid: "swiftlk", ["--size", "320x180", "--audio", "none", "--frame-log", frames,
+                                                                           "--duration", "30"])
+        defer { bot.stop() }
+        let python = try LK.peer("bot", url, ["--room", "killed", "--identity", "lk", "--publish", "--size", "320x180", "--duration", "24"])
+        defer { python.stop() }
+        #expect(await eventually(20) { DrainTests.frames(frames, of: "lk").count >= 30 }, "before: \(DrainTests.frames(frames, of: "lk").count) frames")
+        server.signal(SIGKILL)
+        _ = await server.wait(5)
+        let (next, upAt) = try await DrainTests.server(port: port)
+        server = next
+        let report = try await LK.report(python, 60)
+        let upMs = upAt / 1000
+        let lkAtSwift = DrainTests.frames(frames, of: "lk").first { $0 > upAt }.map { Double($0 - upAt) / 1e6 } ?? .infinity
+        let swiftAtLK = DrainTests.firstFrameMs(report, of: "swiftlk", kind: "video", after: upMs).map { Double($0 - upMs) / 1000 } ?? .infinity
+        #expect(lkAtSwift <= 3 && swiftAtLK <= 3, "after the new server answered: LiveKit→Swift \(lkAtSwift) s, Swift→LiveKit \(swiftAtLK) s")
+        print(String(format: "server killed and restarted: LiveKit→Swift (LiveKit's protocol) %.2f s, Swift→LiveKit %.2f s after the new server answered",
+                     lkAtSwift, swiftAtLK))
     }
 
     @Test("bad input on the client side: a token that is not a LiveKit JWT, a wrong secret (the server refuses the WebSocket), a flag out of place: each a clear error, no crash")

@@ -124,6 +124,26 @@ final class NetworkLab: @unchecked Sendable {
             """)
     }
 
+    /// Cuts `host` off: every packet to or from it (TCP too) is dropped at the router until
+    /// ``restore(_:)`` (a tunnel, a Wi-Fi dead spot: nothing gets through, nothing is refused).
+    func cut(_ host: Host) throws {
+        let net = host.address.split(separator: ".").dropLast().joined(separator: ".")
+        try nft("""
+            table ip cut {
+                chain gate {
+                    type filter hook forward priority -10;
+                    ip saddr \(net).0/24 drop
+                    ip daddr \(net).0/24 drop
+                }
+            }
+            """)
+    }
+
+    /// Ends ``cut(_:)``.
+    func restore() throws {
+        try sh(["ip", "netns", "exec", router, "nft", "delete", "table", "ip", "cut"])
+    }
+
     /// Drops one forwarded UDP packet in `every` at the router, each way, at random (nftables
     /// `numgen random`): a lossy path for media and data; signaling (TCP) is left alone.
     func dropUDP(oneIn every: Int) throws {
