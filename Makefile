@@ -42,29 +42,40 @@ release:
 demo: build
 	.build/release/rtc-cli demo --out out/demo
 
-# The tests' debug build first; then the tests run one at a time (several end-to-end tests hold
-# real-time figures, freezes, idle gaps, latency, that two cores shared with every other suite at
-# once cannot keep), straight from the test bundle, so that SwiftPM's lock on .build is free.
+# The tests' debug build first; then the tests run in two lanes side by side, straight from the
+# test bundle (so that SwiftPM's lock on .build is free), each lane one test at a time:
+# - lane A holds every suite with real-time figures (freezes, idle gaps, latency, loss and
+#   bandwidth across namespaces, browsers' rates), which two cores shared with another such suite
+#   could not keep;
+# - lane B (LANE_B below) holds suites whose checks are about content, not time (the server's
+#   API, the cluster's placement, recordings' files, media files, coturn's credentials, the
+#   server's limits, the media processes, the web client's unit page), at nice 10, so lane A's
+#   threads win whenever both want a core.
 # Beside them the release binaries are built at SCHED_IDLE (chrt --idle, and ionice's idle class
-# for the disk): the tests wait on real
-# time most of the run (a quarter of the two cores busy on average) and an idle-class build only
-# gets the cycles they leave, the kernel preempting it the moment a test's thread wakes. The
-# budget tests (BudgetTests) measure those release binaries as shipped, so they run last, once the
-# build is done. The whole log goes to out/test.log; a failed run ends by listing its failures
-# again, so the last lines of a CI log name them. The build runs in a session of its own, ended
-# with the recipe (Ctrl-C included: a shell's background job ignores SIGINT; and should the recipe
-# be killed outright, the build's own watcher ends it), and is not a recursive make, so
-# `make -n test` only prints.
+# for the disk): the tests wait on real time most of the run and an idle-class build only gets
+# the cycles they leave, the kernel preempting it the moment a test's thread wakes. The budget
+# tests (BudgetTests) measure those release binaries as shipped, so they run last, once the build
+# is done. The whole log goes to out/test.log (lane B's to out/test-b.log, appended to it at the
+# end); a failed run ends by listing its failures again, so the last lines of a CI log name them.
+# The build and lane B run in sessions of their own, ended with the recipe (Ctrl-C included: a
+# shell's background job ignores SIGINT; and should the recipe be killed outright, their own
+# watchers end them), and are not recursive makes, so `make -n test` only prints.
 TEST_RUN := .build/debug/swift-rtcPackageTests.xctest --testing-library swift-testing --no-parallel
+LANE_B := RoomServiceTests|ClusterTests|WebMRecordingTests|RecordingTests|MediaFileTests|TURNInteropTests|HardeningTests|MediaProcessesTests|WebClientTests
 test: deps
 	@mkdir -p out
 	swift build --build-tests
-	@set -o pipefail; rm -f out/release.status; \
+	@set -o pipefail; rm -f out/release.status out/lane-b.status; \
 	setsid bash -c '( while kill -0 $$1 2>/dev/null; do sleep 1; done; kill -- -$$$$ ) & watcher=$$!; \
 		ionice -c 3 chrt --idle 0 bash -c '"'"'$(RELEASE_BUILD)'"'"' > out/release.log 2>&1; echo $$? > out/release.status; \
 		kill $$watcher' _ $$$$ & builder=$$!; \
-	trap 'kill -- -$$builder 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
-	$(TEST_RUN) --skip 'BudgetTests' 2>&1 | tee out/test.log; status=$$?; \
+	setsid bash -c '( while kill -0 $$1 2>/dev/null; do sleep 1; done; kill -- -$$$$ ) & watcher=$$!; \
+		nice -n 10 $(TEST_RUN) --filter '"'"'$(LANE_B)'"'"' > out/test-b.log 2>&1; echo $$? > out/lane-b.status; \
+		kill $$watcher' _ $$$$ & laneB=$$!; \
+	trap 'kill -- -$$builder -$$laneB 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
+	$(TEST_RUN) --skip 'BudgetTests|$(LANE_B)' 2>&1 | tee out/test.log; status=$$?; \
+	wait $$laneB; echo "== lane B (out/test-b.log)" | tee -a out/test.log; cat out/test-b.log >> out/test.log; tail -3 out/test-b.log; \
+	[ "$$(cat out/lane-b.status 2>/dev/null)" = 0 ] || status=1; \
 	wait $$builder; trap - EXIT; \
 	if [ "$$(cat out/release.status 2>/dev/null)" = 0 ]; then \
 		$(TEST_RUN) --filter 'BudgetTests' 2>&1 | tee -a out/test.log || status=1; \

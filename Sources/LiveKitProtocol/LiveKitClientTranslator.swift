@@ -14,8 +14,8 @@ public struct LiveKitClientTranslator: Sendable {
     public enum Reply: Sendable, Hashable {
         /// The join: LiveKit's first response on the socket.
         case join
-        /// The publisher offer's answer.
-        case answer
+        /// The publisher offer's answer, by the offer's id (LiveKit echoes it).
+        case answer(offerID: UInt32)
         /// A track's `TrackPublishedResponse`, by the `cid` its AddTrack carried.
         case track(cid: String)
         /// An `UpdateParticipantMetadata`, by its request id.
@@ -68,7 +68,7 @@ public struct LiveKitClientTranslator: Sendable {
         case .offer(let offer):
             offerID &+= 1
             let sdp = LiveKitSDP.withTrackIDs(offer.sdp, cids)
-            return ([.with { $0.offer = .with { $0.type = "offer"; $0.sdp = sdp; $0.id = offerID } }], .answer)
+            return ([.with { $0.offer = .with { $0.type = "offer"; $0.sdp = sdp; $0.id = offerID } }], .answer(offerID: offerID))
         case .answer(let answer):
             return ([.with { $0.answer = .with { $0.type = "answer"; $0.sdp = answer.sdp; $0.id = subscriberOfferID } }], nil)
         case .publishTrack(let request):
@@ -203,7 +203,7 @@ public struct LiveKitClientTranslator: Sendable {
         case .reconnect:
             return []
         case .answer(let answer):
-            return [.reply(.answer, .success(.answer(SessionDescriptionMessage(transport: .publisher, sdp: answer.sdp))))]
+            return [.reply(.answer(offerID: answer.id), .success(.answer(SessionDescriptionMessage(transport: .publisher, sdp: answer.sdp))))]
         case .offer(let offer):
             subscriberOfferID = offer.id
             return [.event(.offer(SessionDescriptionMessage(transport: .subscriber, sdp: LiveKitSDP.ourStreamIDs(offer.sdp))))]

@@ -20,7 +20,7 @@ public actor LiveKitSignalingClient: SignalingChannel {
     private let sdkVersion: String
     private var link: RawSignalingLink?
     private var translator: LiveKitClientTranslator?
-    private var waiting: [LiveKitClientTranslator.Reply: [CheckedContinuation<ServerMessage, any Error>]] = [:]
+    private var waiting: [LiveKitClientTranslator.Reply: [(id: Int, continuation: CheckedContinuation<ServerMessage, any Error>)]] = [:]
     private var pingTask: Task<Void, Never>?
     private var closing = false
     /// The newest token the server gave (`refresh_token`): a rejoin's.
@@ -70,6 +70,11 @@ public actor LiveKitSignalingClient: SignalingChannel {
             switch reply {
             case .failure(let error): results.append(.failure(error))
             case .success(nil): results.append(.failure(SignalingClientError("LiveKit's protocol has no reply to this request")))
+            case .success(.answer(let id)?) where results.contains(where: { (try? $0.get()) == nil }):
+                // A track of this offer was refused: its answer is not waited for (a server may send
+                // none); one that comes later is dropped by its id.
+                abandoned.insert(id)
+                results.append(.failure(SignalingError(.negotiationFailed, "the offer's answer was not awaited: a track of it was refused")))
             case .success(let key?):
                 do { results.append(.success(try await wait(for: key))) } catch { results.append(.failure(error)) }
             }
@@ -111,6 +116,9 @@ public actor LiveKitSignalingClient: SignalingChannel {
             opened = try await RawSignalingLink.open(url: baseURL + "?" + connect.query, group: group, tls: tls)
         } catch let error as SignalingClientError where error.reason.contains("HTTP 401") || error.reason.contains("HTTP 403") {
             throw SignalingError(.tokenInvalid, "the LiveKit server refused the token (\(error.reason))")
+        } catch let error as SignalingClientError where error.reason.contains("HTTP 404") {
+            throw SignalingError(.protocolVersionMismatch,
+                                 "\(baseURL) does not serve LiveKit's /rtc signal WebSocket (\(error.reason)): not a LiveKit server, or one that speaks only /rtc/v1")
         }
         link = opened
         Task { await self.consume(opened) }
@@ -133,6 +141,11 @@ public actor LiveKitSignalingClient: SignalingChannel {
     }
 
     private var early: [LiveKitClientTranslator.Reply: [Result<ServerMessage, SignalingError>]] = [:]
+    /// Offers whose answers nobody waits for any more.
+    private var abandoned: Set<UInt32> = []
+    /// How long a reply is waited for: a server that never answers fails the request, it does not hang it.
+    public static let replyTimeout: Duration = .seconds(15)
+    private var nextWaiter = 0
 
     private func wait(for reply: LiveKitClientTranslator.Reply) async throws -> ServerMessage {
         if case .immediate(let message) = reply { return message }
@@ -142,7 +155,21 @@ public actor LiveKitSignalingClient: SignalingChannel {
             return try first.get()
         }
         guard link != nil else { throw SignalingClientError("connection lost") }
-        return try await withCheckedThrowingContinuation { waiting[reply, default: []].append($0) }
+        nextWaiter += 1
+        let id = nextWaiter
+        let timeout = Task { [weak self] in
+            try? await Task.sleep(for: Self.replyTimeout)
+            await self?.expire(reply, id: id)
+        }
+        defer { timeout.cancel() }
+        return try await withCheckedThrowingContinuation { waiting[reply, default: []].append((id, $0)) }
+    }
+
+    private func expire(_ reply: LiveKitClientTranslator.Reply, id: Int) {
+        guard var waiters = waiting[reply], let index = waiters.firstIndex(where: { $0.id == id }) else { return }
+        let waiter = waiters.remove(at: index).continuation
+        waiting[reply] = waiters.isEmpty ? nil : waiters
+        waiter.resume(throwing: SignalingError(.negotiationFailed, "no reply from the LiveKit server within \(Self.replyTimeout) (\(reply))"))
     }
 
     private func consume(_ opened: RawSignalingLink) async {
@@ -162,13 +189,19 @@ public actor LiveKitSignalingClient: SignalingChannel {
 
     private func deliver(_ item: LiveKitClientTranslator.Inbound) {
         switch item {
-        case .reply(let key, let result):
+        case .reply(var key, let result):
+            if case .answer(let id) = key {
+                if abandoned.remove(id) != nil { return }
+                // An answer without the offer's id (an older server): the oldest offer waiting.
+                if id == 0, waiting[key] == nil, let oldest = waiting.keys.compactMap({ key -> UInt32? in
+                    if case .answer(let offer) = key { return offer }
+                    return nil
+                }).min() { key = .answer(offerID: oldest) }
+            }
             if var waiters = waiting[key], !waiters.isEmpty {
-                let waiter = waiters.removeFirst()
+                let waiter = waiters.removeFirst().continuation
                 waiting[key] = waiters.isEmpty ? nil : waiters
                 waiter.resume(with: result.mapError { $0 as any Error })
-            } else if key == .join, case .failure = result {
-                early[key, default: []].append(result)
             } else {
                 early[key, default: []].append(result)
             }
@@ -177,7 +210,7 @@ public actor LiveKitSignalingClient: SignalingChannel {
             if case .leave(let reason) = message, let waiters = waiting.removeValue(forKey: .join) {
                 let error = reason == .serverShutdown ? SignalingError(.shuttingDown, "the LiveKit server is shutting down: join again")
                     : SignalingError(.permissionDenied, "the LiveKit server refused the join (\(reason.rawValue))")
-                for waiter in waiters { waiter.resume(throwing: error) }
+                for waiter in waiters { waiter.continuation.resume(throwing: error) }
                 return
             }
             if case .leave = message { closing = true }
@@ -188,7 +221,7 @@ public actor LiveKitSignalingClient: SignalingChannel {
     }
 
     private func finish(_ error: any Error) {
-        for (_, waiters) in waiting { for waiter in waiters { waiter.resume(throwing: error) } }
+        for (_, waiters) in waiting { for waiter in waiters { waiter.continuation.resume(throwing: error) } }
         waiting.removeAll()
         eventsContinuation.finish()
         connectionContinuation.finish()

@@ -143,7 +143,7 @@ struct LiveKitClientTests {
                      lkAtSwift, swiftAtLK))
     }
 
-    @Test("bad input on the client side: a token that is not a LiveKit JWT, a wrong secret (the server refuses the WebSocket), a flag out of place: each a clear error, no crash")
+    @Test("bad input on the client side: a token that is not a LiveKit JWT, a wrong secret (the server refuses the WebSocket), a flag out of place, a refused AddTrack, a server without LiveKit's /rtc: each a clear error, no crash")
     func badInput() async throws {
         let (server, url, _) = try await LK.server()
         defer { server.stop() }
@@ -155,5 +155,27 @@ struct LiveKitClientTests {
         let unknown = try runTool([cliPath, "join", "--protocol", "sip", "--channel", "c", "--uid", "u", "--secret", "s"])
         #expect(unknown.status != 0 && unknown.err.contains("--protocol is native or livekit"), "\(unknown.err.suffix(300))")
         #expect(server.isRunning, "the server survived")
+        // A room that requires end-to-end encryption refuses the bot's clear tracks: its AddTrack
+        // answered with LiveKit's RequestResponse NOT_ALLOWED, the reason passed on.
+        let (strict, strictURL, _) = try await LK.server(["--require-encryption"])
+        defer { strict.stop() }
+        let refused = try runTool([cliPath, "join", "--protocol", "livekit", "--server", strictURL, "--api-key", LK.apiKey, "--api-secret", LK.apiSecret,
+                                   "--channel", "strict", "--uid", "clear", "--duration", "3", "--quiet"], timeout: 30)
+        #expect(refused.status != 0 && (refused.err + refused.out).contains("requires end-to-end encryption"), "\(refused.err.suffix(400)) \(refused.out.suffix(200))")
+        // Not a LiveKit server (an HTTP server that answers /rtc with 404, as one that speaks only /rtc/v1 would).
+        let http = try ChildProcess(["python3", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", dir])
+        defer { http.stop() }
+        var port: Int?
+        _ = await eventually(10) {
+            port = (http.output + http.errorText.split(separator: "\n").map(String.init)).lazy.compactMap { line -> Int? in
+                guard let range = line.range(of: " port ") else { return nil }
+                return Int(line[range.upperBound...].prefix { $0.isNumber })
+            }.first
+            return port != nil
+        }
+        let notLiveKit = try runTool([cliPath, "join", "--protocol", "livekit", "--server", "ws://127.0.0.1:\(try #require(port))", "--api-key", LK.apiKey,
+                                      "--api-secret", LK.apiSecret, "--channel", "c", "--uid", "u", "--duration", "2", "--quiet"], timeout: 30)
+        #expect(notLiveKit.status != 0 && (notLiveKit.err + notLiveKit.out).contains("does not serve LiveKit's /rtc"),
+                "\(notLiveKit.err.suffix(400)) \(notLiveKit.out.suffix(200))")
     }
 }
