@@ -49,6 +49,8 @@ public struct LiveKitClientTranslator: Sendable {
     /// Speaking now, by sid: its level (LiveKit sends what changed; we keep the whole set).
     private var speaking: [String: Float] = [:]
     private var cidNumber = 0
+    /// The signal connection's round trip as the last pong measured it (ms; 0: none yet).
+    public var roundTripMs: Int64 = 0
     private let cidPrefix: String
 
     public init(identity: String, cidPrefix: String = "TR_swift") {
@@ -89,7 +91,8 @@ public struct LiveKitClientTranslator: Sendable {
         case .leave:
             return ([.with { $0.leave = .with { $0.reason = .clientInitiated; $0.action = .disconnect } }], nil)
         case .ping(let timestamp):
-            return ([.with { $0.pingReq = .with { $0.timestamp = timestamp } }], nil)
+            let rtt = roundTripMs
+            return ([.with { $0.pingReq = .with { $0.timestamp = timestamp; $0.rtt = rtt } }], nil)
         case .updateMetadata(let update):
             let id = nextRequestID
             nextRequestID &+= 1
@@ -157,6 +160,10 @@ public struct LiveKitClientTranslator: Sendable {
                         let scale = UInt32(1) << UInt32(sizes.count - 1 - index)
                         $0.width = add.width / scale
                         $0.height = add.height / scale
+                        if let bitrate = request.bitrateBps {
+                            // Each layer's share of the track's rate: a quarter per halving of the size.
+                            $0.bitrate = UInt32(clamping: bitrate / (Int(scale) * Int(scale)))
+                        }
                     }
                 }
                 add.simulcastCodecs = [.with { $0.codec = "vp8"; $0.cid = cid; $0.layers = add.layers }]

@@ -60,26 +60,36 @@ public actor LiveKitSignalingClient: SignalingChannel {
 
     public func requests(_ messages: [ClientMessage]) async throws -> [Result<ServerMessage, any Error>] {
         guard link != nil else { throw SignalingClientError("not connected") }
-        // All sent first (the server reads them in order), then each reply awaited.
-        var replies: [Result<LiveKitClientTranslator.Reply?, any Error>] = []
-        for message in messages {
-            do { replies.append(.success(try await sendTranslated(message))) } catch { replies.append(.failure(error)) }
-        }
-        var results: [Result<ServerMessage, any Error>] = []
-        for reply in replies {
-            switch reply {
-            case .failure(let error): results.append(.failure(error))
-            case .success(nil): results.append(.failure(SignalingClientError("LiveKit's protocol has no reply to this request")))
-            case .success(.answer(let id)?) where results.contains(where: { (try? $0.get()) == nil }):
-                // A track of this offer was refused: its answer is not waited for (a server may send
-                // none); one that comes later is dropped by its id.
-                abandoned.insert(id)
-                results.append(.failure(SignalingError(.negotiationFailed, "the offer's answer was not awaited: a track of it was refused")))
-            case .success(let key?):
-                do { results.append(.success(try await wait(for: key))) } catch { results.append(.failure(error)) }
+        // Sent in order without waiting, except that an offer goes only once the tracks announced
+        // before it are published (AddTrack → TrackPublished, then the offer, as LiveKit's SDKs
+        // do); a refused track's offer is not sent at all.
+        var results: [Result<ServerMessage, any Error>?] = Array(repeating: nil, count: messages.count)
+        var pending: [(index: Int, reply: LiveKitClientTranslator.Reply)] = []
+        for (index, message) in messages.enumerated() {
+            if case .offer = message {
+                for (earlier, reply) in pending {
+                    do { results[earlier] = .success(try await wait(for: reply)) } catch { results[earlier] = .failure(error) }
+                }
+                pending.removeAll()
+                if results.contains(where: { result in result.map { (try? $0.get()) == nil } ?? false }) {
+                    results[index] = .failure(SignalingError(.negotiationFailed, "the offer was not sent: a track of it was refused"))
+                    continue
+                }
+            }
+            do {
+                if let reply = try await sendTranslated(message) {
+                    pending.append((index, reply))
+                } else {
+                    results[index] = .failure(SignalingClientError("LiveKit's protocol has no reply to this request"))
+                }
+            } catch {
+                results[index] = .failure(error)
             }
         }
-        return results
+        for (index, reply) in pending {
+            do { results[index] = .success(try await wait(for: reply)) } catch { results[index] = .failure(error) }
+        }
+        return results.map { $0 ?? .failure(SignalingClientError("no reply")) }
     }
 
     public func send(_ message: ClientMessage) async throws {
@@ -141,8 +151,6 @@ public actor LiveKitSignalingClient: SignalingChannel {
     }
 
     private var early: [LiveKitClientTranslator.Reply: [Result<ServerMessage, SignalingError>]] = [:]
-    /// Offers whose answers nobody waits for any more.
-    private var abandoned: Set<UInt32> = []
     /// How long a reply is waited for: a server that never answers fails the request, it does not hang it.
     public static let replyTimeout: Duration = .seconds(15)
     private var nextWaiter = 0
@@ -191,7 +199,6 @@ public actor LiveKitSignalingClient: SignalingChannel {
         switch item {
         case .reply(var key, let result):
             if case .answer(let id) = key {
-                if abandoned.remove(id) != nil { return }
                 // An answer without the offer's id (an older server): the oldest offer waiting.
                 if id == 0, waiting[key] == nil, let oldest = waiting.keys.compactMap({ key -> UInt32? in
                     if case .answer(let offer) = key { return offer }
@@ -206,6 +213,8 @@ public actor LiveKitSignalingClient: SignalingChannel {
                 early[key, default: []].append(result)
             }
         case .event(let message):
+            // The round trip a pong measures goes with the next ping (LiveKit's `rtt`).
+            if case .pong(let sent) = message, sent > 0 { translator?.roundTripMs = max(0, SignalingClient.wallMilliseconds() - sent) }
             // A leave before the join answered is the join's failure.
             if case .leave(let reason) = message, let waiters = waiting.removeValue(forKey: .join) {
                 let error = reason == .serverShutdown ? SignalingError(.shuttingDown, "the LiveKit server is shutting down: join again")
@@ -233,8 +242,7 @@ public actor LiveKitSignalingClient: SignalingChannel {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(max(1, seconds)))
                 guard let self else { return }
-                let nowMs = Int64(ContinuousClock.now.duration(to: .now).components.seconds)
-                try? await self.send(.ping(timestamp: nowMs))
+                try? await self.send(.ping(timestamp: SignalingClient.wallMilliseconds()))
             }
         }
     }

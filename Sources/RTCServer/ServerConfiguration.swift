@@ -95,6 +95,9 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// LiveKit API keys and their secrets: LiveKit's clients and tokens are accepted when there is
     /// one (docs/livekit.md).
     public var liveKitKeys: [String: String] = [:]
+    /// Where each LiveKit connection's signal messages are written as a conformance transcript
+    /// (``LiveKitTranscriptEntry``, one JSONL file per connection); nil: none (docs/livekit.md).
+    public var liveKitTranscriptDirectory: String?
     /// Where room events are POSTed as LiveKit's webhooks (docs/server-api.md), signed with the
     /// secret of `webhookAPIKey` (one of `liveKitKeys`).
     public var webhookURLs: [String] = []

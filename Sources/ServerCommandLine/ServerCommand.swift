@@ -92,6 +92,9 @@ public struct ServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("drain-timeout"),
             help: "On SIGTERM or SIGINT: seconds to wait, at most, after telling every participant to reconnect, for their connections to close and webhooks to go out (a second signal stops at once).")
     var drainTimeout: Double = 10
+    @Option(name: .customLong("livekit-transcript"),
+            help: "Write each LiveKit connection's signal messages (kind and fields set, one JSON line each) to a file in this directory: conformance checks (docs/livekit.md).")
+    var liveKitTranscript: String?
     @Option(name: .customLong("state-file"),
             help: "Where a drain leaves the rooms' state (settings, metadata, participants' metadata and attributes) and where the next server started with it takes it up.")
     var stateFile: String?
@@ -249,6 +252,7 @@ public struct ServerCommand: AsyncParsableCommand {
         configuration.signalingHost = signalingHost
         configuration.redisURL = redis
         configuration.stateFilePath = stateFile
+        configuration.liveKitTranscriptDirectory = liveKitTranscript
         configuration.nodeID = nodeID
         configuration.nodeSignalingURL = nodeURL
         configuration.resumeWindow = resumeWindow

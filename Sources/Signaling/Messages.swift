@@ -347,9 +347,13 @@ public struct PublishTrackRequest: Codable, Sendable, Hashable {
     /// How the publisher encrypts the track's frames end to end (protocol 1.7); nil is `.none`. A
     /// room that requires encryption refuses a track without it.
     public var encryption: TrackEncryption?
+    /// The most the publisher sends of it (bit/s), when it says (LiveKit's layers carry it).
+    public var bitrateBps: Int?
 
     public init(kind: TrackKind, source: TrackSource, mid: String? = nil, ssrc: UInt32? = nil, trackID: String? = nil,
-                simulcastLayers: [String]? = nil, width: Int? = nil, height: Int? = nil, encryption: TrackEncryption? = nil) {
+                simulcastLayers: [String]? = nil, width: Int? = nil, height: Int? = nil, encryption: TrackEncryption? = nil,
+                bitrateBps: Int? = nil) {
+        self.bitrateBps = bitrateBps
         self.encryption = encryption
         self.simulcastLayers = simulcastLayers
         self.width = width

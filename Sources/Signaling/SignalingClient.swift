@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -321,13 +324,21 @@ public actor SignalingClient {
         }
     }
 
+    /// Milliseconds since 1970 (a ping's timestamp).
+    public static func wallMilliseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+
     private func startPinging(every seconds: Int) {
         pingTask?.cancel()
         pingTask = Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(max(1, seconds)))
                 guard let self else { return }
-                try? await self.send(.ping(timestamp: Int64(ContinuousClock.now.duration(to: .now).components.seconds)))
+                // Wall-clock ms, as LiveKit's pings carry (the server echoes it in the pong).
+                try? await self.send(.ping(timestamp: SignalingClient.wallMilliseconds()))
             }
         }
     }

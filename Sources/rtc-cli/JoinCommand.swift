@@ -105,6 +105,9 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(name: .customLong("set-metadata"),
             help: "After joining, set this client's own metadata (its token must grant updateMetadata); prints `metadata set` or `metadata refused: <reason>`.")
     var setMetadata: String?
+    @Option(name: .customLong("mute-audio-at"),
+            help: "Mute the microphone track SECONDS after joining and unmute it 2 s later; prints `muted <µs>` and `unmuted <µs>`.")
+    var muteAudioAt: Double?
     @Option(name: .customLong("set-attribute"), help: "With --set-metadata: also set this attribute, KEY=VALUE (repeatable).")
     var setAttribute: [String] = []
     @Flag(name: .customLong("print-speakers"),
@@ -165,6 +168,7 @@ struct JoinCommand: AsyncParsableCommand {
         }
         if !e2eeRotate.isEmpty && e2eeKey == nil { throw ValidationError("--e2ee-rotate goes with --e2ee-key") }
         if e2eeKey != nil && ScreenShareUID.isScreenShare(uid) { throw ValidationError("--e2ee-key is not available for a _sub share yet") }
+        if let muteAudioAt, !(muteAudioAt.isFinite && muteAudioAt >= 0) { throw ValidationError("--mute-audio-at is seconds, 0 or more") }
         if !setAttribute.isEmpty {
             guard setMetadata != nil else { throw ValidationError("--set-attribute goes with --set-metadata") }
             for pair in setAttribute where !pair.contains("=") || pair.hasPrefix("=") {
@@ -410,6 +414,24 @@ struct JoinCommand: AsyncParsableCommand {
             print("timing published \(MediaClock.monotonicUs())")
             fflush(nil)
         }
+        var muting: Task<Void, Never>?
+        if let muteAudioAt {
+            let engine = bot.engine
+            muting = Task {
+                try? await Task.sleep(for: .milliseconds(Int(muteAudioAt * 1000)))
+                for muted in [true, false] {
+                    do {
+                        try await engine.muteLocalAudioStream(muted)
+                        print("\(muted ? "muted" : "unmuted") \(MediaClock.monotonicUs())")
+                    } catch {
+                        print("mute refused: \(error)")
+                    }
+                    fflush(nil)
+                    if muted { try? await Task.sleep(for: .seconds(2)) }
+                }
+            }
+        }
+        defer { muting?.cancel() }
         var permitting: Task<Void, Never>?
         if let (seconds, uids) = Self.permission(allowSubscribersAt) {
             let engine = bot.engine

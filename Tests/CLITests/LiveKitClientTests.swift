@@ -143,6 +143,80 @@ struct LiveKitClientTests {
                      lkAtSwift, swiftAtLK))
     }
 
+    /// A transcript `--livekit-transcript` wrote: (direction, kind, fields) per message.
+    static func transcript(_ directory: String, identity: String) -> [(direction: String, kind: String, fields: Set<String>)] {
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: directory))?.filter { $0.hasPrefix(identity + "-") } ?? []
+        return files.flatMap { file in
+            ((try? String(contentsOfFile: directory + "/" + file, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { line in
+                guard let entry = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], let direction = entry["direction"] as? String,
+                      let kind = entry["kind"] as? String else { return nil }
+                return (direction, kind, Set(entry["fields"] as? [String] ?? []))
+            }
+        }
+    }
+
+    /// Whether each AddTrack is answered (TrackPublished) before the next offer goes, as LiveKit's SDKs wait.
+    static func publishesInOrder(_ entries: [(direction: String, kind: String, fields: Set<String>)]) -> Bool {
+        for (index, entry) in entries.enumerated() where entry.kind == "addTrack" && entry.direction == "in" {
+            guard let offer = entries[(index + 1)...].firstIndex(where: { $0.kind == "offer" && $0.direction == "in" }) else { continue }
+            if !entries[(index + 1)..<offer].contains(where: { $0.kind == "trackPublished" }) { return false }
+        }
+        return true
+    }
+
+    /// Whether `order` is a subsequence of the transcript's kinds.
+    static func follows(_ order: [String], _ entries: [(direction: String, kind: String, fields: Set<String>)]) -> Bool {
+        var rest = order[...]
+        for entry in entries where entry.kind == rest.first { rest = rest.dropFirst() }
+        return rest.isEmpty
+    }
+
+    @Test("conformance with LiveKit's own SDK, message by message: join, publish audio and video with simulcast, subscribe, mute and unmute, data, leave; the SDK's messages still match the committed table (Tests/Fixtures/livekit-conformance.json), and ours send the same kinds, in the same order, with every field the SDK sets")
+    func conformance() async throws {
+        let fixtureURL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/livekit-conformance.json")
+        let fixture = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: fixtureURL)) as? [String: Any])
+        let table = try #require(fixture["requests"] as? [String: [String]]).mapValues(Set.init)
+        let order = try #require(fixture["order"] as? [String])
+        let differences = fixture["differences"] as? [String: String] ?? [:]
+        let transcripts = dir + "/transcripts"
+        try FileManager.default.createDirectory(atPath: transcripts, withIntermediateDirectories: true)
+        let (server, url, _) = try await LK.server(["--livekit-transcript", transcripts])
+        defer { server.stop() }
+        // The same actions, side by side in one room: each sees the other (subscribes), mutes at 5 s.
+        let python = try LK.peer("bot", url, ["--room", "conf", "--identity", "py", "--publish", "--simulcast", "--size", "640x360",
+                                              "--send-data", "hello@chat", "--wait-remote", "1", "--mute-at", "5", "--duration", "11"])
+        let swift = try Self.liveKitBot(url, room: "conf", uid: "swift", ["--simulcast", "3", "--size", "640x360", "--audio", "tone",
+                                                                         "--send-data", "hello", "--data-topic", "chat", "--data-wait-peers", "1",
+                                                                         "--mute-audio-at", "5", "--duration", "11"])
+        defer { swift.stop() }
+        let report = try await LK.report(python, 60)
+        _ = await swift.wait(30)
+        #expect(report["mutedAndUnmuted"] as? Bool == true && swift.output.contains { $0.hasPrefix("unmuted ") }, "\(report["muteError"] ?? "") \(swift.output.suffix(3))")
+        let sdk = Self.transcript(transcripts, identity: "py"), ours = Self.transcript(transcripts, identity: "swift")
+        func sent(_ entries: [(direction: String, kind: String, fields: Set<String>)]) -> [String: Set<String>] {
+            entries.filter { $0.direction == "in" }.reduce(into: [:]) { $0[$1.kind, default: []].formUnion($1.fields) }
+        }
+        let sdkSent = sent(sdk), oursSent = sent(ours)
+        // The table still says what the SDK does.
+        #expect(Set(sdkSent.keys) == Set(table.keys), "kinds the SDK sent: \(sdkSent.keys.sorted()) vs the table's \(table.keys.sorted())")
+        for (kind, fields) in table { #expect(sdkSent[kind] == fields, "the SDK's \(kind): \(sdkSent[kind]?.sorted() ?? []) vs the table's \(fields.sorted())") }
+        // Ours: every kind and field the SDK sends, but the differences the table explains.
+        var rows: [String] = []
+        for (kind, fields) in table.sorted(by: { $0.key < $1.key }) {
+            let missing = fields.subtracting(oursSent[kind] ?? []).filter { differences[kind] == nil && differences["\(kind).\($0)"] == nil }
+            #expect(differences[kind] != nil || oursSent[kind] != nil, "ours never sent \(kind)")
+            #expect(missing.isEmpty, "ours sent \(kind) without \(missing.sorted())")
+            let extra = (oursSent[kind] ?? []).subtracting(fields)
+            rows.append("| \(kind) | \(fields.count) | \(oursSent[kind] == nil ? "not sent: \(differences[kind] ?? "?")" : missing.isEmpty ? "all" : "missing \(missing.sorted())") | \(extra.sorted().joined(separator: ", ")) |")
+        }
+        // The same order: AddTrack, TrackPublished, the offer; mute; leave.
+        #expect(Self.publishesInOrder(sdk) && Self.publishesInOrder(ours), "an offer went before its TrackPublished")
+        #expect(Self.follows(order, sdk) && Self.follows(order, ours), "\(order) in \(ours.map(\.kind))")
+        print((["conformance with LiveKit's Python SDK (requests the client sends):", "| kind | SDK's fields | ours | ours besides |", "|---|---|---|---|"] + rows)
+            .joined(separator: "\n"))
+    }
+
     @Test("bad input on the client side: a token that is not a LiveKit JWT, a wrong secret (the server refuses the WebSocket), a flag out of place, a refused AddTrack, a server without LiveKit's /rtc: each a clear error, no crash")
     func badInput() async throws {
         let (server, url, _) = try await LK.server()

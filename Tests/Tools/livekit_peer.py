@@ -375,7 +375,20 @@ async def run_bot(args):
         publication.set_video_quality(rtc.VideoQuality.VIDEO_QUALITY_LOW)
         await asyncio.sleep(5)
         report["lowQuality"] = {"identity": identity, "before": before, "after": video().get("lastSize"), "simulcasted": publication.simulcasted}
+    async def mute(seconds):
+        # Mutes the published microphone, then unmutes it 2 s later.
+        await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))
+        track = next((p.track for p in room.local_participant.track_publications.values() if p.kind == rtc.TrackKind.KIND_AUDIO), None)
+        if track is None:
+            report["muteError"] = "no audio track"
+            return
+        track.mute()
+        await asyncio.sleep(2)
+        track.unmute()
+        report["mutedAndUnmuted"] = True
     rotations = []
+    if args.mute_at is not None:
+        rotations.append(asyncio.ensure_future(mute(args.mute_at)))
     if args.low_quality_at:
         seconds, _, identity = args.low_quality_at.partition(":")
         rotations.append(asyncio.ensure_future(low_quality(float(seconds), identity)))
@@ -575,6 +588,7 @@ def main():
             p.add_argument("--e2ee-key-index", type=int, default=0)
             p.add_argument("--e2ee-rotate", action="append", default=[],
                            help="SECONDS:KEY:INDEX: at that many seconds from the start, add KEY at INDEX; 2 s later, send with it")
+            p.add_argument("--mute-at", type=float, help="SECONDS: then mute the microphone, and unmute it 2 s later")
             p.add_argument("--low-quality-at", help="SECONDS:IDENTITY: then ask for the low layer of its video (report: lowQuality)")
             p.add_argument("--permit-at", help="SECONDS:IDENTITY[,IDENTITY]: then let only these subscribe to this participant's tracks")
             p.add_argument("--psnr-all", action="store_true", help="judge every video frame against the pattern (goodFrames, badFrames)")

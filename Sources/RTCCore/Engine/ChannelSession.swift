@@ -234,6 +234,7 @@ final class ChannelSession: @unchecked Sendable {
                 request.width = settings.video.dimensions.width
                 request.height = settings.video.dimensions.height
                 request.simulcastLayers = sender.simulcastRids.isEmpty ? nil : sender.simulcastRids
+                request.bitrateBps = settings.video.bitrateKbps * 1000
             }
             announcements.append((.video(sender), request))
         }

@@ -53,8 +53,10 @@ final class LiveKitDialect: SignalingDialect {
     private let clock: @Sendable () -> Int64
     /// The current token's lifetime, kept for each refresh.
     private let ttl: Int64
+    /// Where this connection's messages are written as a conformance transcript (`--livekit-transcript`).
+    private let transcript: FileHandle?
 
-    init(admission: LiveKitAdmission, secret: String, apiSecret: String, logger: Logger,
+    init(admission: LiveKitAdmission, secret: String, apiSecret: String, logger: Logger, transcriptDirectory: String? = nil,
          clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }) {
         translator = LiveKitTranslator(connect: admission.connect, claims: admission.claims, room: admission.room)
         self.secret = secret
@@ -63,6 +65,18 @@ final class LiveKitDialect: SignalingDialect {
         self.clock = clock
         let token = admission.claims.accessToken(room: admission.room)
         ttl = max(60, token.expiresAt - max(token.issuedAt, token.notBefore))
+        transcript = transcriptDirectory.flatMap { directory in
+            let path = "\(directory)/\(admission.claims.identity.filter { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" })-\(UInt32.random(in: 0...UInt32.max)).jsonl"
+            guard FileManager.default.createFile(atPath: path, contents: nil) else { return nil }
+            return FileHandle(forWritingAtPath: path)
+        }
+    }
+
+    deinit { try? transcript?.close() }
+
+    private func record(_ entry: LiveKitTranscriptEntry?) {
+        guard let transcript, let entry else { return }
+        transcript.write(Data((entry.line + "\n").utf8))
     }
 
     private var nowMs: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
@@ -79,6 +93,7 @@ final class LiveKitDialect: SignalingDialect {
                                  closeCode: .dataInconsistentWithMessage)
         }
         if let message = request.message { logger.trace("livekit <- \(Self.name(message))") }
+        record(LiveKitTranscriptEntry(request: request))
         if case .offer(let offer) = request.message { logger.trace("livekit publisher offer", metadata: ["sdp": "\(offer.sdp)"]) }
         if case .addTrack(let add) = request.message { logger.trace("livekit add track", metadata: ["request": "\(add)"]) }
         return output(translator.translate(request, nowMs: nowMs))
@@ -99,6 +114,7 @@ final class LiveKitDialect: SignalingDialect {
             }
         }
         for response in out.toClient {
+            record(LiveKitTranscriptEntry(response: response))
             if let message = response.message { logger.trace("livekit -> \(Self.name(message))") }
             if case .offer(let offer) = response.message { logger.trace("livekit subscriber offer", metadata: ["sdp": "\(offer.sdp)"]) }
             if case .answer(let answer) = response.message { logger.trace("livekit publisher answer", metadata: ["sdp": "\(answer.sdp)"]) }

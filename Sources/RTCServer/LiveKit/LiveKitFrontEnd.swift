@@ -29,8 +29,10 @@ struct LiveKitFrontEnd: Sendable {
     let keys: [String: String]
     let secret: String
     let maxTokenLifetime: Int64
+    let transcriptDirectory: String?
 
     init(configuration: ServerConfiguration) {
+        transcriptDirectory = configuration.liveKitTranscriptDirectory
         keys = configuration.liveKitKeys
         secret = configuration.secret
         maxTokenLifetime = configuration.limits.maxTokenLifetimeSeconds
@@ -45,6 +47,7 @@ struct LiveKitFrontEnd: Sendable {
 
     func dialect(for head: HTTPRequestHead, logger: Logger) throws -> LiveKitDialect {
         let admission = try admit(head).get()
-        return LiveKitDialect(admission: admission, secret: secret, apiSecret: keys[admission.claims.apiKey] ?? "", logger: logger)
+        return LiveKitDialect(admission: admission, secret: secret, apiSecret: keys[admission.claims.apiKey] ?? "", logger: logger,
+                              transcriptDirectory: transcriptDirectory)
     }
 }
