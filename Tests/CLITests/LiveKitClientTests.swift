@@ -217,6 +217,45 @@ struct LiveKitClientTests {
             .joined(separator: "\n"))
     }
 
+    @Test("join to first frame, side by side against one server and one publisher: a Swift bot on LiveKit's protocol, one on ours, LiveKit's Python SDK (three joins each, interleaved; figures printed, no time asserted)")
+    func joinToFirstFrame() async throws {
+        let (server, url, _) = try await LK.server()
+        defer { server.stop() }
+        let publisher = try ChildProcess([cliPath, "join", "--server", url + "/rtc", "--channel", "ff", "--uid", "pub", "--token",
+                                          testToken(uid: "pub", channel: "ff"), "--size", "640x360", "--audio", "none", "--quiet", "--duration", "90"])
+        defer { publisher.stop() }
+        try await Task.sleep(for: .seconds(2))
+        var figures: [String: [Double]] = [:]
+        for round in 0..<3 {
+            for kind in ["livekit-protocol", "native", "python"] {
+                let uid = "v\(round)\(kind.prefix(1))"
+                switch kind {
+                case "python":
+                    let report = try await LK.report(try LK.peer("bot", url, ["--room", "ff", "--identity", uid, "--duration", "2.5"]), 30)
+                    let first = (LK.track(report, identity: "pub", kind: "video")?["firstFrameMs"] as? NSNumber)?.doubleValue
+                    figures[kind, default: []].append(first.map { $0 / 1000 } ?? .infinity)
+                default:
+                    let frames = dir + "/ff-\(uid).txt"
+                    let extra = ["--video", "none", "--audio", "none", "--print-timing", "--frame-log", frames, "--duration", "2.5"]
+                    let bot = kind == "native"
+                        ? try ChildProcess([cliPath, "join", "--server", url + "/rtc", "--channel", "ff", "--uid", uid, "--token",
+                                            testToken(uid: uid, channel: "ff"), "--quiet"] + extra)
+                        : try Self.liveKitBot(url, room: "ff", uid: uid, extra)
+                    _ = await bot.wait(30)
+                    let start = bot.output.lazy.compactMap { $0.hasPrefix("timing start ") ? Int64($0.dropFirst(13)) : nil }.first
+                    let first = DrainTests.frames(frames, of: "pub").first
+                    figures[kind, default: []].append(start.flatMap { start in first.map { Double($0 - start) / 1e6 } } ?? .infinity)
+                }
+            }
+        }
+        for (kind, values) in figures { #expect(values.allSatisfy { $0.isFinite }, "\(kind) decoded no frame in some join: \(values)") }
+        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+        print("join to first frame (s), three joins each: " + ["livekit-protocol", "native", "python"].map { kind in
+            let values = figures[kind] ?? []
+            return "\(kind) p50 \(String(format: "%.3f", median(values))) \(values.map { String(format: "%.3f", $0) })"
+        }.joined(separator: "; "))
+    }
+
     @Test("bad input on the client side: a token that is not a LiveKit JWT, a wrong secret (the server refuses the WebSocket), a flag out of place, a refused AddTrack, a server without LiveKit's /rtc: each a clear error, no crash")
     func badInput() async throws {
         let (server, url, _) = try await LK.server()
