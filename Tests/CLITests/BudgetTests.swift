@@ -53,7 +53,8 @@ struct BudgetTests {
     /// A release `rtc-server` on free ports, for the sharers to join.
     static func server() async throws -> (process: ChildProcess, url: String) {
         let process = try ChildProcess([try binary("rtc-server"), "--secret", testSecret, "--port", "0", "--udp-port", "0",
-                                        "--media-threads", "1", "--allow-ownerless-share"])
+                                        "--media-threads", "1", "--allow-ownerless-share",
+                                        "--api-key", LiveKitInteropTests.apiKey, "--api-secret", LiveKitInteropTests.apiSecret])
         var url: String?
         _ = await eventually(15) {
             url = process.output.first { $0.hasPrefix("signaling: ") }.flatMap { $0.split(separator: " ").dropFirst().first.map(String.init) }
@@ -73,8 +74,9 @@ struct BudgetTests {
         return (try #require(Int(text.trimmingCharacters(in: .whitespacesAndNewlines)), "time said \(text)"), run.out)
     }
 
-    @Test("rtc-cli join --uid 1001_sub, a 1920x1080 Y4M shared as 1280x720 at 15 fps, peaks at 50 MB or less")
-    func subJoinPeak() async throws {
+    @Test("rtc-cli join --uid 1001_sub, a 1920x1080 Y4M shared as 1280x720 at 15 fps, peaks at 50 MB or less, on our protocol and on LiveKit's",
+          arguments: ["native", "livekit"])
+    func subJoinPeak(signaling: String) async throws {
         let directory = temporaryDirectory("budget")
         let clip = directory + "/screen-1080p.y4m"
         let cli = try Self.binary("rtc-cli")
@@ -84,13 +86,15 @@ struct BudgetTests {
         }
         let (server, url) = try await Self.server()
         defer { server.stop() }
-        let (kib, output) = try Self.peakKiB([cli, "join", "--server", url, "--channel", "budget", "--uid", "1001_sub",
-                                              "--token", testToken(uid: "1001_sub", channel: "budget"), "--source", clip,
-                                              "--duration", "8"])
+        let credentials = signaling == "livekit"
+            ? ["--protocol", "livekit", "--api-key", LiveKitInteropTests.apiKey, "--api-secret", LiveKitInteropTests.apiSecret]
+            : ["--token", testToken(uid: "1001_sub", channel: "budget")]
+        let (kib, output) = try Self.peakKiB([cli, "join", "--server", url, "--channel", "budget", "--uid", "1001_sub", "--source", clip,
+                                              "--duration", "8"] + credentials)
         // It shared: stats lines at 1280x720 (the cap), not an early exit.
         #expect(output.contains("1280x720"), "\(output.suffix(600))")
         #expect(kib <= 50 * 1024, "peak \(kib / 1024) MB, budget 50 MB")
-        print("rtc-cli join --uid 1001_sub peak RSS: \(String(format: "%.1f", Double(kib) / 1024)) MB (budget 50)")
+        print("rtc-cli join --uid 1001_sub (\(signaling) signaling) peak RSS: \(String(format: "%.1f", Double(kib) / 1024)) MB (budget 50)")
     }
 
     @Test("rtc-capture, the relay sharer (it captures; its host publishes), peaks at 20 MB or less")
