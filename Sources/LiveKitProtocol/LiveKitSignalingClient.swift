@@ -238,13 +238,7 @@ public actor LiveKitSignalingClient: SignalingChannel {
 
     private func startPinging(every seconds: Int) {
         pingTask?.cancel()
-        pingTask = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(max(1, seconds)))
-                guard let self else { return }
-                try? await self.send(.ping(timestamp: SignalingClient.wallMilliseconds()))
-            }
-        }
+        pingTask = SignalingClient.pinging(self, every: seconds)
     }
 }
 

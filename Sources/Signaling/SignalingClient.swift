@@ -333,12 +333,17 @@ public actor SignalingClient {
 
     private func startPinging(every seconds: Int) {
         pingTask?.cancel()
-        pingTask = Task { [weak self] in
+        pingTask = Self.pinging(self, every: seconds)
+    }
+
+    /// A channel's keepalive: a ping every `seconds` (at least 1) carrying the wall-clock ms, as
+    /// LiveKit's pings do (the server echoes it in the pong), until cancelled or `channel` is gone.
+    public static func pinging(_ channel: some SignalingChannel, every seconds: Int) -> Task<Void, Never> {
+        Task { [weak channel] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(max(1, seconds)))
-                guard let self else { return }
-                // Wall-clock ms, as LiveKit's pings carry (the server echoes it in the pong).
-                try? await self.send(.ping(timestamp: SignalingClient.wallMilliseconds()))
+                guard let channel else { return }
+                try? await channel.send(.ping(timestamp: SignalingClient.wallMilliseconds()))
             }
         }
     }

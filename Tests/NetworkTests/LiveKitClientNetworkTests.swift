@@ -29,11 +29,8 @@ struct LiveKitClientNetworkTests {
         let lab = try NetworkLab()
         defer { lab.close() }
         let serverHost = try lab.addHost("s"), swiftHost = try lab.addHost("a"), liveKitHost = try lab.addHost("b")
-        let server = try LabProcess(lab.command(in: serverHost, [cliPath, "server", "--host", "0.0.0.0", "--port", "7880", "--udp-port", "7882",
-                                                                 "--secret", CrossHostTests.secret, "--announce-ip", serverHost.address,
-                                                                 "--api-key", Self.apiKey, "--api-secret", Self.apiSecret, "--log-level", "error"]))
+        let server = try await QualityNetworkTests.server(lab, on: serverHost)
         defer { server.stop() }
-        #expect(await eventually(15) { server.output.contains { $0.hasPrefix("media candidates:") } }, "server: \(server.errorText)")
         let dir = temporaryDirectory("lab-livekit-client")
         let frames = dir + "/frames.txt"
         let swift = try LabProcess(lab.command(in: swiftHost, [cliPath, "join", "--protocol", "livekit", "--server", "ws://\(serverHost.address):7880",

@@ -11,6 +11,15 @@ struct QualityNetworkTests {
     static let peerTool = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Tools/livekit_peer.py").path
 
+    /// `rtc-cli server` on `host` with the lab's LiveKit key, once it offers its candidates.
+    static func server(_ lab: NetworkLab, on host: NetworkLab.Host) async throws -> LabProcess {
+        let server = try LabProcess(lab.command(in: host, [cliPath, "server", "--host", "0.0.0.0", "--port", "7880", "--udp-port", "7882",
+                                                           "--secret", CrossHostTests.secret, "--announce-ip", host.address,
+                                                           "--api-key", apiKey, "--api-secret", apiSecret, "--log-level", "error"]))
+        #expect(await eventually(15) { server.output.contains { $0.hasPrefix("media candidates:") } }, "server: \(server.errorText)")
+        return server
+    }
+
     /// `quality <µs> <uid> up U down D` lines of a bot: (µs, uid, worse of up and down).
     static func levels(_ lines: [String]) -> [(at: Int64, uid: String, level: Int)] {
         lines.compactMap { line in
@@ -26,11 +35,8 @@ struct QualityNetworkTests {
         let lab = try NetworkLab()
         defer { lab.close() }
         let serverHost = try lab.addHost("s"), swiftHost = try lab.addHost("a"), liveKitHost = try lab.addHost("b")
-        let server = try LabProcess(lab.command(in: serverHost, [cliPath, "server", "--host", "0.0.0.0", "--port", "7880", "--udp-port", "7882",
-                                                                 "--secret", CrossHostTests.secret, "--announce-ip", serverHost.address,
-                                                                 "--api-key", Self.apiKey, "--api-secret", Self.apiSecret, "--log-level", "error"]))
+        let server = try await Self.server(lab, on: serverHost)
         defer { server.stop() }
-        #expect(await eventually(15) { server.output.contains { $0.hasPrefix("media candidates:") } }, "server: \(server.errorText)")
         let swift = try LabProcess(lab.command(in: swiftHost, [cliPath, "join", "--server", "ws://\(serverHost.address):7880/rtc", "--channel", "lab",
                                                                "--uid", "swift", "--secret", CrossHostTests.secret, "--quiet", "--size", "640x360",
                                                                "--audio", "tone", "--print-quality", "--duration", "32"]))
