@@ -219,7 +219,7 @@ let package = Package(
         .target(
             name: "RTCTestSupport",
             dependencies: [
-                "TestKit", "RTCCore", "RTCServer", "Signaling", .product(name: "NIOCore", package: "swift-nio"),
+                "TestKit", "RTCCore", "RTCServer", "Signaling", "LiveKitProtocol", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOWebSocket", package: "swift-nio"),
             ]),

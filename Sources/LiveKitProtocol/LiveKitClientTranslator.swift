@@ -20,6 +20,8 @@ public struct LiveKitClientTranslator: Sendable {
         case track(cid: String)
         /// An `UpdateParticipantMetadata`, by its request id.
         case metadata(UInt32)
+        /// A resume's `ReconnectResponse`: the first response on a socket opened with `reconnect=1`.
+        case reconnect
         /// Answered here, at once (LiveKit has no such request).
         case immediate(ServerMessage)
     }
@@ -30,6 +32,8 @@ public struct LiveKitClientTranslator: Sendable {
         case event(ServerMessage)
         /// A refreshed token (`refresh_token`): the one to reconnect with.
         case token(String)
+        /// A request to send now (a video preference for a track that just appeared).
+        case request(LKSignalRequest)
     }
 
     /// Our identity and the token's room.
@@ -49,6 +53,12 @@ public struct LiveKitClientTranslator: Sendable {
     /// Speaking now, by sid: its level (LiveKit sends what changed; we keep the whole set).
     private var speaking: [String: Float] = [:]
     private var cidNumber = 0
+    /// The video preferences asked for, by uid (nil: the default for everyone): LiveKit's are per
+    /// track, so a track that appears later gets its owner's (or the default) when it comes.
+    private var preferences: [String?: VideoPreference] = [:]
+    /// What a resume's SyncState tells the server: the last subscriber answer and the tracks published.
+    private var lastSubscriberAnswer: LKSessionDescription?
+    private var publishedTracks: [String: LKTrackPublishedResponse] = [:]
     /// The signal connection's round trip as the last pong measured it (ms; 0: none yet).
     public var roundTripMs: Int64 = 0
     private let cidPrefix: String
@@ -72,7 +82,9 @@ public struct LiveKitClientTranslator: Sendable {
             let sdp = LiveKitSDP.withTrackIDs(offer.sdp, cids)
             return ([.with { $0.offer = .with { $0.type = "offer"; $0.sdp = sdp; $0.id = offerID } }], .answer(offerID: offerID))
         case .answer(let answer):
-            return ([.with { $0.answer = .with { $0.type = "answer"; $0.sdp = answer.sdp; $0.id = subscriberOfferID } }], nil)
+            let description = LKSessionDescription.with { $0.type = "answer"; $0.sdp = answer.sdp; $0.id = subscriberOfferID }
+            lastSubscriberAnswer = description
+            return ([.with { $0.answer = description }], nil)
         case .publishTrack(let request):
             let cid = cid(for: request.mid)
             pendingTracks[cid] = request.mid ?? ""
@@ -87,6 +99,7 @@ public struct LiveKitClientTranslator: Sendable {
             guard !sids.isEmpty else { return ([], nil) }
             return ([.with { $0.subscription = .with { $0.trackSids = sids; $0.subscribe = update.subscribe } }], nil)
         case .setVideoPreference(let preference):
+            preferences[preference.uid] = preference
             return (settings(preference).map { settings in .with { $0.trackSetting = settings } }, nil)
         case .leave:
             return ([.with { $0.leave = .with { $0.reason = .clientInitiated; $0.action = .disconnect } }], nil)
@@ -182,9 +195,10 @@ public struct LiveKitClientTranslator: Sendable {
     }
 
     /// Our video preference as LiveKit's per-track settings: a quality, or the size we render at.
-    private func settings(_ preference: VideoPreference) -> [LKUpdateTrackSettings] {
+    /// `only`: for these track sids (a new track's), not every video track it covers.
+    private func settings(_ preference: VideoPreference, only: [String]? = nil) -> [LKUpdateTrackSettings] {
         let owners = known.values.filter { preference.uid == nil || $0.identity == preference.uid }
-        let sids = owners.flatMap { $0.tracks.filter { $0.type == .video }.map(\.sid) }.sorted()
+        let sids = only ?? owners.flatMap { $0.tracks.filter { $0.type == .video }.map(\.sid) }.sorted()
         guard !sids.isEmpty else { return [] }
         return [.with {
             $0.trackSids = sids
@@ -208,7 +222,7 @@ public struct LiveKitClientTranslator: Sendable {
         case .join(let join):
             return [.reply(.join, .success(.joined(joined(join))))]
         case .reconnect:
-            return []
+            return [.reply(.reconnect, .success(.pong(timestamp: 0)))]
         case .answer(let answer):
             return [.reply(.answer(offerID: answer.id), .success(.answer(SessionDescriptionMessage(transport: .publisher, sdp: answer.sdp))))]
         case .offer(let offer):
@@ -222,6 +236,7 @@ public struct LiveKitClientTranslator: Sendable {
             return participantsChanged(update.participants)
         case .trackPublished(let published):
             pendingTracks[published.cid] = nil
+            publishedTracks[published.track.sid] = published
             return [.reply(.track(cid: published.cid), .success(.trackPublished(Self.track(published.track))))]
         case .trackUnpublished:
             return []
@@ -268,6 +283,20 @@ public struct LiveKitClientTranslator: Sendable {
         }
     }
 
+    /// What a resume tells the server it has (LiveKit's `SyncState`, sent after the
+    /// `ReconnectResponse` and before the publisher's re-offer): the last subscriber answer, the
+    /// tracks it subscribes to (everyone's, with auto-subscription) and the tracks it publishes.
+    public func syncState(autoSubscribe: Bool) -> LKSignalRequest {
+        let subscribed = autoSubscribe ? known.values.flatMap { $0.tracks.map(\.sid) }.sorted() : []
+        return .with {
+            $0.syncState = .with { state in
+                if let lastSubscriberAnswer { state.answer = lastSubscriberAnswer }
+                state.subscription = .with { $0.trackSids = subscribed; $0.subscribe = true }
+                state.publishTracks = publishedTracks.values.sorted { $0.track.sid < $1.track.sid }
+            }
+        }
+    }
+
     private func uid(of sid: String) -> String? {
         sid == participantSid ? identity : known[sid]?.identity
     }
@@ -298,6 +327,13 @@ public struct LiveKitClientTranslator: Sendable {
                 continue
             }
             if let older = known[info.sid], older.version > info.version { continue }
+            // A video track new to us gets the preference its owner (or everyone) was given.
+            let before = Set(known[info.sid]?.tracks.map(\.sid) ?? [])
+            let added = info.tracks.filter { $0.type == .video && !before.contains($0.sid) }.map(\.sid)
+            if info.state != .disconnected, !added.isEmpty, let preference = preferences[info.identity] ?? preferences[nil] {
+                known[info.sid] = info
+                out += settings(preference, only: added).map { settings in .request(.with { $0.trackSetting = settings }) }
+            }
             if info.state == .disconnected {
                 known[info.sid] = nil
                 speaking[info.sid] = nil

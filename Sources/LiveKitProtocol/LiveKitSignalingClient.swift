@@ -23,8 +23,16 @@ public actor LiveKitSignalingClient: SignalingChannel {
     private var waiting: [LiveKitClientTranslator.Reply: [(id: Int, continuation: CheckedContinuation<ServerMessage, any Error>)]] = [:]
     private var pingTask: Task<Void, Never>?
     private var closing = false
-    /// The newest token the server gave (`refresh_token`): a rejoin's.
+    private var resuming = false
+    /// The newest token the server gave (`refresh_token`): a resume's.
     public private(set) var refreshedToken: String?
+    /// The joined session a lost connection resumes: its token, participant sid and options.
+    private var session: (token: String, sid: String, autoSubscribe: Bool)?
+    /// How many times the connection was lost and resumed.
+    public private(set) var resumes = 0
+    /// How long resuming is tried before the session is given up (the engine then joins again):
+    /// LiveKit's servers hold a departed participant this long and more.
+    public static let resumeWindow: Duration = .seconds(10)
     private let eventsContinuation: AsyncStream<ServerMessage>.Continuation
     public nonisolated let events: AsyncStream<ServerMessage>
     private let connectionContinuation: AsyncStream<SignalingConnectionEvent>.Continuation
@@ -133,8 +141,45 @@ public actor LiveKitSignalingClient: SignalingChannel {
         link = opened
         Task { await self.consume(opened) }
         let reply = try await wait(for: .join)
-        if case .joined(let joined) = reply { startPinging(every: joined.pingInterval) }
+        if case .joined(let joined) = reply {
+            session = (request.token, joined.participant.sid, request.autoSubscribe)
+            startPinging(every: joined.pingInterval)
+        }
         return reply
+    }
+
+    /// Opens the socket again with `reconnect=1&sid=…` while the window lasts; on LiveKit's
+    /// `ReconnectResponse` sends `SyncState` and says `.resumed` (the session then re-offers its
+    /// publisher with new ICE credentials, as LiveKit's SDKs do). A server that refuses (it lost
+    /// the session, the token is gone) ends the session at once: the engine joins again in full.
+    private func resume(_ session: (token: String, sid: String, autoSubscribe: Bool)) async -> Bool {
+        let deadline = ContinuousClock.now + Self.resumeWindow
+        var pause = Duration.milliseconds(250)
+        while ContinuousClock.now < deadline, !closing {
+            let connect = LiveKitConnectRequest(token: refreshedToken ?? session.token, autoSubscribe: session.autoSubscribe, sdk: "swift",
+                                                sdkVersion: sdkVersion, reconnect: true, participantSid: session.sid)
+            do {
+                let opened = try await RawSignalingLink.open(url: baseURL + "?" + connect.query, group: group, tls: tls)
+                link = opened
+                Task { await self.consume(opened) }
+                _ = try await wait(for: .reconnect)
+                if let translator, let bytes: [UInt8] = try? translator.syncState(autoSubscribe: session.autoSubscribe).serializedBytes() {
+                    opened.send(bytes, binary: true)
+                }
+                resumes += 1
+                return true
+            } catch let error as SignalingError {
+                // Refused: the server does not know the session any more.
+                _ = error
+                return false
+            } catch let error as SignalingClientError where error.reason.contains("HTTP 4") {
+                return false
+            } catch {
+                try? await Task.sleep(for: pause)
+                pause = min(pause * 2, .seconds(2))
+            }
+        }
+        return false
     }
 
     /// Sends what `message` becomes; returns the reply it waits for (an immediate one is queued).
@@ -191,8 +236,28 @@ public actor LiveKitSignalingClient: SignalingChannel {
         }
         guard link === opened else { return }
         link = nil
-        pingTask?.cancel()
-        finish(SignalingClientError(closing ? "closed" : "connection lost"))
+        // Replies the old socket owed will not come: their requests fail now.
+        for (_, waiters) in waiting { for waiter in waiters { waiter.continuation.resume(throwing: SignalingClientError("connection lost")) } }
+        waiting.removeAll()
+        guard !closing, !resuming, let session else {
+            if resuming { return }  // the resume loop goes on with its next attempt
+            pingTask?.cancel()
+            finish(SignalingClientError(closing ? "closed" : "connection lost"))
+            return
+        }
+        resuming = true
+        connectionContinuation.yield(.lost)
+        let resumed = await resume(session)
+        resuming = false
+        if resumed {
+            connectionContinuation.yield(.resumed)
+        } else {
+            self.session = nil
+            link?.close()
+            link = nil
+            pingTask?.cancel()
+            finish(SignalingClientError("connection lost and not resumed"))
+        }
     }
 
     private func deliver(_ item: LiveKitClientTranslator.Inbound) {
@@ -215,6 +280,13 @@ public actor LiveKitSignalingClient: SignalingChannel {
         case .event(let message):
             // The round trip a pong measures goes with the next ping (LiveKit's `rtt`).
             if case .pong(let sent) = message, sent > 0 { translator?.roundTripMs = max(0, SignalingClient.wallMilliseconds() - sent) }
+            // A leave before a resume's ReconnectResponse: the server does not take the resume.
+            if case .leave(let reason) = message, let waiters = waiting.removeValue(forKey: .reconnect) {
+                for waiter in waiters {
+                    waiter.continuation.resume(throwing: SignalingError(.resumeFailed, "the LiveKit server did not resume the session (\(reason.rawValue))"))
+                }
+                return
+            }
             // A leave before the join answered is the join's failure.
             if case .leave(let reason) = message, let waiters = waiting.removeValue(forKey: .join) {
                 let error = reason == .serverShutdown ? SignalingError(.shuttingDown, "the LiveKit server is shutting down: join again")
@@ -226,6 +298,8 @@ public actor LiveKitSignalingClient: SignalingChannel {
             eventsContinuation.yield(message)
         case .token(let token):
             refreshedToken = token
+        case .request(let request):
+            if let bytes: [UInt8] = try? request.serializedBytes() { link?.send(bytes, binary: true) }
         }
     }
 

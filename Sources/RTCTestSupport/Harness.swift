@@ -1,5 +1,6 @@
 @_exported import TestKit
 import Foundation
+import LiveKitProtocol
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -25,9 +26,13 @@ public final class TestServer: @unchecked Sendable {
     /// `http://127.0.0.1:<port>`: the web client (with `webRoot`), `/healthz`, `/metrics`.
     public var httpURL: String { "http://127.0.0.1:\(app.signalingAddress!.port!)" }
 
+    /// The LiveKit API key and secret the server takes (``liveKitToken(uid:channel:)`` signs with them).
+    public static let liveKitKey = "APIharness", liveKitSecret = "harness-api-secret-0123456789abcdef"
+
     public init(pingInterval: Int = 5, pingTimeout: Int = 15, resumeWindow: Int = 20, publisherLimitFloorKbps: Int?? = nil,
-                webRoot: String? = nil, devTokens: Bool = false) async throws {
+                webRoot: String? = nil, devTokens: Bool = false, liveKit: Bool = false) async throws {
         var configuration = ServerConfiguration(signalingPort: 0, mediaPort: 0, secret: Self.secret)
+        if liveKit { configuration.liveKitKeys = [Self.liveKitKey: Self.liveKitSecret] }
         configuration.webRoot = webRoot
         configuration.mintsDevTokens = devTokens
         if let publisherLimitFloorKbps { configuration.publisherLimitFloorKbps = publisherLimitFloorKbps }
@@ -58,10 +63,22 @@ public final class TestServer: @unchecked Sendable {
         }
     }
 
+    /// A LiveKit access token for `uid` in `channel`, signed with ``liveKitKey``.
+    public static func liveKitToken(uid: String, channel: String) -> String {
+        var grant = LiveKitVideoGrant(roomJoin: true, room: channel, canPublishData: true)
+        grant.canUpdateOwnMetadata = true
+        return LiveKitClaims(apiKey: liveKitKey, identity: uid, video: grant, now: Int64(Date().timeIntervalSince1970), ttl: 3600)
+            .signed(secret: liveKitSecret)
+    }
+
+    /// An engine for this server; `signalingProtocol` `.livekit` speaks LiveKit's protocol to its
+    /// LiveKit front end (tokens from ``liveKitToken(uid:channel:)``).
     public func engine(role: ClientRole = .broadcaster, profile: ChannelProfile = .communication, ignoreScreenShare: Bool? = nil,
-                       mediaTimeoutSeconds: Double? = nil) -> RTCEngine {
-        var configuration = RTCEngineConfiguration(serverURL: url, channelProfile: profile, clientRole: role,
-                                                   ignoreScreenShareUsers: ignoreScreenShare)
+                       mediaTimeoutSeconds: Double? = nil,
+                       signalingProtocol: RTCEngineConfiguration.SignalingProtocol = .native) -> RTCEngine {
+        var configuration = RTCEngineConfiguration(serverURL: signalingProtocol == .livekit ? url.replacingOccurrences(of: "/rtc", with: "") : url,
+                                                   channelProfile: profile, clientRole: role,
+                                                   ignoreScreenShareUsers: ignoreScreenShare, protocol: signalingProtocol)
         if let mediaTimeoutSeconds { configuration.mediaTimeoutSeconds = mediaTimeoutSeconds }
         return RTCEngine(configuration: configuration)
     }

@@ -37,7 +37,8 @@ struct RampUpTests {
             return full - first
         }
         // Deterministic: at a 1 Mbps start libwebrtc encodes 640x360 from its first frame.
-        #expect(answered.full != nil && answered.full == answered.first, "answered: first frame at \(answered.first ?? -1) ms, 640x360 at \(answered.full ?? -1) ms, sizes \(answered.sizes)")
+        // (The peer stamps a frame and its size with two clock reads: the same frame is a few tenths of a ms apart.)
+        #expect(rampMs(answered).map { abs($0) < 5 } == true, "answered: first frame at \(answered.first ?? -1) ms, 640x360 at \(answered.full ?? -1) ms, sizes \(answered.sizes)")
         #expect(answered.sizes.keys.allSatisfy { $0 == "640x360" }, "answered: \(answered.sizes)")
         print(String(format: "libwebrtc ramp to 640x360 after the first frame: start bitrate answered %@ ms (sizes %@); withheld %@ ms (sizes %@)",
                      rampMs(answered).map { String(format: "%.0f", $0) } ?? "never", "\(answered.sizes)",

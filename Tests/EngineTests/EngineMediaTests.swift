@@ -364,6 +364,42 @@ struct EngineReconnectTests {
         await server.shutdown()
     }
 
+    @Test("LiveKit's protocol: a dropped signal connection resumes (reconnect=1, then SyncState and the publisher's re-offer): the same participant, no userOffline at the other, media both ways")
+    func liveKitResume() async throws {
+        let server = try await TestServer(liveKit: true)
+        let host = server.engine(signalingProtocol: .livekit), viewer = server.engine()
+        let hostEvents = EventLog(host), viewerEvents = EventLog(viewer)
+        try await host.enableVideo()
+        try await viewer.enableVideo()
+        let atViewer = NIOLockedValueBox<[Int64]>([]), atHost = NIOLockedValueBox<[Int64]>([])
+        viewer.setRemoteVideoSink { _ in atViewer.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
+        host.setRemoteVideoSink { _ in atHost.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
+        try await viewer.join(token: testToken(uid: "2001", channel: "lkresume"), channel: "lkresume", uid: "2001")
+        try await host.join(token: TestServer.liveKitToken(uid: "1001", channel: "lkresume"), channel: "lkresume", uid: "1001")
+        let hostVideo = pushPattern(host), viewerVideo = pushPattern(viewer)
+        defer { hostVideo.cancel(); viewerVideo.cancel() }
+        #expect(await eventually { atViewer.withLockedValue { $0.count } >= 10 && atHost.withLockedValue { $0.count } >= 10 })
+        let sid = try await server.app.sfu.participants(in: "lkresume").get().first { $0.uid == "1001" }?.sid
+        let droppedAt = MediaClock.monotonicUs()
+        await host.dropSignalingConnection()
+        #expect(await eventually {
+            hostEvents.all.contains { if case .connectionStateChanged(.connected, .resumed) = $0 { true } else { false } }
+        })
+        let resumedAt = MediaClock.monotonicUs()
+        #expect(await eventually {
+            atViewer.withLockedValue { $0.filter { $0 > resumedAt }.count } >= 10
+                && atHost.withLockedValue { $0.filter { $0 > resumedAt }.count } >= 10
+        })
+        print("LiveKit resume: resumed \(String(format: "%.2f", Double(resumedAt - droppedAt) / 1e6)) s after the drop; media both ways after it")
+        #expect(!hostEvents.all.contains { if case .connectionStateChanged(_, .rejoined) = $0 { true } else { false } })
+        #expect(!viewerEvents.all.contains { if case .userOffline = $0 { true } else { false } })
+        #expect(try await server.app.sfu.participants(in: "lkresume").get().first { $0.uid == "1001" }?.sid == sid)
+        #expect(host.connectionState == .connected)
+        await host.leave()
+        await viewer.leave()
+        await server.shutdown()
+    }
+
     @Test("a server restart: both clients join again and media flows within 5 s")
     func serverRestart() async throws {
         let server = try await TestServer()
