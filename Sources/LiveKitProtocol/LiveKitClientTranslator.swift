@@ -241,6 +241,8 @@ public struct LiveKitClientTranslator: Sendable {
         case .trackUnpublished:
             return []
         case .leave(let leave):
+            // Before the join's answer: the join's refusal, with the reason's code.
+            guard participantSid != nil else { return [.reply(.join, .failure(LiveKitMapping.joinRefusal(leave)))] }
             return [.event(.leave(reason: Self.leaveReason(leave)))]
         case .mute(let mute):
             return [.event(.trackMuted(MuteRequest(trackSid: mute.sid, muted: mute.muted)))]

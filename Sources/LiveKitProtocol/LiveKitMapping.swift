@@ -81,6 +81,22 @@ public enum LiveKitMapping {
         }
     }
 
+    /// Why a join was refused, as a LiveKit `LeaveRequest` says it, and back (our client's side):
+    /// a screen share whose owner is absent is USER_UNAVAILABLE; everything else JOIN_FAILURE.
+    public static func joinRefusal(_ code: SignalingError.Code) -> LKDisconnectReason {
+        code == .screenShareOwnerAbsent ? .userUnavailable : .joinFailure
+    }
+
+    public static func joinRefusal(_ leave: LKLeaveRequest) -> SignalingError {
+        if leave.action == .reconnect || leave.reason == .serverShutdown {
+            return SignalingError(.shuttingDown, "the LiveKit server is shutting down: join again")
+        }
+        if leave.reason == .userUnavailable {
+            return SignalingError(.screenShareOwnerAbsent, "the LiveKit server refused the join: the screen share's owner is not in the room")
+        }
+        return SignalingError(.permissionDenied, "the LiveKit server refused the join (\(leave.reason))")
+    }
+
     /// What a client told to leave should do next. A server going down (a drain, a restart) asks
     /// for a full reconnect: LiveKit's SDKs treat `DISCONNECT` as final and never come back, while
     /// `RECONNECT` makes them join again with the same token (to this address, where the next

@@ -287,13 +287,6 @@ public actor LiveKitSignalingClient: SignalingChannel {
                 }
                 return
             }
-            // A leave before the join answered is the join's failure.
-            if case .leave(let reason) = message, let waiters = waiting.removeValue(forKey: .join) {
-                let error = reason == .serverShutdown ? SignalingError(.shuttingDown, "the LiveKit server is shutting down: join again")
-                    : SignalingError(.permissionDenied, "the LiveKit server refused the join (\(reason.rawValue))")
-                for waiter in waiters { waiter.continuation.resume(throwing: error) }
-                return
-            }
             if case .leave = message { closing = true }
             eventsContinuation.yield(message)
         case .token(let token):

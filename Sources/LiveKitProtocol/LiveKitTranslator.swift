@@ -361,7 +361,10 @@ public struct LiveKitTranslator: Sendable {
             // another node), not give up as it does on a final join failure.
             var leave = error.code == .shuttingDown ? LiveKitMapping.leave(.serverShutdown) : LKLeaveRequest()
             if error.code != .shuttingDown {
-                leave.reason = .joinFailure
+                // A screen share whose owner is not in the room yet: USER_UNAVAILABLE (the one
+                // reason LiveKit's enum has for "the other one is not there"), which our client
+                // reads as 3003 and waits for the owner as on our protocol; any other: JOIN_FAILURE.
+                leave.reason = LiveKitMapping.joinRefusal(error.code)
                 leave.action = .disconnect
             }
             out.toClient.append(.with { $0.leave = leave })

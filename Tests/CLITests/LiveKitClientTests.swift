@@ -29,7 +29,7 @@ struct LiveKitClientTests {
         }
     }
 
-    @Test("one room: a Swift bot on LiveKit's protocol (camera and tone) with its 1001_sub share, LiveKit's Python SDK publishing, a Swift bot on our protocol: everyone receives everyone else (the share at 1280x720 against its source, never at its own host), data both ways with a topic and a destination, speakers named, metadata and attributes seen both ways")
+    @Test("one room: a Swift bot on LiveKit's protocol (camera and tone) with its 1001_sub share (started first: it waits for its owner), LiveKit's Python SDK publishing, a Swift bot on our protocol: everyone receives everyone else (the share at 1280x720 against its source, never at its own host), data both ways with a topic and a destination, speakers named, metadata and attributes seen both ways")
     func mixedRoom() async throws {
         let (server, url, _) = try await LK.server()
         defer { server.stop() }
@@ -39,13 +39,15 @@ struct LiveKitClientTests {
             #expect(made.status == 0, "\(made.err)")
         }
         let hostFrames = dir + "/host-frames.txt", nativeFrames = dir + "/native-frames.txt"
+        // The share first: its owner is not there yet, so it waits for it (3003, LiveKit's
+        // USER_UNAVAILABLE), as on our protocol.
+        let share = try Self.liveKitBot(url, room: "mix", uid: "1001_sub", ["--source", p720, "--size", "1280x720", "--duration", "26"])
+        defer { share.stop() }
+        try await Task.sleep(for: .seconds(1))
         let host = try Self.liveKitBot(url, room: "mix", uid: "1001", [
             "--video", p360, "--size", "640x360", "--audio", "tone", "--print-data", "--send-data", "from swift@1", "--data-topic", "chat",
             "--set-metadata", "swift-meta", "--set-attribute", "role=bot", "--print-speakers", "--frame-log", hostFrames, "--duration", "26"])
         defer { host.stop() }
-        try await Task.sleep(for: .seconds(1.5))
-        let share = try Self.liveKitBot(url, room: "mix", uid: "1001_sub", ["--source", p720, "--size", "1280x720", "--duration", "24"])
-        defer { share.stop() }
         let native = try ChildProcess([cliPath, "join", "--server", url + "/rtc", "--channel", "mix", "--uid", "2001", "--token",
                                        testToken(uid: "2001", channel: "mix"), "--video", "pattern", "--audio", "none", "--print-data",
                                        "--frame-log", nativeFrames, "--quiet", "--duration", "24"])

@@ -149,6 +149,18 @@ struct LiveKitClientProtocolTests {
         #expect(joined.iceServers.isEmpty && joined.pingInterval > 0 && joined.pingTimeout > joined.pingInterval)
     }
 
+    @Test("a refused join reaches our client with its code through both translators: a screen share without its owner waits for it (3003) as on our protocol, a draining server is joined again",
+          arguments: [(SignalingError.Code.screenShareOwnerAbsent, SignalingError.Code.screenShareOwnerAbsent),
+                      (.shuttingDown, .shuttingDown), (.limitExceeded, .permissionDenied), (.tokenExpired, .permissionDenied)])
+    func refusedJoin(_ refused: SignalingError.Code, _ seen: SignalingError.Code) {
+        var server = LiveKitProtocolTests.translator(identity: "1001_sub")
+        var client = LiveKitClientTranslator(identity: "1001_sub")
+        let out = server.translate(ServerEnvelope(.error(SignalingError(refused, "no"))), nowMs: 0)
+        let inbound = out.toClient.flatMap { client.translate($0) }
+        guard case .reply(.join, .failure(let error))? = inbound.first else { Issue.record("\(inbound)"); return }
+        #expect(error.code == seen, "\(error)")
+    }
+
     @Test("random responses never trap the client translator", arguments: [0, 1, 2, 3])
     func randomResponses(_ seed: Int) {
         var generator = SystemRandomNumberGenerator()
