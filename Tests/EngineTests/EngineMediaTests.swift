@@ -322,20 +322,30 @@ struct EngineMediaTests {
 
 @Suite("RTCEngine reconnect", .serialized)
 struct EngineReconnectTests {
-    @Test("a dropped signaling connection resumes in the window: same identity, ICE restarts on both transports, no userOffline, media both ways")
-    func resumeWithICERestart() async throws {
-        let server = try await TestServer()
-        let host = server.engine(), viewer = server.engine()
+    typealias Frames = NIOLockedValueBox<[Int64]>
+
+    /// A host (1001, on `hostProtocol`) and a viewer (2001, ours) in `channel`, each with video on
+    /// and a sink stamping the frames it decodes; joined, not yet sending.
+    static func streamingPair(_ server: TestServer, channel: String, hostProtocol: RTCEngineConfiguration.SignalingProtocol = .native) async throws
+        -> (host: RTCEngine, viewer: RTCEngine, hostEvents: EventLog, viewerEvents: EventLog, atViewer: Frames, atHost: Frames) {
+        let host = server.engine(signalingProtocol: hostProtocol), viewer = server.engine()
         let hostEvents = EventLog(host), viewerEvents = EventLog(viewer)
         try await host.enableVideo()
         try await viewer.enableVideo()
-        let atViewer = NIOLockedValueBox<[Int64]>([]), atHost = NIOLockedValueBox<[Int64]>([])
+        let atViewer = Frames([]), atHost = Frames([])
         viewer.setRemoteVideoSink { _ in atViewer.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
         host.setRemoteVideoSink { _ in atHost.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
-        try await viewer.join(token: testToken(uid: "2001", channel: "resume"), channel: "resume", uid: "2001")
-        try await host.join(token: testToken(uid: "1001", channel: "resume"), channel: "resume", uid: "1001")
-        let hostVideo = pushPattern(host), viewerVideo = pushPattern(viewer)
-        defer { hostVideo.cancel(); viewerVideo.cancel() }
+        try await viewer.join(token: testToken(uid: "2001", channel: channel), channel: channel, uid: "2001")
+        let token = hostProtocol == .livekit ? TestServer.liveKitToken(uid: "1001", channel: channel) : testToken(uid: "1001", channel: channel)
+        try await host.join(token: token, channel: channel, uid: "1001")
+        return (host, viewer, hostEvents, viewerEvents, atViewer, atHost)
+    }
+    @Test("a dropped signaling connection resumes in the window: same identity, ICE restarts on both transports, no userOffline, media both ways")
+    func resumeWithICERestart() async throws {
+        let server = try await TestServer()
+        let (host, viewer, hostEvents, viewerEvents, atViewer, atHost) = try await Self.streamingPair(server, channel: "resume")
+        let video = [pushPattern(host), pushPattern(viewer)]
+        defer { for task in video { task.cancel() } }
         #expect(await eventually { atViewer.withLockedValue { $0.count } >= 10 && atHost.withLockedValue { $0.count } >= 10 })
         let sid = try await server.app.sfu.participants(in: "resume").get().first { $0.uid == "1001" }?.sid
         let before = try await server.app.sfu.counterSnapshot.get()
@@ -367,17 +377,9 @@ struct EngineReconnectTests {
     @Test("LiveKit's protocol: a dropped signal connection resumes (reconnect=1, then SyncState and the publisher's re-offer): the same participant, no userOffline at the other, media both ways")
     func liveKitResume() async throws {
         let server = try await TestServer(liveKit: true)
-        let host = server.engine(signalingProtocol: .livekit), viewer = server.engine()
-        let hostEvents = EventLog(host), viewerEvents = EventLog(viewer)
-        try await host.enableVideo()
-        try await viewer.enableVideo()
-        let atViewer = NIOLockedValueBox<[Int64]>([]), atHost = NIOLockedValueBox<[Int64]>([])
-        viewer.setRemoteVideoSink { _ in atViewer.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
-        host.setRemoteVideoSink { _ in atHost.withLockedValue { $0.append(MediaClock.monotonicUs()) } }
-        try await viewer.join(token: testToken(uid: "2001", channel: "lkresume"), channel: "lkresume", uid: "2001")
-        try await host.join(token: TestServer.liveKitToken(uid: "1001", channel: "lkresume"), channel: "lkresume", uid: "1001")
-        let hostVideo = pushPattern(host), viewerVideo = pushPattern(viewer)
-        defer { hostVideo.cancel(); viewerVideo.cancel() }
+        let (host, viewer, hostEvents, viewerEvents, atViewer, atHost) = try await Self.streamingPair(server, channel: "lkresume", hostProtocol: .livekit)
+        let video = [pushPattern(host), pushPattern(viewer)]
+        defer { for task in video { task.cancel() } }
         #expect(await eventually { atViewer.withLockedValue { $0.count } >= 10 && atHost.withLockedValue { $0.count } >= 10 })
         let sid = try await server.app.sfu.participants(in: "lkresume").get().first { $0.uid == "1001" }?.sid
         let droppedAt = MediaClock.monotonicUs()
