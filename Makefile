@@ -7,7 +7,7 @@ DEBIAN_PACKAGES := pkg-config libvpx-dev libopus-dev libsrtp2-dev libssl-dev lib
 # Interop peers from PyPI, used by the tests: aiortc, and LiveKit's official Python SDK (its core
 # is Rust over Google's libwebrtc) with its server-side package for tokens.
 PYPI_PACKAGES := aiortc livekit==1.2.0 livekit-api==1.2.2
-FUZZ_TARGETS := y4m ivf wav ogg rtp rtcp vp8 stun sdp dtls ice srtp dcep signaling link resp livekit e2ee
+FUZZ_TARGETS := y4m ivf wav ogg opus rtp rtcp vp8 stun sdp dtls ice srtp dcep signaling link resp livekit e2ee
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 FUZZ_FLAGS := -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xcc -fsanitize=fuzzer-no-link,address \

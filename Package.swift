@@ -180,7 +180,7 @@ let package = Package(
                            .product(name: "NIOCore", package: "swift-nio")]),
 
         // MARK: Tests
-        .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "CMemory", "TestKit"]),
+        .testTarget(name: "RTCCoreTests", dependencies: ["RTCCore", "CMemory", "TestKit", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(name: "RTCE2EETests", dependencies: ["RTCE2EE", "RTCFuzzHarness"]),
         .testTarget(name: "RTCMediaTests", dependencies: ["RTCMedia", "RTCFuzzHarness", "TestKit"]),
         .testTarget(name: "ScreenCaptureTests", dependencies: ["ScreenCapture", "RTCFuzzHarness"]),

@@ -16,6 +16,7 @@ struct RTCFuzz {
             "link": FuzzHarness.link,
             "livekit": FuzzHarness.liveKit,
             "ogg": FuzzHarness.ogg,
+            "opus": FuzzHarness.opus,
             "resp": FuzzHarness.resp,
             "rtcp": FuzzHarness.rtcp,
             "rtp": FuzzHarness.rtp,

@@ -76,6 +76,22 @@ extension FuzzHarness {
         }
     }
 
+    /// Treats the input as a run of Opus packets, each prefixed by a 1-byte length: the TOC and
+    /// frame-count parser and the FEC probe the playout asks before recovering a loss.
+    public static func opus(_ bytes: [UInt8]) {
+        var offset = 0
+        while offset < bytes.count {
+            let length = Int(bytes[offset])
+            offset += 1
+            let end = min(bytes.count, offset + length)
+            let packet = ByteBuffer(bytes: bytes[offset..<end])
+            offset = end
+            guard let info = try? OpusPacketInfo(parsing: packet) else { continue }
+            precondition(info.samples > 0 && info.samples <= 5760, "Opus packet of \(info.samples) samples")
+            precondition(!(info.firstFrameHasFEC && info.mode == .celt), "FEC claimed for a CELT packet")
+        }
+    }
+
     public static func stun(_ bytes: [UInt8]) {
         _ = STUNMessage.verifyFingerprint(bytes)
         _ = STUNMessage.verifyIntegrity(bytes, key: [0x6B])

@@ -11,7 +11,7 @@ struct WireCorpusReplayTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("Fuzz/Corpus")
 
-    @Test("every corpus input runs through its fuzz entry point", arguments: ["rtp", "rtcp", "vp8", "stun", "sdp", "dtls", "ice", "srtp", "dcep"])
+    @Test("every corpus input runs through its fuzz entry point", arguments: ["rtp", "rtcp", "vp8", "opus", "stun", "sdp", "dtls", "ice", "srtp", "dcep"])
     func replay(name: String) throws {
         let folder = Self.root.appendingPathComponent(name)
         let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
@@ -20,6 +20,7 @@ struct WireCorpusReplayTests {
         case "rtp": FuzzHarness.rtp
         case "rtcp": FuzzHarness.rtcp
         case "vp8": FuzzHarness.vp8
+        case "opus": FuzzHarness.opus
         case "stun": FuzzHarness.stun
         case "dtls": FuzzHarness.dtls
         case "ice": FuzzHarness.ice

@@ -51,7 +51,8 @@ final class EngineStats: Sendable {
                     jitterMs: Double(statistics.jitter) * 1000 / Double(statistics.clockRate), roundTripTimeMs: subscriberRTT.map { $0 * 1000 },
                     framesDecoded: counters.framesDecoded, framesDropped: counters.framesDropped, decodeFailures: counters.decodeFailures,
                     keyframeRequests: counters.keyframeRequests, nacksSent: counters.nacksSent,
-                    decryptionFailures: counters.decryptionFailures, width: counters.width, height: counters.height))
+                    decryptionFailures: counters.decryptionFailures, framesConcealed: counters.framesConcealed,
+                    framesRecovered: counters.framesRecovered, width: counters.width, height: counters.height))
             }
             remote.sort { ($0.uid, $0.kind.rawValue) < ($1.uid, $1.kind.rawValue) }
             return RTCStats(durationMs: Int((nowUs - sinceUs) / 1000), local: local, remote: remote,

@@ -398,6 +398,11 @@ public struct RemoteTrackStats: Sendable, Hashable {
     /// Frames (video) or packets (audio) of an end-to-end encrypted track that could not be
     /// decrypted (no key, a wrong one, a damaged trailer), dropped before the decoder.
     public var decryptionFailures: Int = 0
+    /// Audio: 20 ms frames played from concealment (nothing came in time for them: a loss, or
+    /// the buffer growing), and lost ones recovered from the next packet's in-band FEC, since the
+    /// track started. Their share of all frames played is what a listener hears patched.
+    public var framesConcealed: Int = 0
+    public var framesRecovered: Int = 0
     public var width: Int
     public var height: Int
     /// Layered video: the simulcast layer the server sends (its stream id) and why (request,

@@ -86,6 +86,9 @@ final class ReceiverState: Sendable {
         var keyframeRequests = 0
         var nacksSent = 0
         var decryptionFailures = 0
+        /// Audio: 20 ms frames played from concealment, and lost ones recovered from in-band FEC.
+        var framesConcealed = 0
+        var framesRecovered = 0
         var width = 0
         var height = 0
         var senderClock: SenderClock?
@@ -327,14 +330,15 @@ final class RemoteVideoReceiver: @unchecked Sendable {
 }
 
 /// One remote audio track: packets from the network loop wait in an ``AudioJitterBuffer``; the
-/// engine's playout thread pulls 20 ms at a time and decodes here (with FEC and concealment).
+/// engine's playout thread pulls 20 ms at a time and plays it out here (``AudioPlayout``: FEC and
+/// concealment).
 final class RemoteAudioReceiver: @unchecked Sendable {
     let info: RemoteTrackInfo
     let state: ReceiverState
     private let encodedOutput: @Sendable (RemoteEncodedAudioFrame) -> Void
-    private let jitter = Mutex(AudioJitterBuffer())
+    private let jitter = Mutex(AudioPlayout.jitterBuffer())
     // Confined to the playout thread:
-    private var decoder: OpusDecoder?
+    private var playout = AudioPlayout()
     /// Confined to the network loop. Opening a packet there costs what its SRTP did (AES-GCM over
     /// some tens of bytes), and keeps arrival order for the recorder and FEC for the playout.
     private var decryptor: RemoteFrameDecryptor?
@@ -372,21 +376,15 @@ final class RemoteAudioReceiver: @unchecked Sendable {
     /// The next 20 ms (48 kHz stereo), on the playout thread; nil while nothing is playing.
     func pull() -> AudioFrame? {
         let decision = jitter.withLock { $0.pop() }
-        let samplesPerChannel = LocalAudioSender.samplesPerPacket
-        do {
-            if decoder == nil { decoder = try OpusDecoder(sampleRate: 48000, channels: 2) }
-            guard let decoder else { return nil }
-            let frame: AudioFrame
-            switch decision {
-            case .silence: return nil
-            case .decode(let packet): frame = try decoder.decode(packet)
-            case .recover(let next): frame = try decoder.decodeFEC(from: next, samplesPerChannel: samplesPerChannel)
-            case .conceal: frame = try decoder.concealLoss(samplesPerChannel: samplesPerChannel)
+        let (decodedBefore, concealedBefore, recoveredBefore) = (playout.framesDecoded, playout.framesConcealed, playout.framesRecovered)
+        let frame = playout.play(decision)
+        if playout.framesDecoded != decodedBefore || playout.framesConcealed != concealedBefore || playout.framesRecovered != recoveredBefore {
+            state.counters.withLock { counters in
+                counters.framesDecoded += playout.framesDecoded - decodedBefore + playout.framesRecovered - recoveredBefore
+                counters.framesConcealed += playout.framesConcealed - concealedBefore
+                counters.framesRecovered += playout.framesRecovered - recoveredBefore
             }
-            state.counters.withLock { $0.framesDecoded += 1 }
-            return frame
-        } catch {
-            return try? decoder?.concealLoss(samplesPerChannel: samplesPerChannel)
         }
+        return frame
     }
 }

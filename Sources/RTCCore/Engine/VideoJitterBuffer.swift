@@ -144,7 +144,7 @@ public enum AudioPlayoutDecision: Sendable, Equatable {
     case decode([UInt8])
     /// The packet is lost but the next one is here: recover it from the next one's in-band FEC.
     case recover(from: [UInt8])
-    /// Lost: let the decoder conceal it.
+    /// Lost: conceal it (``LossConcealer`` continues the audio before it).
     case conceal
 }
 
@@ -167,6 +167,9 @@ public struct AudioJitterBuffer: Sendable {
     public let minimumTargetPackets: Int
     public var maxPackets: Int
     public var maxConcealed: Int
+    /// Whether a packet can recover the one before it (its codec's in-band FEC); when not, the
+    /// lost one is concealed. Opus: ``AudioPlayout`` asks whether the packet carries LBRR.
+    public var canRecover: @Sendable ([UInt8]) -> Bool = { _ in true }
     private var packets: [UInt16: [UInt8]] = [:]
     private var next: UInt16?
     private var playing = false
@@ -284,7 +287,7 @@ public struct AudioJitterBuffer: Sendable {
             return .conceal
         }
         concealedInARow = 0
-        if let following = packets[sequence &+ 1] {
+        if let following = packets[sequence &+ 1], canRecover(following) {
             packetsRecovered += 1
             return .recover(from: following)
         }
