@@ -115,6 +115,38 @@ struct AudioConcealmentTests {
         }
     }
 
+    // MARK: Slots by timestamp
+
+    @Test("packets take the slot their timestamp names: a sender's padding-only probes between them (sequence numbers, no audio) cost no playout time, across the timestamp's wrap")
+    func paddingTakesNoSlot() {
+        var buffer = AudioJitterBuffer(targetPackets: 3, maxPackets: 25, maxConcealed: 15)
+        var sequence: UInt16 = 65530
+        var timestamp: UInt32 = UInt32.max - 960 * 4 + 1
+        var decisions: [AudioPlayoutDecision] = []
+        for index in 0..<12 {
+            buffer.insert(sequenceNumber: sequence, timestamp: timestamp, payload: [UInt8(index + 1)])
+            sequence &+= 1
+            if index % 3 == 1 {
+                // A probe: the next sequence number, the same timestamp, no payload.
+                buffer.insert(sequenceNumber: sequence, timestamp: timestamp, payload: [])
+                sequence &+= 1
+            }
+            timestamp &+= 960
+            decisions.append(buffer.pop())
+        }
+        for _ in 0..<2 { decisions.append(buffer.pop()) }
+        let played = decisions.compactMap { if case .decode(let packet) = $0 { packet.first } else { nil } }
+        #expect(played == (1...12).map { UInt8($0) }, "\(decisions)")
+        #expect(buffer.packetsConcealed == 0 && buffer.packetsEmpty == 4)
+        // A real loss (a timestamp skipped) is still one slot to conceal.
+        var lossy = AudioJitterBuffer(targetPackets: 2)
+        for (index, stamp) in [0, 960, 2880, 3840].enumerated() {
+            lossy.insert(sequenceNumber: UInt16(index), timestamp: UInt32(stamp), payload: [UInt8(index + 1)])
+        }
+        let out = (0..<4).map { _ in lossy.pop() }
+        #expect(out == [.decode([1]), .decode([2]), .recover(from: [3]), .decode([3])])
+    }
+
     // MARK: The concealer
 
     @Test("the concealer finds the period of a tone", arguments: [82.0, 110, 147, 220, 330, 440, 490])

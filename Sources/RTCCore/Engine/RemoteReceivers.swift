@@ -358,6 +358,9 @@ final class RemoteAudioReceiver: @unchecked Sendable {
     /// On the network loop.
     func receive(_ packet: RTPPacket, bytes: Int, arrivalUs: Int64) {
         let clock = state.record(packet, bytes: bytes, arrivalUs: arrivalUs)
+        // A padding-only probe (libwebrtc sends them on the audio SSRC): counted above for the
+        // sequence numbers' sake, no audio for the playout, the recorder or the decryptor.
+        guard packet.payload.readableBytes > 0 else { return }
         if let level = packet.header.extensionData(id: RTPExtensionID.audioLevel),
            let byte = level.getInteger(at: level.readerIndex, as: UInt8.self) {
             levels.withLock { $0.record(byte) }
@@ -370,7 +373,8 @@ final class RemoteAudioReceiver: @unchecked Sendable {
         }
         encodedOutput(RemoteEncodedAudioFrame(uid: info.uid, trackSid: info.trackSid, source: info.source, data: payload,
                                               rtpTimestamp: packet.header.timestamp, senderClock: clock))
-        jitter.withLock { $0.insert(sequenceNumber: packet.header.sequenceNumber, payload: payload, arrivalUs: arrivalUs) }
+        jitter.withLock { $0.insert(sequenceNumber: packet.header.sequenceNumber, timestamp: packet.header.timestamp, payload: payload,
+                                    arrivalUs: arrivalUs) }
     }
 
     /// The next 20 ms (48 kHz stereo), on the playout thread; nil while nothing is playing.

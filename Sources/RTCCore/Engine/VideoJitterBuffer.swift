@@ -148,19 +148,25 @@ public enum AudioPlayoutDecision: Sendable, Equatable {
     case conceal
 }
 
-/// The receive side of one audio stream: packets in by sequence number, one 20 ms decision out per
-/// playout tick. Playout starts once `targetPackets` are buffered; a lost packet is recovered
-/// from the next one's FEC when that is already here, else concealed (playout never stops for a
-/// burst: 300 ms by default); after `maxConcealed` packets in a row with nothing buffered it
-/// rebuffers; past `maxPackets` it drops the oldest to cap delay.
+/// The receive side of one audio stream: packets in, one 20 ms decision out per playout tick.
+/// Each packet takes the 20 ms slot its RTP timestamp names (960 ticks of the 48 kHz clock per
+/// slot), not its sequence number: a sender's padding-only probes (libwebrtc sends them on the
+/// audio SSRC) use sequence numbers and carry no audio, so by sequence each would have taken 20 ms
+/// of playout and pushed the rest later. Empty payloads (padding only) are dropped on the way in.
+/// Without a timestamp, the sequence number names the slot.
+///
+/// Playout starts once `targetPackets` are buffered; a lost packet is recovered from the next
+/// one's FEC when that is already here (and `canRecover` says it carries some), else concealed
+/// (playout never stops for a burst: 300 ms by default); after `maxConcealed` slots in a row with
+/// nothing buffered it rebuffers; past `maxPackets` it drops the oldest to cap delay.
 ///
 /// Adaptive playout delay (when packets come with their arrival times): each packet's transit
-/// (arrival minus its place in the stream, 20 ms per sequence number) over the last 5 s gives the
-/// spread late packets need, its 95th percentile above the fastest; the target is that spread in
-/// packets plus one, never under the configured `targetPackets` (the floor) nor over half of
-/// `maxPackets`. Playout follows the target: a buffer two packets over it drops one packet, one
-/// under it plays one concealed frame without advancing (to grow), each at most every 200 ms.
-/// Whole 20 ms frames, not time-stretching: a small step, rarely taken.
+/// (arrival minus its slot's place in the stream) over the last 5 s gives the spread late packets
+/// need, its 95th percentile above the fastest; the target is that spread in packets plus one,
+/// never under the configured `targetPackets` (the floor) nor over half of `maxPackets`. Playout
+/// follows the target: a buffer two packets over it drops one packet, one under it plays one
+/// concealed frame without advancing (to grow), each at most every 200 ms. Whole 20 ms frames,
+/// not time-stretching: a small step, rarely taken.
 public struct AudioJitterBuffer: Sendable {
     /// The current playout target (packets): the floor, or more under jitter.
     public private(set) var targetPackets: Int
@@ -170,8 +176,9 @@ public struct AudioJitterBuffer: Sendable {
     /// Whether a packet can recover the one before it (its codec's in-band FEC); when not, the
     /// lost one is concealed. Opus: ``AudioPlayout`` asks whether the packet carries LBRR.
     public var canRecover: @Sendable ([UInt8]) -> Bool = { _ in true }
-    private var packets: [UInt16: [UInt8]] = [:]
-    private var next: UInt16?
+    /// Packets by slot (20 ms steps from the first packet's timestamp, or sequence numbers).
+    private var packets: [Int64: [UInt8]] = [:]
+    private var next: Int64?
     private var playing = false
     private var concealedInARow = 0
     public private(set) var packetsLate = 0
@@ -180,14 +187,20 @@ public struct AudioJitterBuffer: Sendable {
     /// Packets dropped to shorten the delay, and concealed frames played to lengthen it.
     public private(set) var packetsAccelerated = 0
     public private(set) var framesExpanded = 0
+    /// Padding-only packets (no payload) left out.
+    public private(set) var packetsEmpty = 0
+    // Slots: the last timestamp (or sequence number) seen and its slot.
+    private var lastTimestamp: (value: UInt32, slot: Int64)?
+    private var lastSequence: (value: UInt16, slot: Int64)?
     // Delay estimation.
-    private var highest: (sequence: UInt16, extended: Int64)?
     private var transits: [Int64] = []
     private var transitIndex = 0
     private var insertsSinceEstimate = 0
     private var popsSinceAdjust = 0
 
     static let packetUs: Int64 = 20_000
+    /// RTP ticks per slot: 20 ms at 48 kHz.
+    public static let ticksPerSlot: Int64 = 960
     /// 5 s of 20 ms packets.
     static let transitWindow = 250
     static let adjustEveryPops = 10
@@ -201,30 +214,53 @@ public struct AudioJitterBuffer: Sendable {
 
     public var bufferedPackets: Int { packets.count }
 
-    /// Takes a packet; `arrivalUs` (monotonic) feeds the adaptive delay.
-    public mutating func insert(sequenceNumber: UInt16, payload: [UInt8], arrivalUs: Int64? = nil) {
-        if let arrivalUs { recordTransit(sequenceNumber, arrivalUs: arrivalUs) }
-        if let next, Int16(bitPattern: sequenceNumber &- next) < 0 {
+    /// Takes a packet; `timestamp` (RTP, 48 kHz) places it, `arrivalUs` (monotonic) feeds the
+    /// adaptive delay.
+    public mutating func insert(sequenceNumber: UInt16, timestamp: UInt32? = nil, payload: [UInt8], arrivalUs: Int64? = nil) {
+        guard !payload.isEmpty else {
+            packetsEmpty += 1
+            return
+        }
+        let slot: Int64
+        if let timestamp { slot = self.slot(timestamp: timestamp) } else { slot = self.slot(sequence: sequenceNumber) }
+        if let arrivalUs { recordTransit(slot, arrivalUs: arrivalUs) }
+        if let next, slot < next {
             packetsLate += 1
             return
         }
-        packets[sequenceNumber] = payload
-        while packets.count > maxPackets, let oldest = oldest {
+        packets[slot] = payload
+        while packets.count > maxPackets, let oldest = packets.keys.min() {
             packets[oldest] = nil
-            if let next, oldest == next { self.next = next &+ 1 }
+            if let next, oldest == next { self.next = next + 1 }
         }
     }
 
-    private mutating func recordTransit(_ sequence: UInt16, arrivalUs: Int64) {
-        let extended: Int64
-        if let highest {
-            extended = highest.extended + Int64(Int16(bitPattern: sequence &- highest.sequence))
-            if extended > highest.extended { self.highest = (sequence, extended) }
-        } else {
-            extended = 0
-            highest = (sequence, 0)
+    /// The slot of a timestamp: the nearest 20 ms step from the last one's (wrapping as RTP does).
+    private mutating func slot(timestamp: UInt32) -> Int64 {
+        guard let last = lastTimestamp else {
+            lastTimestamp = (timestamp, 0)
+            return 0
         }
-        let transit = arrivalUs - extended * Self.packetUs
+        let ticks = Int64(Int32(bitPattern: timestamp &- last.value))
+        let steps = ticks >= 0 ? (ticks + Self.ticksPerSlot / 2) / Self.ticksPerSlot : -((-ticks + Self.ticksPerSlot / 2) / Self.ticksPerSlot)
+        let slot = last.slot + steps
+        // Follow the newest, keeping the remainder so 10 ms packets do not drift.
+        if steps > 0 { lastTimestamp = (last.value &+ UInt32(truncatingIfNeeded: steps * Self.ticksPerSlot), slot) }
+        return slot
+    }
+
+    private mutating func slot(sequence: UInt16) -> Int64 {
+        guard let last = lastSequence else {
+            lastSequence = (sequence, 0)
+            return 0
+        }
+        let slot = last.slot + Int64(Int16(bitPattern: sequence &- last.value))
+        if slot > last.slot { lastSequence = (sequence, slot) }
+        return slot
+    }
+
+    private mutating func recordTransit(_ slot: Int64, arrivalUs: Int64) {
+        let transit = arrivalUs - slot * Self.packetUs
         if transits.count < Self.transitWindow {
             transits.append(transit)
         } else {
@@ -241,27 +277,22 @@ public struct AudioJitterBuffer: Sendable {
         targetPackets = min(max(needed, minimumTargetPackets), max(minimumTargetPackets, maxPackets / 2))
     }
 
-    private var oldest: UInt16? {
-        guard let reference = next ?? packets.keys.first else { return nil }
-        return packets.keys.min { Int16(bitPattern: $0 &- reference) < Int16(bitPattern: $1 &- reference) }
-    }
-
     /// The next 20 ms.
     public mutating func pop() -> AudioPlayoutDecision {
         if !playing {
-            guard packets.count >= targetPackets, let start = oldest else { return .silence }
+            guard packets.count >= targetPackets, let start = packets.keys.min() else { return .silence }
             playing = true
             next = start
             concealedInARow = 0
             popsSinceAdjust = 0
         }
-        guard var sequence = next else { return .silence }
+        guard var slot = next else { return .silence }
         popsSinceAdjust += 1
         if !transits.isEmpty, popsSinceAdjust >= Self.adjustEveryPops {
-            if packets.count > targetPackets + 2, packets[sequence] != nil {
+            if packets.count > targetPackets + 2, packets[slot] != nil {
                 // Too much delay: skip a packet.
-                packets[sequence] = nil
-                sequence &+= 1
+                packets[slot] = nil
+                slot += 1
                 packetsAccelerated += 1
                 popsSinceAdjust = 0
             } else if !packets.isEmpty, packets.count + 1 < targetPackets {
@@ -271,8 +302,8 @@ public struct AudioJitterBuffer: Sendable {
                 return .conceal
             }
         }
-        next = sequence &+ 1
-        if let packet = packets.removeValue(forKey: sequence) {
+        next = slot + 1
+        if let packet = packets.removeValue(forKey: slot) {
             concealedInARow = 0
             return .decode(packet)
         }
@@ -287,7 +318,7 @@ public struct AudioJitterBuffer: Sendable {
             return .conceal
         }
         concealedInARow = 0
-        if let following = packets[sequence &+ 1], canRecover(following) {
+        if let following = packets[slot + 1], canRecover(following) {
             packetsRecovered += 1
             return .recover(from: following)
         }
