@@ -3,17 +3,19 @@ SHELL := /bin/bash
 DEBIAN_PACKAGES := pkg-config libvpx-dev libopus-dev libsrtp2-dev libssl-dev libyuv-dev libusrsctp-dev \
                    libwebrtc-audio-processing-dev libx11-dev libxext-dev libavformat-dev xvfb ffmpeg tshark python3-pip openssl \
                    chromium chromium-driver python3-selenium firefox-esr iproute2 nftables coturn \
-                   redis-server janus time nodejs node-typescript
+                   redis-server janus time nodejs node-typescript espeak-ng gcc
 # Interop peers from PyPI, used by the tests: aiortc, and LiveKit's official Python SDK (its core
 # is Rust over Google's libwebrtc) with its server-side package for tokens.
 PYPI_PACKAGES := aiortc livekit==1.2.0 livekit-api==1.2.2
+# PESQ (ITU-T P.862) for the quality bench's audio scores: built from source (gcc), so apart.
+PYPI_BUILT := pesq==0.0.4
 FUZZ_TARGETS := y4m ivf wav ogg opus rtp rtcp vp8 stun sdp dtls ice srtp dcep signaling link resp livekit e2ee
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 FUZZ_FLAGS := -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xcc -fsanitize=fuzzer-no-link,address \
               -Xswiftc -Xclang-linker -Xswiftc -fuse-ld=lld
 
-.PHONY: deps demo test fuzz fuzz-replay bench build release clean protos
+.PHONY: deps demo test fuzz fuzz-replay bench bench-quality build release clean protos
 
 # Installs the system packages only when one is missing, so repeated runs stay fast.
 deps:
@@ -26,6 +28,9 @@ deps:
 	@python3 -c 'import aiortc, livekit.rtc, livekit.api' 2>/dev/null || { echo "installing from PyPI: $(PYPI_PACKAGES)"; \
 		python3 -m pip install --quiet --disable-pip-version-check $(PYPI_PACKAGES) 2>/dev/null \
 		|| python3 -m pip install --quiet --disable-pip-version-check --break-system-packages $(PYPI_PACKAGES); }
+	@python3 -c 'import pesq' 2>/dev/null || { echo "installing from PyPI: $(PYPI_BUILT)"; \
+		python3 -m pip install --quiet --disable-pip-version-check $(PYPI_BUILT) 2>/dev/null \
+		|| python3 -m pip install --quiet --disable-pip-version-check --break-system-packages $(PYPI_BUILT); }
 
 # Release builds link the Swift runtime statically: the sharers' resident memory is ~3 MB smaller
 # (docs/screen-share.md, "Memory"), and one set of flags for all of them keeps them from rebuilding.
@@ -64,7 +69,7 @@ TEST_RUN := .build/debug/swift-rtcPackageTests.xctest --testing-library swift-te
 # Run last, with the budgets, once the release build is done: tests whose 300 ms figures a
 # release link beside them (even in the idle class) pushed past their bound twice.
 LAST := SpeakerTests
-LANE_B := RoomServiceTests|ClusterTests|WebMRecordingTests|RecordingTests|MediaFileTests|TURNInteropTests|HardeningTests|MediaProcessesTests|WebClientTests
+LANE_B := RoomServiceTests|ClusterTests|QualityBenchTests|WebMRecordingTests|RecordingTests|MediaFileTests|TURNInteropTests|HardeningTests|MediaProcessesTests|WebClientTests
 test: deps
 	@mkdir -p out
 	swift build --build-tests
@@ -104,6 +109,10 @@ fuzz-replay:
 
 bench: build
 	.build/release/rtc-cli bench encode
+
+# Audio quality against libwebrtc (LiveKit's Python SDK) on one lossy path, four pairs (docs/quality.md).
+bench-quality: deps build
+	Benchmarks/quality.sh .build/release/rtc-cli out/quality
 
 clean:
 	rm -rf .build $(FUZZ_BUILD) out

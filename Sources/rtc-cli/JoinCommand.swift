@@ -81,6 +81,9 @@ struct JoinCommand: AsyncParsableCommand {
     @Option(name: .customLong("frame-log"),
             help: "Append a line per decoded remote video frame to FILE: monotonic µs, uid, width, height.")
     var frameLog: String?
+    @Option(name: .customLong("playout-wav"),
+            help: "Write what this bot would play out (every remote audio track mixed, 48 kHz stereo, silence where nothing played) to FILE.")
+    var playoutWAV: String?
     @Option(help: "Screen-share mode (a `_sub` uid): pattern, x11[:DISPLAY], FILE.y4m, or - for raw BGRA on stdin.")
     var source: String = "pattern"
     @Option(help: "Screen-share frame-rate profile: low (5), default (15) or high (30).") var profile: String = "default"
@@ -404,7 +407,7 @@ struct JoinCommand: AsyncParsableCommand {
                                       iceServers: iceServers,
                                       relayOnly: relayOnly, iceTCP: !noICETCP, iceTrust: iceTrust,
                                       layers: Bot.Layers(simulcast: simulcast, streamType: streamType.flatMap(VideoStreamType.init(rawValue:)),
-                                                         frameLog: frameLog),
+                                                         frameLog: frameLog, playoutWAV: playoutWAV),
                                       recordOptions: ChannelRecorder.Options(layout: ChannelRecorder.Options.Layout(rawValue: recordFormat) ?? .tracks,
                                                                              uids: recordUID.isEmpty ? nil : Set(recordUID)),
                                       fallbackServers: fallbackServer, data: (printData || sendData != nil, printData),
@@ -538,12 +541,14 @@ final class Bot: Sendable {
     private let videoPump: VideoPump?
     private let audioPump: AudioPump?
     let recorder: ChannelRecorder?
+    private let playout: PlayoutWAV?
     private let statsTask: Task<Void, Never>
     /// Simulcast for the bot's own video, the stream type it receives, and where decoded frames are logged.
     struct Layers {
         var simulcast = 1
         var streamType: VideoStreamType?
         var frameLog: String?
+        var playoutWAV: String?
     }
 
     /// The newest `rtcStats`, and a log of joins, departures, first frames and state changes.
@@ -584,6 +589,8 @@ final class Bot: Sendable {
                 handle.write("\(MediaClock.monotonicUs()) \(frame.uid) \(frame.frame.width) \(frame.frame.height)\n")
             }
         }
+        let playout = try layers.playoutWAV.map(PlayoutWAV.init(path:))
+        if let playout { engine.setMixedAudioSink { playout.write($0) } }
         if case .none = video {} else { try await engine.enableVideo() }
         if case .none = audio {} else { try await engine.enableAudio() }
         // Files and tones are not microphones: no echo cancellation or noise suppression on them.
@@ -692,13 +699,14 @@ final class Bot: Sendable {
         let timeline = CaptureTimeline()
         videoPump.start(timeline)
         audioPump.start(timeline)
-        return Bot(uid: uid, engine: engine, videoPump: videoPump, audioPump: audioPump, recorder: recorder, statsTask: statsTask,
-                   latest: latest, log: log)
+        return Bot(uid: uid, engine: engine, videoPump: videoPump, audioPump: audioPump, recorder: recorder, playout: playout,
+                   statsTask: statsTask, latest: latest, log: log)
     }
 
-    private init(uid: String, engine: RTCEngine, videoPump: VideoPump?, audioPump: AudioPump?, recorder: ChannelRecorder?,
+    private init(uid: String, engine: RTCEngine, videoPump: VideoPump?, audioPump: AudioPump?, recorder: ChannelRecorder?, playout: PlayoutWAV?,
                  statsTask: Task<Void, Never>, latest: NIOLockedValueBox<RTCStats?>, log: NIOLockedValueBox<[String]>) {
         self.uid = uid
+        self.playout = playout
         self.engine = engine
         self.videoPump = videoPump
         self.audioPump = audioPump
@@ -727,6 +735,8 @@ final class Bot: Sendable {
         videoPump?.stop()
         audioPump?.stop()
         await engine.leave()
+        engine.setMixedAudioSink(nil)
+        playout?.finish()
         statsTask.cancel()
         return recorder?.finish() ?? []
     }
@@ -758,6 +768,7 @@ final class Bot: Sendable {
                 + (track.kind == .video ? " \(track.width)x\(track.height)" : "")
                 + (track.layer.map { " layer \($0) (\(track.layerReason?.rawValue ?? "-"))" } ?? "")
                 + " lost \(track.packetsLost) jitter \(String(format2: track.jitterMs)) ms"
+                + (track.kind == .audio ? " concealed \(track.framesConcealed) recovered \(track.framesRecovered)" : "")
                 + (track.decryptionFailures > 0 ? " undecryptable \(track.decryptionFailures)" : ""))
         }
         return parts.joined(separator: " | ")

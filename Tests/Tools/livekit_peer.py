@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import time
+import wave
 
 import numpy as np
 from livekit import api, rtc
@@ -81,6 +82,7 @@ class Watcher:
     def __init__(self, room, started):
         self.room = room
         self.started = started
+        self.wavs = []
         self.tracks = {}
         self.data = []
         self.muted = []
@@ -171,7 +173,18 @@ class Watcher:
                 entry["psnr"].append([size, round(psnr(frame), 2), self.ms()])
 
     async def audio(self, track, entry):
+        wav = None
+        prefix = getattr(self, "audio_wav", None)
+        if prefix:
+            # What the SDK plays out of this track (libwebrtc's NetEq), 48 kHz mono, for the quality bench.
+            wav = wave.open(f"{prefix}-{entry['identity']}.wav", "wb")
+            wav.setnchannels(1)
+            wav.setsampwidth(2)
+            wav.setframerate(48000)
+            self.wavs.append(wav)
         async for event in rtc.AudioStream(track, sample_rate=48000, num_channels=1):
+            if wav is not None:
+                wav.writeframes(bytes(event.frame.data))
             samples = np.frombuffer(bytes(event.frame.data), dtype=np.int16).astype(np.float64)
             if entry["firstFrameMs"] is None:
                 entry["firstFrameMs"] = self.ms()
@@ -219,13 +232,22 @@ class Watcher:
     def close(self):
         for task in self.tasks:
             task.cancel()
+        for wav in self.wavs:
+            wav.close()
 
 
 class Publisher:
     """The pattern (I420 frames) and a 440 Hz tone, pushed in real time."""
 
-    def __init__(self, width, height, fps):
+    def __init__(self, width, height, fps, audio_file=None):
         self.width, self.height, self.fps = width, height, fps
+        self.clip = None
+        if audio_file:
+            # A 48 kHz mono 16-bit WAV, looped (the quality bench's speech).
+            with wave.open(audio_file, "rb") as clip:
+                if (clip.getframerate(), clip.getnchannels(), clip.getsampwidth()) != (48000, 1, 2):
+                    raise SystemExit(f"--audio-file {audio_file}: not 48 kHz mono 16-bit")
+                self.clip = np.frombuffer(clip.readframes(clip.getnframes()), dtype=np.int16)
         self.video = rtc.VideoSource(width, height)
         self.audio = rtc.AudioSource(48000, 1)
         self.frame = rtc.VideoFrame(width, height, rtc.VideoBufferType.I420, bytearray(pattern_i420(width, height)))
@@ -258,9 +280,16 @@ class Publisher:
     async def push_audio(self):
         n = 0
         samples = 480  # 10 ms
+        next_at = time.monotonic()
         while True:
-            t = (np.arange(samples) + n) / 48000
-            tone = (8000 * np.sin(2 * np.pi * 440 * t)).astype(np.int16)
+            if self.clip is not None:
+                tone = np.take(self.clip, np.arange(n, n + samples), mode="wrap")
+                # capture_frame paces a tone by blocking; a clip is paced here as well, 10 ms a frame.
+                next_at += samples / 48000
+                await asyncio.sleep(max(0, next_at - time.monotonic()))
+            else:
+                t = (np.arange(samples) + n) / 48000
+                tone = (8000 * np.sin(2 * np.pi * 440 * t)).astype(np.int16)
             await self.audio.capture_frame(rtc.AudioFrame(tone.tobytes(), 48000, 1, samples))
             n += samples
 
@@ -283,6 +312,7 @@ async def run_bot(args):
     room = rtc.Room()
     watcher = Watcher(room, started)
     watcher.print_data = args.print_data
+    watcher.audio_wav = args.audio_wav
     report = {"identity": args.identity}
     watcher.psnr_all = args.psnr_all
     e2ee_states = []
@@ -328,12 +358,12 @@ async def run_bot(args):
     publisher = None
     if args.publish:
         width, height = map(int, args.size.split("x"))
-        publisher = Publisher(width, height, args.fps)
+        publisher = Publisher(width, height, args.fps, audio_file=args.audio_file)
         source = rtc.TrackSource.SOURCE_SCREENSHARE if args.screen else rtc.TrackSource.SOURCE_CAMERA
         codec = getattr(rtc.VideoCodec, args.codec.upper())
         started_publish = time.monotonic()
         try:
-            await publisher.publish(room.local_participant, audio=not args.no_audio, simulcast=args.simulcast, source=source, codec=codec)
+            await publisher.publish(room.local_participant, video=not args.no_video, audio=not args.no_audio, simulcast=args.simulcast, source=source, codec=codec)
         except Exception as error:  # the report names the SDK's error and how long it took
             report["publishError"] = f"{type(error).__name__}: {error}"
             report["publishErrorAfterMs"] = round((time.monotonic() - started_publish) * 1000)
@@ -576,6 +606,9 @@ def main():
             p.add_argument("--simulcast", action="store_true")
             p.add_argument("--codec", default="vp8", help="vp8, h264, vp9 or av1")
             p.add_argument("--no-audio", action="store_true")
+            p.add_argument("--no-video", action="store_true", help="with --publish: audio only")
+            p.add_argument("--audio-file", help="with --publish: a 48 kHz mono WAV to send (looped) instead of the tone")
+            p.add_argument("--audio-wav", help="PREFIX: write each remote audio track as played out to PREFIX-IDENTITY.wav")
             p.add_argument("--duration", type=float, default=8)
             p.add_argument("--send-data", action="append", default=[], help="TEXT@TOPIC, reliable, once")
             p.add_argument("--data-to", action="append", default=[])
