@@ -29,7 +29,7 @@ KEY=APIquality
 SECRET=quality-secret-0123456789abcdef0123
 mkdir -p "$OUT"
 PIDS=()
-cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+cleanup() { for pid in ${PIDS[@]+"${PIDS[@]}"}; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
 
 # The speech: espeak-ng's voice at 48 kHz mono (make test installs espeak-ng and ffmpeg).
@@ -61,6 +61,7 @@ for condition in $CONDITIONS; do
     PROXY=$!
     PIDS+=($PROXY)
     for _ in $(seq 100); do grep -q "ws://" "$DIR/server.log" 2>/dev/null && break; sleep 0.1; done
+    grep -q "ws://" "$DIR/server.log" || { echo "the server did not start: $(tail -3 "$DIR/server.log")" >&2; exit 1; }
     URL="ws://127.0.0.1:$PORT"
     # Viewers first (each in its own room), then the publishers, all at once: one run, one path.
     for pair in $PAIRS; do
@@ -88,7 +89,7 @@ for condition in $CONDITIONS; do
         PUBLISHERS+=($!)
         PIDS+=($!)
     done
-    for pid in "${PUBLISHERS[@]}"; do wait "$pid" || true; done
+    for pid in ${PUBLISHERS[@]+"${PUBLISHERS[@]}"}; do wait "$pid" || true; done
     sleep 12  # the viewers' own end (their --duration), with the files closed
     kill -TERM "$PROXY" 2>/dev/null || true
     sleep 0.5
@@ -99,7 +100,8 @@ for condition in $CONDITIONS; do
         wav="$DIR/$pair.wav"
         [ "$viewer" = l ] && wav="$DIR/$pair-pub.wav"
         if [ -s "$wav" ]; then
-            score=$(python3 "$SCORE" "$SPEECH" "$wav" --skip 4 --seconds $((SECONDS_RUN - 6)) || true)
+            score=$(python3 "$SCORE" "$SPEECH" "$wav" --skip 4 --seconds $((SECONDS_RUN - 6)) 2> "$DIR/$pair-score.err" || true)
+            [ -n "$score" ] || score="{\"error\": \"the scorer failed: $(tail -1 "$DIR/$pair-score.err" | tr -d '"\\')\"}"
         else
             score='{"error": "no audio played out"}'
         fi

@@ -34,6 +34,7 @@ final class PlayoutWAV: @unchecked Sendable {
         state.withLockedValue { state in
             guard !state.failed, frame.sampleRate == 48000, frame.channels == 2 else { return }
             let samples = frame.int16Samples.count / 2
+            guard samples > 0 else { return }
             let start = state.startUs ?? frame.timestampUs
             state.startUs = start
             // Where this frame belongs on the playout's clock; a gap of a whole frame or more is silence.

@@ -147,6 +147,61 @@ struct AudioConcealmentTests {
         #expect(out == [.decode([1]), .decode([2]), .recover(from: [3]), .decode([3])])
     }
 
+    /// Plays `stream` (per packet: its timestamp and the tick it arrives on, 20 ms ticks) through a
+    /// jitter buffer; returns the ids (payload bytes) decoded, in order, and the buffer.
+    static func play(_ stream: [(timestamp: UInt32, arrives: Int)], ticks: Int, sequences: [UInt16]? = nil)
+        -> (decoded: [Int], buffer: AudioJitterBuffer) {
+        var buffer = AudioJitterBuffer()
+        var decoded: [Int] = []
+        for tick in 0..<ticks {
+            for (index, packet) in stream.enumerated() where packet.arrives == tick {
+                buffer.insert(sequenceNumber: sequences?[index] ?? UInt16(truncatingIfNeeded: index), timestamp: packet.timestamp,
+                              payload: [UInt8(index >> 8), UInt8(index & 0xFF)], arrivalUs: Int64(tick) * 20_000)
+            }
+            if case .decode(let payload) = buffer.pop() { decoded.append(Int(payload[0]) << 8 | Int(payload[1])) }
+        }
+        return (decoded, buffer)
+    }
+
+    @Test("Opus DTX (one packet per 400 ms in silence) between talkspurts: every packet of the next talkspurt plays")
+    func dtxGaps() {
+        var stream: [(timestamp: UInt32, arrives: Int)] = []
+        for slot in 0..<50 { stream.append((UInt32(slot * 960), slot)) }  // 1 s of speech
+        for slot in stride(from: 70, to: 170, by: 20) { stream.append((UInt32(slot * 960), slot)) }  // 2 s of DTX
+        let talk = stream.count
+        for slot in 170..<270 { stream.append((UInt32(slot * 960), slot)) }  // 2 s of speech
+        let (decoded, buffer) = Self.play(stream, ticks: 290)
+        let played = decoded.filter { $0 >= talk }.count
+        #expect(played == 100, "\(played) of 100 packets of the talkspurt after DTX played; \(buffer.resynchronizations) resynchronizations")
+        #expect(decoded.filter { $0 < 50 }.count == 50)
+    }
+
+    @Test("a sender's timestamps jump forward 2 s or back 20 s mid-stream (its clock restarted): playout follows at once, nothing counted late")
+    func timestampJumps() {
+        for jump in [100, -1000] {
+            var stream: [(timestamp: UInt32, arrives: Int)] = []
+            for tick in 0..<100 { stream.append((UInt32(bitPattern: Int32(tick < 50 ? tick : tick + jump) * 960 + 5_000_000), tick)) }
+            let (decoded, buffer) = Self.play(stream, ticks: 110)
+            #expect(decoded.filter { $0 >= 50 }.count >= 48, "jump \(jump): \(decoded.filter { $0 >= 50 }.count) of 50 played after it")
+            #expect(buffer.packetsLate == 0 && buffer.resynchronizations >= 1, "jump \(jump)")
+        }
+    }
+
+    @Test("a burst past the buffer's cap while playing: what came too late is late, the oldest of the rest go, playout moves past them and plays on")
+    func trimWhilePlaying() {
+        var stream: [(timestamp: UInt32, arrives: Int)] = []
+        for slot in 0..<10 { stream.append((UInt32(slot * 960), slot)) }
+        for slot in 10..<50 { stream.append((UInt32(slot * 960), 20)) }  // 40 packets at once, after a 200 ms stall
+        for slot in 50..<70 { stream.append((UInt32(slot * 960), slot - 29)) }
+        let (decoded, buffer) = Self.play(stream, ticks: 80)
+        // Slots 10-19 were due during the stall (concealed): late. Of 20-49, the cap keeps 25 and
+        // the delay control drops a few; everything after plays.
+        #expect(buffer.packetsLate <= 10)
+        #expect(decoded.filter { $0 >= 50 }.count == 20, "\(decoded)")
+        #expect(decoded.filter { (20..<50).contains($0) }.count >= 20, "\(decoded)")
+        #expect(decoded == decoded.sorted())
+    }
+
     // MARK: The concealer
 
     @Test("the concealer finds the period of a tone", arguments: [82.0, 110, 147, 220, 330, 440, 490])
@@ -264,7 +319,9 @@ struct AudioConcealmentTests {
         var out: [Int16] = [], concealed = 0, played = 0
         for tick in 0...(packets.count + 4) {
             if tick < packets.count, !lost[tick] {
-                jitter.insert(sequenceNumber: UInt16(tick), payload: packets[tick], arrivalUs: Int64(tick) * 20_000 + 30_000)
+                // Timestamps from near the wrap, as a sender's random start may be.
+                jitter.insert(sequenceNumber: UInt16(truncatingIfNeeded: tick), timestamp: 0xFFFF_0000 &+ UInt32(tick) &* 960,
+                              payload: packets[tick], arrivalUs: Int64(tick) * 20_000 + 30_000)
             }
             let decision = jitter.pop()
             var samples: [Int16]?

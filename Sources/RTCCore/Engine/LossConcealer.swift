@@ -33,8 +33,9 @@ public struct LossConcealer: Sendable {
     static let fadePerFrame: Float = 0.75
     static let unvoicedFadePerFrame: Float = 0.5
 
+    /// `sampleRate` is one of Opus's (8000 to 48000 Hz); others are taken as 48000.
     public init(sampleRate: Int = 48000, channels: Int = 2) {
-        self.sampleRate = sampleRate
+        self.sampleRate = (8000...48000).contains(sampleRate) ? sampleRate : 48000
         self.channels = max(1, channels)
         historyLength = sampleRate * 60 / 1000
         history = []
@@ -47,7 +48,9 @@ public struct LossConcealer: Sendable {
     /// A frame decoded from a packet (or recovered from FEC), on its way out: cross-faded in from
     /// the continuation if it follows a concealed one, then kept as history.
     public mutating func played(_ samples: inout [Int16]) {
-        if framesInARow > 0, period > 0 {
+        // Whole frames of every channel only: a ragged end is left out of the history.
+        samples.removeLast(samples.count % channels)
+        if framesInARow > 0 {
             let fade = min(samples.count / channels, sampleRate / 200)
             let tail = continuation(count: fade)
             for frame in 0..<fade {
@@ -82,11 +85,7 @@ public struct LossConcealer: Sendable {
         }
         framesInARow += 1
         framesConcealed += 1
-        guard period > 0 else {
-            let silence = [Int16](repeating: 0, count: samplesPerChannel * channels)
-            remember(silence)
-            return silence
-        }
+        guard period > 0 else { return [Int16](repeating: 0, count: samplesPerChannel * channels) }
         let startGain = gain
         if framesInARow > Self.holdFrames { gain *= voiced ? Self.fadePerFrame : Self.unvoicedFadePerFrame }
         var out = continuation(count: samplesPerChannel)

@@ -153,7 +153,16 @@ public enum AudioPlayoutDecision: Sendable, Equatable {
 /// slot), not its sequence number: a sender's padding-only probes (libwebrtc sends them on the
 /// audio SSRC) use sequence numbers and carry no audio, so by sequence each would have taken 20 ms
 /// of playout and pushed the rest later. Empty payloads (padding only) are dropped on the way in.
-/// Without a timestamp, the sequence number names the slot.
+/// Without a timestamp, the sequence number names the slot. Packets are 20 ms: the playout
+/// conceals any other duration (10, 40 or 60 ms Opus packets are not played).
+///
+/// Discontinuities: playout (re)starts `targetPackets - 1` slots before the newest packet, not at
+/// the oldest (after Opus DTX's one packet per 400 ms, the oldest can be seconds old); a missing
+/// slot with the next packet more than `maxConcealed` slots ahead (a talkspurt after DTX, a sender
+/// whose timestamp jumped) moves playout to that packet instead of concealing up to it; a packet
+/// far behind playout (a sender whose timestamp went back: a restart) re-anchors the timestamps
+/// at the playout's position instead of counting as late; trimming past `maxPackets` moves
+/// playout past what it dropped.
 ///
 /// Playout starts once `targetPackets` are buffered; a lost packet is recovered from the next
 /// one's FEC when that is already here (and `canRecover` says it carries some), else concealed
@@ -189,6 +198,8 @@ public struct AudioJitterBuffer: Sendable {
     public private(set) var framesExpanded = 0
     /// Padding-only packets (no payload) left out.
     public private(set) var packetsEmpty = 0
+    /// Times playout moved to a packet past a gap, or re-anchored a sender's timestamps.
+    public private(set) var resynchronizations = 0
     // Slots: the last timestamp (or sequence number) seen and its slot.
     private var lastTimestamp: (value: UInt32, slot: Int64)?
     private var lastSequence: (value: UInt16, slot: Int64)?
@@ -221,18 +232,36 @@ public struct AudioJitterBuffer: Sendable {
             packetsEmpty += 1
             return
         }
-        let slot: Int64
+        var slot: Int64
         if let timestamp { slot = self.slot(timestamp: timestamp) } else { slot = self.slot(sequence: sequenceNumber) }
+        if let next, slot < next - Int64(maxPackets) {
+            // Far behind playout: the sender's clock went back (not a packet this late). Its
+            // timestamps count from here on, at playout's position.
+            resynchronizations += 1
+            slot = next
+            if let timestamp { lastTimestamp = (timestamp, slot) } else { lastSequence = (sequenceNumber, slot) }
+            transits.removeAll(keepingCapacity: true)
+            transitIndex = 0
+        }
+        if next == nil, let newest = packets.keys.max(), slot < newest - Int64(maxPackets) {
+            // Waiting to start, and the sender's clock went back: what waits is from before.
+            resynchronizations += 1
+            packets.removeAll(keepingCapacity: true)
+            transits.removeAll(keepingCapacity: true)
+            transitIndex = 0
+        }
         if let arrivalUs { recordTransit(slot, arrivalUs: arrivalUs) }
         if let next, slot < next {
             packetsLate += 1
             return
         }
         packets[slot] = payload
+        var trimmed = false
         while packets.count > maxPackets, let oldest = packets.keys.min() {
             packets[oldest] = nil
-            if let next, oldest == next { self.next = next + 1 }
+            trimmed = true
         }
+        if trimmed, let next, let oldest = packets.keys.min(), oldest > next { self.next = oldest }
     }
 
     /// The slot of a timestamp: the nearest 20 ms step from the last one's (wrapping as RTP does).
@@ -244,8 +273,8 @@ public struct AudioJitterBuffer: Sendable {
         let ticks = Int64(Int32(bitPattern: timestamp &- last.value))
         let steps = ticks >= 0 ? (ticks + Self.ticksPerSlot / 2) / Self.ticksPerSlot : -((-ticks + Self.ticksPerSlot / 2) / Self.ticksPerSlot)
         let slot = last.slot + steps
-        // Follow the newest, keeping the remainder so 10 ms packets do not drift.
-        if steps > 0 { lastTimestamp = (last.value &+ UInt32(truncatingIfNeeded: steps * Self.ticksPerSlot), slot) }
+        // Follow the newest (and a jump back past the buffer: the sender restarted its clock).
+        if steps > 0 || steps < -Int64(maxPackets) { lastTimestamp = (timestamp, slot) }
         return slot
     }
 
@@ -255,7 +284,7 @@ public struct AudioJitterBuffer: Sendable {
             return 0
         }
         let slot = last.slot + Int64(Int16(bitPattern: sequence &- last.value))
-        if slot > last.slot { lastSequence = (sequence, slot) }
+        if slot > last.slot || slot < last.slot - Int64(maxPackets) { lastSequence = (sequence, slot) }
         return slot
     }
 
@@ -280,7 +309,11 @@ public struct AudioJitterBuffer: Sendable {
     /// The next 20 ms.
     public mutating func pop() -> AudioPlayoutDecision {
         if !playing {
-            guard packets.count >= targetPackets, let start = packets.keys.min() else { return .silence }
+            guard packets.count >= targetPackets, let oldest = packets.keys.min(), let newest = packets.keys.max() else { return .silence }
+            // From the oldest; but packets spread wider than the buffer (sparse: DTX's one per
+            // 400 ms) start the target's delay behind the newest, not seconds behind.
+            let start = newest - oldest >= Int64(maxPackets) ? newest - Int64(targetPackets - 1) : oldest
+            for stale in packets.keys where stale < start { packets[stale] = nil }
             playing = true
             next = start
             concealedInARow = 0
@@ -316,6 +349,14 @@ public struct AudioJitterBuffer: Sendable {
             }
             packetsConcealed += 1
             return .conceal
+        }
+        if let upcoming = packets.keys.min(), upcoming - slot > Int64(maxConcealed) {
+            // The next packet is further ahead than concealment reaches: a new talkspurt (after
+            // DTX) or a jump in the sender's timestamps. Play it now rather than conceal up to it.
+            resynchronizations += 1
+            concealedInARow = 0
+            next = upcoming + 1
+            return .decode(packets.removeValue(forKey: upcoming)!)
         }
         concealedInARow = 0
         if let following = packets[slot + 1], canRecover(following) {
