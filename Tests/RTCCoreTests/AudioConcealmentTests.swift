@@ -218,13 +218,19 @@ struct AudioConcealmentTests {
         #expect(found.correlation > 0.95)
     }
 
-    @Test("a tone concealed for a lost 20 ms goes on at its level and phase; the next decoded frame comes in without a jump")
-    func continuesTone() {
+    /// A concealer that has played the first 100 ms of the tone.
+    static func concealerAfterTone() -> LossConcealer {
         var concealer = LossConcealer()
         for index in 0..<5 {
-            var frame = Self.source(index, voiced: false)
+            var frame = source(index, voiced: false)
             concealer.played(&frame)
         }
+        return concealer
+    }
+
+    @Test("a tone concealed for a lost 20 ms goes on at its level and phase; the next decoded frame comes in without a jump")
+    func continuesTone() {
+        var concealer = Self.concealerAfterTone()
         let concealed = concealer.conceal(samplesPerChannel: 960)
         let truth = Self.source(5, voiced: false)
         var signal = 0.0, error = 0.0
@@ -245,11 +251,7 @@ struct AudioConcealmentTests {
 
     @Test("a long loss holds the level 40 ms, then fades; silence conceals as silence; a reset forgets")
     func fades() {
-        var concealer = LossConcealer()
-        for index in 0..<5 {
-            var frame = Self.source(index, voiced: false)
-            concealer.played(&frame)
-        }
+        var concealer = Self.concealerAfterTone()
         func rms(_ samples: [Int16]) -> Double { (samples.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(max(1, samples.count))).squareRoot() }
         let levels = (0..<10).map { _ in rms(concealer.conceal(samplesPerChannel: 960)) }
         #expect(levels[0] > 5000 && levels[1] > 5000, "\(levels)")
