@@ -68,10 +68,10 @@ for condition in $CONDITIONS; do
         viewer=${pair:1:1}
         if [ "$viewer" = o ]; then
             "$CLI" join --server "$URL/rtc" --channel "q$pair" --uid view --secret quality --role audience --video none --audio none \
-                --playout-wav "$DIR/$pair.wav" --duration $((SECONDS_RUN + 10)) > "$DIR/$pair-view.log" 2>&1 &
+                --playout-wav "$DIR/$pair.wav" --duration $((SECONDS_RUN + 6)) > "$DIR/$pair-view.log" 2>&1 &
         else
             python3 "$PEER" bot --url "$URL" --api-key "$KEY" --api-secret "$SECRET" --room "q$pair" --identity view \
-                --audio-wav "$DIR/$pair" --duration $((SECONDS_RUN + 10)) > "$DIR/$pair-view.log" 2>&1 &
+                --audio-wav "$DIR/$pair" --duration $((SECONDS_RUN + 6)) > "$DIR/$pair-view.log" 2>&1 &
         fi
         PIDS+=($!)
     done
@@ -90,7 +90,7 @@ for condition in $CONDITIONS; do
         PIDS+=($!)
     done
     for pid in ${PUBLISHERS[@]+"${PUBLISHERS[@]}"}; do wait "$pid" || true; done
-    sleep 12  # the viewers' own end (their --duration), with the files closed
+    sleep 5  # the viewers' own end (their --duration: 3 s before the publishers, 6 s after), files closed
     kill -TERM "$PROXY" 2>/dev/null || true
     sleep 0.5
     cleanup

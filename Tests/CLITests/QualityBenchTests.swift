@@ -4,7 +4,7 @@ import Testing
 
 /// The quality bench (`Benchmarks/quality.sh`, docs/quality.md) as a short smoke run: one pair
 /// (LiveKit's Python SDK publishing speech to our bot: libwebrtc's sender, our receiver), one
-/// condition (10 % loss and 20 ms each way at the proxy), 16 s. The figures are printed; the test
+/// condition (10 % loss and 20 ms each way at the proxy), 15 s. The figures are printed; the test
 /// asserts only what makes them figures: the speech played out and the scorer scored it.
 @Suite("Quality bench (smoke)", .serialized)
 struct QualityBenchTests {
@@ -13,7 +13,7 @@ struct QualityBenchTests {
     @Test("one pair, one condition: the bench runs end to end, our bot plays out LiveKit's speech and it is scored (PESQ, kept and silent shares)")
     func smoke() async throws {
         let out = temporaryDirectory("quality")
-        let bench = try ChildProcess(["env", "CONDITIONS=10:20", "PAIRS=lo", "RUN_SECONDS=16", "bash", Self.root.appendingPathComponent("Benchmarks/quality.sh").path,
+        let bench = try ChildProcess(["env", "CONDITIONS=10:20", "PAIRS=lo", "RUN_SECONDS=15", "bash", Self.root.appendingPathComponent("Benchmarks/quality.sh").path,
                                       cliPath, out])
         defer { bench.stop() }
         let status = await bench.wait(180)
